@@ -1,0 +1,26 @@
+# Helpers that give every kiln target the same warnings and sanitizer flags, per target.
+
+function(kiln_set_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>)
+endfunction()
+
+function(kiln_set_sanitizers target)
+  if(KILN_SANITIZE)
+    string(REPLACE ";" "," _san "${KILN_SANITIZE}")
+    target_compile_options(${target} PRIVATE -fsanitize=${_san} -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=${_san})
+  endif()
+endfunction()
+
+# kiln_add_library(NAME SOURCES ...): a static library whose headers are included as
+# "layer/file.h" from the project root.
+function(kiln_add_library name)
+  add_library(${name} STATIC ${ARGN})
+  target_include_directories(${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<INSTALL_INTERFACE:include/kiln>)
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  kiln_set_warnings(${name})
+  kiln_set_sanitizers(${name})
+endfunction()

@@ -1,0 +1,60 @@
+// kiln::Dataset: a packed dataset directory opened for reading, whatever its storage backend.
+//
+// A dataset is N samples with one TensorSchema; sample i has raw tensor bytes, an int64 label and
+// a UTF-8 key. Open() reads the manifest and opens every file, validating sizes and headers
+// against it: O(files), never a parse per sample.
+// Lifetimes: the Dataset owns its mappings; it must outlive every Loader built on it.
+// Thread safety: all const methods are safe to call concurrently from many threads, each thread
+// passing its own RecordDecoder.
+#ifndef KILN_FORMATS_DATASET_H_
+#define KILN_FORMATS_DATASET_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "formats/manifest.h"
+#include "formats/record_codec.h"
+#include "formats/status.h"
+#include "formats/tensor_schema.h"
+
+namespace kiln {
+
+class Dataset {
+ public:
+  // Opens the dataset in directory `dir`, choosing the backend from the manifest's `format`.
+  // Errors: NotFound (no such directory, no kiln.json), Corruption naming the bad file (size
+  // differs from the manifest, bad header or footer, schema or count mismatch), NotSupported
+  // (unknown format or version), IOError.
+  static Result<std::unique_ptr<Dataset>> Open(const std::string& dir);
+
+  virtual ~Dataset() = default;
+
+  const std::string& dir() const { return dir_; }
+  const Manifest& manifest() const { return manifest_; }
+  const TensorSchema& schema() const { return manifest_.schema; }
+  uint64_t num_samples() const { return manifest_.samples; }
+
+  // Copies sample `index`'s schema().sample_bytes() raw bytes into `out` (decompressing when
+  // the record is compressed) after checking its checksum, and stores its label in `*label`.
+  // Errors: OutOfRange for index >= num_samples(); Corruption naming the file, record and byte
+  // offset. On error `out` may hold partial bytes.
+  virtual Status ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,
+                            int64_t* label) const = 0;
+
+  // Returns sample `index`'s key (the source path relative to the input root).
+  // Errors: OutOfRange, Corruption naming file and record.
+  virtual Result<std::string> Key(uint64_t index) const = 0;
+
+ protected:
+  Dataset(std::string dir, Manifest manifest)
+      : dir_(std::move(dir)), manifest_(std::move(manifest)) {}
+
+ private:
+  std::string dir_;
+  Manifest manifest_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_FORMATS_DATASET_H_

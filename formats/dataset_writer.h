@@ -1,0 +1,82 @@
+// kiln::DatasetWriter: writes a complete shard dataset directory, crash-safely.
+//
+// Everything is written into a staging directory `<out>.partial` beside the output: shards under
+// temporary names renamed when complete, then the manifest last. Finish() renames the staging
+// directory to `<out>`, so a directory under the final name is always complete; an interrupted
+// or failed conversion leaves nothing under `<out>` (only `<out>.partial`, which the next run
+// removes). Destroying an unfinished writer removes the staging directory.
+// Thread safety: none; one thread (the ordered writer stage) drives it.
+#ifndef KILN_FORMATS_DATASET_WRITER_H_
+#define KILN_FORMATS_DATASET_WRITER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "formats/manifest.h"
+#include "formats/record_codec.h"
+#include "formats/shard_writer.h"
+#include "formats/status.h"
+
+namespace kiln {
+
+struct DatasetWriterOptions {
+  TensorSchema schema;
+  // A shard is closed before it would grow past this many bytes (a single record larger than it
+  // gets a shard of its own). Default 128 MiB; range [1 KiB, 1 TiB].
+  uint64_t shard_size_bytes = uint64_t{128} << 20;
+  // Alignment of each record's first byte, a power of two. Default 64.
+  uint32_t record_alignment = kDefaultRecordAlignment;
+  // Replace an existing dataset at the output path once the new one is complete. Default false.
+  bool overwrite = false;
+};
+
+class DatasetWriter {
+ public:
+  // Prepares `<out_dir>.partial`. Errors: InvalidArgument when `out_dir` exists and is not empty
+  // (unless options.overwrite), or for bad options; IOError naming the path.
+  static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& out_dir,
+                                                       const DatasetWriterOptions& options);
+  ~DatasetWriter();
+  DatasetWriter(const DatasetWriter&) = delete;
+  DatasetWriter& operator=(const DatasetWriter&) = delete;
+
+  // Appends the next sample. Records keep the order of Add calls. Errors: IOError naming the
+  // shard path (no space left, ...), InvalidArgument for a record that does not fit the schema.
+  Status Add(const EncodedRecord& record);
+
+  // Writes a side file (for example the list of rejected inputs) into the dataset directory.
+  Status AddFile(const std::string& name, const std::string& contents);
+
+  uint64_t samples() const { return samples_; }
+  uint64_t bytes_written() const;  // bytes in finished shards plus the open one
+
+  // Closes the last shard, fills `manifest`'s schema, samples, files and record_alignment, writes
+  // it last, and moves the staging directory to the output path. Returns the manifest written.
+  Result<Manifest> Finish(Manifest manifest);
+
+  const std::string& staging_dir() const { return staging_dir_; }
+
+ private:
+  DatasetWriter(std::string out_dir, const DatasetWriterOptions& options);
+  Status RollShard();
+
+  std::string out_dir_;
+  std::string staging_dir_;
+  DatasetWriterOptions options_;
+  std::unique_ptr<ShardWriter> shard_;
+  std::vector<ShardFileInfo> files_;
+  uint64_t samples_ = 0;
+  uint64_t finished_bytes_ = 0;
+  bool finished_ = false;
+};
+
+// Returns the file name of shard `index`: "shard-00000.kiln".
+std::string ShardFileName(uint32_t index);
+
+// Removes `path` and everything below it. Errors: IOError naming the path.
+Status RemoveTree(const std::string& path);
+
+}  // namespace kiln
+
+#endif  // KILN_FORMATS_DATASET_WRITER_H_

@@ -1,0 +1,175 @@
+#include "formats/manifest.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "formats/shard_format.h"
+
+namespace kiln {
+
+using nlohmann::ordered_json;
+
+std::string HexDigest(uint64_t value) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+static std::string DirOf(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::FromErrno("cannot create", tmp, errno);
+  size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::FromErrno("cannot write", tmp, err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::FromErrno("cannot flush", tmp, err);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Status::FromErrno("cannot rename " + tmp + " to", path, err);
+  }
+  const int dir_fd = ::open(DirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);  // Makes the rename durable; best effort on filesystems without it.
+    ::close(dir_fd);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadFileToString(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (::access(path.c_str(), F_OK) != 0) return Status::FromErrno("cannot open", path, errno);
+    return Status::IOError("cannot open " + path);
+  }
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return Status::IOError("cannot read " + path);
+  return out.str();
+}
+
+std::string Manifest::ToJson() const {
+  ordered_json j;
+  j["kiln_manifest_version"] = kManifestVersion;
+  j["format"] = format;
+  j["tool"] = tool;
+  j["schema"] = {{"dtype", DTypeName(schema.dtype)},
+                 {"layout", LayoutName(schema.layout)},
+                 {"height", schema.height},
+                 {"width", schema.width},
+                 {"channels", schema.channels},
+                 {"sample_bytes", schema.sample_bytes()}};
+  j["samples"] = samples;
+  j["classes"] = classes;
+  j["compression"] = compression;
+  j["record_alignment"] = record_alignment;
+  j["shuffle_seed"] = shuffle_seed ? ordered_json(*shuffle_seed) : ordered_json(nullptr);
+  j["preprocessing"] = ordered_json::parse(preprocessing_json);
+  j["source"] = ordered_json::parse(source_json);
+  ordered_json shards = ordered_json::array();
+  for (const ShardFileInfo& f : files) {
+    shards.push_back({{"file", f.file},
+                      {"samples", f.samples},
+                      {"bytes", f.bytes},
+                      {"xxh3_64", HexDigest(f.xxh3_64)}});
+  }
+  j["files"] = shards;
+  return j.dump(2) + "\n";
+}
+
+Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& origin) {
+  ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::Corruption(origin + ": not a JSON object");
+  }
+  // nlohmann reports type errors by exception; they stay inside this function.
+  try {
+    const int version = j.at("kiln_manifest_version").get<int>();
+    if (version != kManifestVersion) {
+      return Status::NotSupported(origin + ": manifest version " + std::to_string(version) +
+                                  " (this kiln reads " + std::to_string(kManifestVersion) + ")");
+    }
+    Manifest m;
+    m.format = j.at("format").get<std::string>();
+    m.tool = j.value("tool", "");
+    const ordered_json& s = j.at("schema");
+    KILN_ASSIGN_OR_RETURN(m.schema.dtype, ParseDType(s.at("dtype").get<std::string>()));
+    KILN_ASSIGN_OR_RETURN(m.schema.layout, ParseLayout(s.at("layout").get<std::string>()));
+    m.schema.height = s.at("height").get<uint32_t>();
+    m.schema.width = s.at("width").get<uint32_t>();
+    m.schema.channels = s.at("channels").get<uint32_t>();
+    Status schema_ok = m.schema.Validate();
+    if (!schema_ok.ok()) return Status::Corruption(origin + ": " + schema_ok.message());
+    m.samples = j.at("samples").get<uint64_t>();
+    m.classes = j.at("classes").get<std::vector<std::string>>();
+    m.compression = j.value("compression", "none");
+    m.record_alignment = j.value("record_alignment", kDefaultRecordAlignment);
+    if (j.contains("shuffle_seed") && !j["shuffle_seed"].is_null()) {
+      m.shuffle_seed = j["shuffle_seed"].get<uint64_t>();
+    }
+    m.preprocessing_json = j.value("preprocessing", ordered_json::object()).dump();
+    m.source_json = j.value("source", ordered_json::object()).dump();
+    for (const ordered_json& f : j.at("files")) {
+      ShardFileInfo info;
+      info.file = f.at("file").get<std::string>();
+      if (info.file.empty() || info.file.find('/') != std::string::npos || info.file[0] == '.') {
+        return Status::Corruption(origin + ": file name '" + info.file +
+                                  "' must be a plain name inside the dataset directory");
+      }
+      info.samples = f.at("samples").get<uint64_t>();
+      info.bytes = f.at("bytes").get<uint64_t>();
+      const std::string hex = f.at("xxh3_64").get<std::string>();
+      char* end = nullptr;
+      info.xxh3_64 = std::strtoull(hex.c_str(), &end, 16);
+      if (hex.size() != 16 || *end != '\0') {
+        return Status::Corruption(origin + ": bad xxh3_64 '" + hex + "' for " + info.file);
+      }
+      m.files.push_back(std::move(info));
+    }
+    return m;
+  } catch (const std::exception& e) {
+    return Status::Corruption(origin + ": " + e.what());
+  }
+}
+
+Result<Manifest> Manifest::Read(const std::string& dir) {
+  const std::string path = dir + "/" + kManifestFileName;
+  Result<std::string> text = ReadFileToString(path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) {
+      return Status::NotFound(dir + " is not a complete kiln dataset: no " + kManifestFileName);
+    }
+    return text.status();
+  }
+  return FromJson(*text, path);
+}
+
+Status Manifest::Write(const std::string& dir) const {
+  return WriteFileAtomically(dir + "/" + kManifestFileName, ToJson());
+}
+
+}  // namespace kiln

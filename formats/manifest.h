@@ -1,0 +1,59 @@
+// kiln::Manifest: the dataset-level description stored as `kiln.json` in a dataset directory.
+//
+// The manifest is written last and atomically (temporary name, fsync, rename): a directory whose
+// kiln.json exists holds a complete dataset. Its fields are specified in formats/manifest.md.
+// Thread safety: a plain value.
+#ifndef KILN_FORMATS_MANIFEST_H_
+#define KILN_FORMATS_MANIFEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/shard_writer.h"
+#include "formats/status.h"
+#include "formats/tensor_schema.h"
+
+namespace kiln {
+
+inline constexpr char kManifestFileName[] = "kiln.json";
+inline constexpr int kManifestVersion = 1;
+
+struct Manifest {
+  std::string format = "shards";  // storage backend: "shards" (LMDB and HDF5 to follow)
+  std::string tool;               // "kiln <version>" that wrote the dataset
+  TensorSchema schema;
+  uint64_t samples = 0;                  // records in the dataset, all files together
+  std::vector<std::string> classes;      // class names; label i is classes[i]
+  std::string compression = "none";      // "none" or "zstd:LEVEL"
+  uint32_t record_alignment = 64;        // bytes
+  std::optional<uint64_t> shuffle_seed;  // write-time shuffle seed, when one was applied
+  std::string preprocessing_json = "{}";  // JSON object: how samples were made (tools fill it)
+  std::string source_json = "{}";         // JSON object: input root, listed/rejected counts
+  std::vector<ShardFileInfo> files;       // shard files in dataset order
+
+  // Serialises to pretty-printed JSON text (stable key order).
+  std::string ToJson() const;
+  // Parses JSON text. Errors: Corruption naming `origin` and the bad or missing field.
+  static Result<Manifest> FromJson(const std::string& text, const std::string& origin);
+
+  // Reads `<dir>/kiln.json`. Errors: NotFound ("... is not a kiln dataset: no kiln.json"),
+  // IOError, Corruption.
+  static Result<Manifest> Read(const std::string& dir);
+  // Writes `<dir>/kiln.json` atomically (kiln.json.tmp, fsync, rename, fsync of dir).
+  // Errors: IOError naming the path.
+  Status Write(const std::string& dir) const;
+};
+
+// Returns the 16 lower-case hex digits of `value`.
+std::string HexDigest(uint64_t value);
+
+// Writes `contents` to `path` atomically: `<path>.tmp`, fsync, rename. Errors: IOError.
+Status WriteFileAtomically(const std::string& path, const std::string& contents);
+// Reads a whole file. Errors: NotFound, IOError naming the path.
+Result<std::string> ReadFileToString(const std::string& path);
+
+}  // namespace kiln
+
+#endif  // KILN_FORMATS_MANIFEST_H_

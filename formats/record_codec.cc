@@ -1,0 +1,101 @@
+#include "formats/record_codec.h"
+
+#include <zstd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln {
+
+Result<Compression> Compression::Parse(std::string_view text) {
+  Compression c;
+  if (text == "none") return c;
+  if (text.substr(0, 4) != "zstd" || (text.size() > 4 && text[4] != ':')) {
+    return Status::InvalidArgument("unknown compression '" + std::string(text) +
+                                   "' (expected none, zstd or zstd:LEVEL)");
+  }
+  c.codec = Codec::kZstd;
+  if (text.size() > 5) {
+    const std::string level(text.substr(5));
+    char* end = nullptr;
+    const long v = std::strtol(level.c_str(), &end, 10);
+    if (*end != '\0' || v < ZSTD_minCLevel() || v > ZSTD_maxCLevel()) {
+      return Status::InvalidArgument("zstd level '" + level + "' must be an integer in [" +
+                                     std::to_string(ZSTD_minCLevel()) + ", " +
+                                     std::to_string(ZSTD_maxCLevel()) + "]");
+    }
+    c.level = static_cast<int>(v);
+  } else if (text.size() == 5) {
+    return Status::InvalidArgument("missing zstd level after 'zstd:'");
+  }
+  return c;
+}
+
+std::string Compression::ToString() const {
+  if (codec == Codec::kNone) return "none";
+  return "zstd:" + std::to_string(level);
+}
+
+RecordEncoder::RecordEncoder(Compression compression) : compression_(compression) {
+  if (compression_.codec == Codec::kZstd) {
+    ZSTD_CCtx* cctx = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, compression_.level);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);  // kiln checksums the record itself
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+    cctx_ = cctx;
+  }
+}
+
+RecordEncoder::~RecordEncoder() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
+
+Status RecordEncoder::Encode(const uint8_t* raw, size_t raw_size, int64_t label, std::string key,
+                             EncodedRecord* out) {
+  out->raw_size = static_cast<uint32_t>(raw_size);
+  out->label = label;
+  out->key = std::move(key);
+  out->codec = Codec::kNone;
+  if (compression_.codec == Codec::kZstd) {
+    out->stored.resize(ZSTD_compressBound(raw_size));
+    const size_t n = ZSTD_compress2(static_cast<ZSTD_CCtx*>(cctx_), out->stored.data(),
+                                    out->stored.size(), raw, raw_size);
+    if (ZSTD_isError(n)) {
+      return Status::Internal(std::string("zstd compression failed: ") + ZSTD_getErrorName(n));
+    }
+    if (n < raw_size) {
+      out->stored.resize(n);
+      out->codec = Codec::kZstd;
+    }
+  }
+  if (out->codec == Codec::kNone) out->stored.assign(raw, raw + raw_size);
+  out->checksum = RecordChecksum(out->stored.data(), out->stored.size(), label);
+  return Status::Ok();
+}
+
+RecordDecoder::RecordDecoder() : dctx_(ZSTD_createDCtx()) {}
+RecordDecoder::~RecordDecoder() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_)); }
+
+Status RecordDecoder::Decode(const uint8_t* stored, size_t stored_size, Codec codec, uint8_t* out,
+                             size_t raw_size) {
+  switch (codec) {
+    case Codec::kNone:
+      if (stored_size != raw_size) {
+        return Status::Corruption("raw record of " + std::to_string(stored_size) +
+                                  " bytes, expected " + std::to_string(raw_size));
+      }
+      std::memcpy(out, stored, raw_size);
+      return Status::Ok();
+    case Codec::kZstd: {
+      const size_t n =
+          ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(dctx_), out, raw_size, stored, stored_size);
+      if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
+      if (n != raw_size) {
+        return Status::Corruption("decoded " + std::to_string(n) + " bytes, expected " +
+                                  std::to_string(raw_size));
+      }
+      return Status::Ok();
+    }
+  }
+  return Status::Corruption("unknown codec " + std::to_string(static_cast<int>(codec)));
+}
+
+}  // namespace kiln

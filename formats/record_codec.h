@@ -1,0 +1,79 @@
+// Record encoding shared by every storage backend: a sample's raw tensor bytes become the
+// record's stored bytes (verbatim, or one Zstandard frame), with a checksum over what is stored.
+//
+// Thread safety: RecordEncoder and RecordDecoder each own a zstd context; use one per thread.
+#ifndef KILN_FORMATS_RECORD_CODEC_H_
+#define KILN_FORMATS_RECORD_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/shard_format.h"
+#include "formats/status.h"
+
+namespace kiln {
+
+// How records are compressed: `--compress none|zstd[:LEVEL]`.
+struct Compression {
+  Codec codec = Codec::kNone;
+  int level = 3;  // zstd level, 1..19 (negative levels allowed: faster). Default 3.
+  // Parses "none", "zstd" or "zstd:LEVEL". Errors: InvalidArgument naming the text.
+  static Result<Compression> Parse(std::string_view text);
+  // Returns "none" or "zstd:LEVEL".
+  std::string ToString() const;
+};
+
+// One encoded record, ready for a format writer.
+struct EncodedRecord {
+  std::vector<uint8_t> stored;  // the bytes to store
+  uint32_t raw_size = 0;        // bytes of the decoded tensor
+  Codec codec = Codec::kNone;   // kNone also when zstd would not have saved space
+  int64_t label = 0;
+  uint64_t checksum = 0;        // RecordChecksum(stored, label)
+  std::string key;              // UTF-8 key (source path relative to the input root)
+};
+
+class RecordEncoder {
+ public:
+  explicit RecordEncoder(Compression compression);
+  ~RecordEncoder();
+  RecordEncoder(const RecordEncoder&) = delete;
+  RecordEncoder& operator=(const RecordEncoder&) = delete;
+
+  // Encodes `raw` (raw_size bytes) into `out`, replacing its contents. A zstd frame that is not
+  // smaller than the raw bytes is dropped and the record stored raw, so the reader never pays to
+  // decompress incompressible data. Deterministic for a given zstd version and level.
+  // Errors: Internal naming zstd's error.
+  Status Encode(const uint8_t* raw, size_t raw_size, int64_t label, std::string key,
+                EncodedRecord* out);
+
+ private:
+  Compression compression_;
+  void* cctx_ = nullptr;  // ZSTD_CCtx*, owned
+};
+
+class RecordDecoder {
+ public:
+  RecordDecoder();
+  ~RecordDecoder();
+  RecordDecoder(const RecordDecoder&) = delete;
+  RecordDecoder& operator=(const RecordDecoder&) = delete;
+
+  // Writes exactly `raw_size` decoded bytes of a record to `out`: a copy for kNone, a single-pass
+  // decompression straight into `out` for kZstd. Does not check the checksum (callers do it on
+  // the stored bytes first). Errors: Corruption ("zstd: <reason>", "decoded N bytes, expected M",
+  // "unknown codec 7").
+  Status Decode(const uint8_t* stored, size_t stored_size, Codec codec, uint8_t* out,
+                size_t raw_size);
+
+ private:
+  void* dctx_ = nullptr;  // ZSTD_DCtx*, owned
+};
+
+}  // namespace kiln
+
+#endif  // KILN_FORMATS_RECORD_CODEC_H_

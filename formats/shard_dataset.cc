@@ -1,0 +1,99 @@
+#include "formats/shard_dataset.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace kiln {
+
+Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir) {
+  KILN_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Read(dir));
+  if (manifest.format == "shards") {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardDataset> shards,
+                          ShardDataset::Open(dir, std::move(manifest)));
+    return std::unique_ptr<Dataset>(std::move(shards));
+  }
+  return Status::NotSupported(dir + ": storage format '" + manifest.format +
+                              "' is not supported by this kiln build");
+}
+
+Result<std::unique_ptr<ShardDataset>> ShardDataset::Open(const std::string& dir,
+                                                         Manifest manifest) {
+  std::unique_ptr<ShardDataset> ds(new ShardDataset(dir, std::move(manifest)));
+  const Manifest& m = ds->manifest();
+  uint64_t next_sample = 0;
+  for (size_t s = 0; s < m.files.size(); ++s) {
+    const ShardFileInfo& info = m.files[s];
+    const std::string path = dir + "/" + info.file;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("cannot open shard", path, errno);
+    if (static_cast<uint64_t>(st.st_size) != info.bytes) {
+      return Status::Corruption(path + ": file is " + std::to_string(st.st_size) +
+                                " bytes but the manifest says " + std::to_string(info.bytes) +
+                                (static_cast<uint64_t>(st.st_size) < info.bytes
+                                     ? " (truncated)"
+                                     : " (replaced or appended to)"));
+    }
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> shard, ShardReader::Open(path));
+    const ShardHeader& h = shard->header();
+    if (h.schema != m.schema) {
+      return Status::Corruption(path + ": shard schema " + h.schema.ShapeString() + " " +
+                                std::string(DTypeName(h.schema.dtype)) +
+                                " differs from the manifest's " + m.schema.ShapeString() + " " +
+                                std::string(DTypeName(m.schema.dtype)));
+    }
+    if (h.shard_index != s || h.first_sample != next_sample ||
+        shard->record_count() != info.samples) {
+      return Status::Corruption(
+          path + ": shard " + std::to_string(h.shard_index) + " starting at sample " +
+          std::to_string(h.first_sample) + " with " + std::to_string(shard->record_count()) +
+          " records does not match the manifest's entry " + std::to_string(s) + " (sample " +
+          std::to_string(next_sample) + ", " + std::to_string(info.samples) + " records)");
+    }
+    ds->first_sample_.push_back(next_sample);
+    next_sample += shard->record_count();
+    ds->shards_.push_back(std::move(shard));
+  }
+  if (next_sample != m.samples) {
+    return Status::Corruption(dir + "/" + kManifestFileName + ": files hold " +
+                              std::to_string(next_sample) + " samples but the manifest says " +
+                              std::to_string(m.samples));
+  }
+  return ds;
+}
+
+std::pair<const ShardReader*, uint64_t> ShardDataset::Locate(uint64_t index) const {
+  // The last shard whose first sample is <= index. Empty shards never exist (writers roll over
+  // only after adding a record), so the result holds index.
+  const auto it = std::upper_bound(first_sample_.begin(), first_sample_.end(), index);
+  const size_t s = static_cast<size_t>(it - first_sample_.begin()) - 1;
+  return {shards_[s].get(), index - first_sample_[s]};
+}
+
+Status ShardDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,
+                                int64_t* label) const {
+  if (index >= num_samples()) {
+    return Status::OutOfRange(dir() + ": sample " + std::to_string(index) + " of " +
+                              std::to_string(num_samples()));
+  }
+  const auto [shard, record] = Locate(index);
+  return shard->ReadRecord(record, decoder, out, label);
+}
+
+Result<std::string> ShardDataset::Key(uint64_t index) const {
+  if (index >= num_samples()) {
+    return Status::OutOfRange(dir() + ": sample " + std::to_string(index) + " of " +
+                              std::to_string(num_samples()));
+  }
+  const auto [shard, record] = Locate(index);
+  const ShardIndexEntry e = shard->entry(record);
+  const std::string problem = shard->EntryProblem(e);
+  if (!problem.empty()) {
+    return Status::Corruption(shard->RecordLocation(record, shard->EntryOffset(record)) +
+                              ": bad index entry: " + problem);
+  }
+  return std::string(shard->key(e));
+}
+
+}  // namespace kiln

@@ -1,0 +1,126 @@
+// The kiln shard file format, version 1: constants, and the explicit little-endian encoding and
+// decoding of its three fixed structures (header, index entry, footer).
+//
+// The byte-level specification is formats/shard_format.md; section numbers below refer to it.
+// Nothing here touches files: ShardWriter and ShardReader do. Every Decode* function validates
+// what it can see on its own (magic, version, reserved bits, checksums) and returns Corruption
+// with a message that starts with the reason; callers prefix the file name and offset.
+//
+// Thread safety: stateless functions; safe from any thread.
+#ifndef KILN_FORMATS_SHARD_FORMAT_H_
+#define KILN_FORMATS_SHARD_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "formats/status.h"
+#include "formats/tensor_schema.h"
+
+namespace kiln {
+
+// Section 2: header magic "KILNSHRD" and footer magic "KILNSEND", 8 bytes each.
+inline constexpr char kShardMagic[8] = {'K', 'I', 'L', 'N', 'S', 'H', 'R', 'D'};
+inline constexpr char kShardFooterMagic[8] = {'K', 'I', 'L', 'N', 'S', 'E', 'N', 'D'};
+// Section 6: readers accept exactly this major version; minor versions only add meaning to
+// reserved fields that version 1.0 readers may ignore.
+inline constexpr uint16_t kShardVersionMajor = 1;
+inline constexpr uint16_t kShardVersionMinor = 0;
+// Section 2, 4, 5: fixed sizes of the three structures, in bytes.
+inline constexpr size_t kShardHeaderBytes = 64;
+inline constexpr size_t kShardIndexEntryBytes = 40;
+inline constexpr size_t kShardFooterBytes = 64;
+// Section 3: default and bounds of the record alignment (a power of two), in bytes. 64 matches a
+// cache line and keeps AVX-512 loads aligned.
+inline constexpr uint32_t kDefaultRecordAlignment = 64;
+inline constexpr uint32_t kMinRecordAlignment = 8;
+inline constexpr uint32_t kMaxRecordAlignment = 1u << 20;
+// Section 4: the longest key (a UTF-8 relative path) a record can carry, in bytes.
+inline constexpr size_t kMaxKeyBytes = 65535;
+// File name suffix of a shard, and the prefix of its name inside a dataset directory.
+inline constexpr std::string_view kShardSuffix = ".kiln";
+
+// Section 4, field `codec`: how a record's stored bytes encode its raw tensor bytes.
+enum class Codec : uint8_t {
+  kNone = 0,  // stored bytes are the raw tensor bytes; stored_size == raw_size.
+  kZstd = 1,  // stored bytes are one Zstandard frame (RFC 8878) of the raw tensor bytes.
+};
+std::string_view CodecName(Codec codec);
+
+// Section 2: the fixed 64-byte header at offset 0.
+struct ShardHeader {
+  uint32_t record_alignment = kDefaultRecordAlignment;  // bytes, power of two in [8, 1 MiB]
+  TensorSchema schema;        // every record's decoded tensor has this schema
+  uint32_t shard_index = 0;   // position of this shard in its dataset, from 0
+  uint64_t first_sample = 0;  // dataset-wide index of this shard's record 0
+};
+
+// Section 4: one fixed 40-byte entry of the index, per record, in record order.
+struct ShardIndexEntry {
+  uint64_t offset = 0;       // bytes from the start of the file to the record's first byte
+  uint32_t stored_size = 0;  // bytes stored (compressed size when codec is zstd)
+  uint32_t raw_size = 0;     // bytes of the decoded tensor; equals schema.sample_bytes()
+  int64_t label = 0;         // class label
+  uint64_t checksum = 0;     // RecordChecksum(stored bytes, label)
+  uint32_t key_offset = 0;   // bytes from the start of the keys section
+  uint16_t key_size = 0;     // bytes of the UTF-8 key
+  Codec codec = Codec::kNone;
+};
+
+// Section 5: the fixed 64-byte footer that ends every complete shard.
+struct ShardFooter {
+  uint64_t index_offset = 0;    // bytes from the file start to index entry 0
+  uint64_t record_count = 0;    // records (samples) in this shard
+  uint64_t keys_offset = 0;     // bytes from the file start to the keys section
+  uint64_t keys_size = 0;       // bytes in the keys section
+  uint64_t index_checksum = 0;  // XXH3-64 (seed 0) of [index_offset, keys_offset + keys_size)
+};
+
+// Encodes into exactly kShardHeaderBytes bytes at `out`, including the header checksum.
+void EncodeShardHeader(const ShardHeader& header, uint8_t* out);
+// Decodes kShardHeaderBytes bytes. Errors: Corruption ("bad magic", "unsupported version 2.0",
+// "header checksum mismatch", "nonzero flags", "invalid schema: ...", "invalid alignment").
+Result<ShardHeader> DecodeShardHeader(const uint8_t* in);
+
+void EncodeShardIndexEntry(const ShardIndexEntry& entry, uint8_t* out);
+// Decodes kShardIndexEntryBytes bytes. Never fails: bounds are checked against the file by
+// ShardReader::EntryProblem, and content by the record checksum.
+ShardIndexEntry DecodeShardIndexEntry(const uint8_t* in);
+
+void EncodeShardFooter(const ShardFooter& footer, uint8_t* out);
+// Decodes kShardFooterBytes bytes and checks them against `file_size` (section 5's bounds).
+// Errors: Corruption ("no footer magic (incomplete or truncated shard)", "footer checksum
+// mismatch", "index out of bounds ...").
+Result<ShardFooter> DecodeShardFooter(const uint8_t* in, uint64_t file_size);
+
+// Section 4: the per-record checksum, XXH3-64 of the stored bytes with the label (as a
+// two's-complement uint64) as seed, so that a damaged label is caught like damaged pixels.
+uint64_t RecordChecksum(const void* stored, size_t stored_size, int64_t label);
+
+// Returns `value` rounded up to a multiple of `alignment` (a power of two).
+inline uint64_t AlignUp(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) & ~(alignment - 1);
+}
+
+// Little-endian load and store, independent of the host byte order (section 1).
+inline void StoreLE16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+inline void StoreLE32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+inline void StoreLE64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+inline uint16_t LoadLE16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+inline uint32_t LoadLE32(const uint8_t* p) {
+  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
+}
+inline uint64_t LoadLE64(const uint8_t* p) {
+  return uint64_t{LoadLE32(p)} | (uint64_t{LoadLE32(p + 4)} << 32);
+}
+
+}  // namespace kiln
+
+#endif  // KILN_FORMATS_SHARD_FORMAT_H_

@@ -1,0 +1,137 @@
+// kiln::Status and kiln::Result<T>: the error values that cross every kiln library boundary.
+//
+// No exception leaves a kiln library function. A function that can fail returns a Status (or a
+// Result<T> holding either a T or a non-OK Status), marked [[nodiscard]]. A message always says
+// where: a file path, and where it applies a record index and a byte offset.
+//
+// Thread safety: Status and Result are values; distinct objects may be used from any thread.
+#ifndef KILN_FORMATS_STATUS_H_
+#define KILN_FORMATS_STATUS_H_
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace kiln {
+
+// The few error classes a caller can act on. The message carries the detail.
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,  // The caller passed something malformed (a flag, an option, a schema).
+  kNotFound,         // A file or directory does not exist.
+  kCorruption,       // Bytes on disk do not match their format or checksum.
+  kIOError,          // The operating system refused an operation (open, read, write, rename).
+  kNotSupported,     // A valid request this build or format version cannot serve.
+  kOutOfRange,       // An index or size beyond a valid bound.
+  kCancelled,        // The operation was stopped on request.
+  kInternal,         // A broken kiln invariant: a bug to report.
+};
+
+// Returns the stable name of `code`, for example "Corruption".
+std::string_view StatusCodeName(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  // Returns an OK status. OK statuses carry no message.
+  Status() = default;
+
+  static Status Ok() { return Status(); }
+  static Status InvalidArgument(std::string msg) {
+    return Status(StatusCode::kInvalidArgument, std::move(msg));
+  }
+  static Status NotFound(std::string msg) { return Status(StatusCode::kNotFound, std::move(msg)); }
+  static Status Corruption(std::string msg) {
+    return Status(StatusCode::kCorruption, std::move(msg));
+  }
+  static Status IOError(std::string msg) { return Status(StatusCode::kIOError, std::move(msg)); }
+  static Status NotSupported(std::string msg) {
+    return Status(StatusCode::kNotSupported, std::move(msg));
+  }
+  static Status OutOfRange(std::string msg) {
+    return Status(StatusCode::kOutOfRange, std::move(msg));
+  }
+  static Status Cancelled(std::string msg) {
+    return Status(StatusCode::kCancelled, std::move(msg));
+  }
+  static Status Internal(std::string msg) { return Status(StatusCode::kInternal, std::move(msg)); }
+
+  // Returns an IOError whose message is "`what` `path`: strerror(errno_value)".
+  static Status FromErrno(std::string_view what, std::string_view path, int errno_value);
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // Returns "OK" or "<CodeName>: <message>".
+  std::string ToString() const;
+
+  // Returns a copy whose message is "`context`: <message>". OK stays OK.
+  Status WithContext(std::string_view context) const;
+
+ private:
+  Status(StatusCode code, std::string msg) : code_(code), message_(std::move(msg)) {}
+
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+// Either a value of type T or a non-OK Status. Accessing the value of a failed Result is a bug
+// (asserted in debug builds).
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  // Implicit from a value or from a non-OK status, so `return value;` and `return status;` work.
+  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
+    assert(!status_.ok() && "Result built from an OK Status without a value");
+    if (status_.ok()) status_ = Status::Internal("Result built from an OK Status without a value");
+  }
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+}  // namespace kiln
+
+// Returns the status of `expr` from the enclosing function when it is not OK.
+#define KILN_RETURN_IF_ERROR(expr)          \
+  do {                                      \
+    ::kiln::Status kiln_status_ = (expr);   \
+    if (!kiln_status_.ok()) return kiln_status_; \
+  } while (0)
+
+#define KILN_CONCAT_INNER_(a, b) a##b
+#define KILN_CONCAT_(a, b) KILN_CONCAT_INNER_(a, b)
+
+// Declares `lhs` from the value of Result-returning `expr`, or returns its status.
+#define KILN_ASSIGN_OR_RETURN(lhs, expr) \
+  KILN_ASSIGN_OR_RETURN_IMPL_(KILN_CONCAT_(kiln_result_, __LINE__), lhs, expr)
+#define KILN_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                                \
+  if (!tmp.ok()) return tmp.status();               \
+  lhs = std::move(tmp).value()
+
+#endif  // KILN_FORMATS_STATUS_H_

@@ -1,0 +1,185 @@
+#include "formats/verifier.h"
+
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <vector>
+
+#include "formats/dataset_writer.h"
+#include "formats/manifest.h"
+#include "formats/shard_reader.h"
+
+namespace kiln {
+
+namespace {
+
+class Checker {
+ public:
+  Checker(VerifyReport* report, const VerifyOptions& options)
+      : report_(report), options_(options) {}
+
+  void Problem(const std::string& file, int64_t record, int64_t offset, std::string reason) {
+    report_->problems.push_back({file, record, offset, std::move(reason)});
+  }
+
+  // Checks one shard file. `expected` is null when there is no manifest to compare with.
+  void CheckShard(const std::string& path, const ShardFileInfo* expected, uint32_t shard_index,
+                  uint64_t first_sample, const TensorSchema* schema) {
+    ++report_->files_checked;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      Problem(path, -1, -1, "missing: " + Status::FromErrno("cannot stat", path, errno).message());
+      return;
+    }
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (expected && size != expected->bytes) {
+      Problem(path, -1, static_cast<int64_t>(std::min(size, expected->bytes)),
+              "file is " + std::to_string(size) + " bytes but the manifest says " +
+                  std::to_string(expected->bytes) + (size < expected->bytes ? " (truncated)" : ""));
+    }
+    Result<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
+    if (!file.ok()) {
+      Problem(path, -1, -1, file.status().message());
+      return;
+    }
+    report_->bytes_checked += size;
+    if (expected && size > 0) {
+      const uint64_t hash = XXH3_64bits((*file)->data(), size);
+      if (hash != expected->xxh3_64) {
+        Problem(path, -1, -1,
+                "whole-file hash mismatch (manifest " + HexDigest(expected->xxh3_64) +
+                    ", computed " + HexDigest(hash) + ")");
+      }
+    }
+    file->reset();
+    Result<std::unique_ptr<ShardReader>> opened = ShardReader::Open(path);
+    if (!opened.ok()) {
+      const std::string& msg = opened.status().message();
+      const bool footer = msg.find("footer") != std::string::npos || size < 128;
+      Problem(path, -1, footer ? static_cast<int64_t>(size >= 64 ? size - 64 : 0) : 0,
+              msg.substr(std::min(msg.size(), path.size() + 2)) +
+                  "; records in this file were not checked");
+      return;
+    }
+    const ShardReader& shard = **opened;
+    const ShardHeader& h = shard.header();
+    if (schema && h.schema != *schema) {
+      Problem(path, -1, 24, "shard schema " + h.schema.ShapeString() + " differs from the manifest's " +
+                                schema->ShapeString());
+    }
+    if (expected) {
+      if (h.shard_index != shard_index || h.first_sample != first_sample) {
+        Problem(path, -1, 36,
+                "header says shard " + std::to_string(h.shard_index) + " from sample " +
+                    std::to_string(h.first_sample) + ", manifest order says shard " +
+                    std::to_string(shard_index) + " from sample " + std::to_string(first_sample));
+      }
+      if (shard.record_count() != expected->samples) {
+        Problem(path, -1, static_cast<int64_t>(size - 64 + 8),
+                "footer says " + std::to_string(shard.record_count()) +
+                    " records, manifest says " + std::to_string(expected->samples));
+      }
+    }
+    Status index_ok = shard.VerifyIndexChecksum();
+    if (!index_ok.ok()) {
+      Problem(path, -1, static_cast<int64_t>(shard.footer().index_offset),
+              "index checksum mismatch: labels, keys or record locations are damaged");
+    }
+    std::vector<uint8_t> scratch(options_.deep ? h.schema.sample_bytes() : 0);
+    for (uint64_t i = 0; i < shard.record_count(); ++i) {
+      const ShardIndexEntry e = shard.entry(i);
+      const std::string entry_problem = shard.EntryProblem(e);
+      if (!entry_problem.empty()) {
+        Problem(path, static_cast<int64_t>(i), static_cast<int64_t>(shard.EntryOffset(i)),
+                "bad index entry: " + entry_problem);
+        continue;
+      }
+      ++report_->records_checked;
+      const uint64_t computed = RecordChecksum(shard.stored(e), e.stored_size, e.label);
+      if (computed != e.checksum) {
+        Problem(path, static_cast<int64_t>(i), static_cast<int64_t>(e.offset),
+                "checksum mismatch (stored " + HexDigest(e.checksum) + ", computed " +
+                    HexDigest(computed) + ")");
+        continue;
+      }
+      if (options_.deep) {
+        Status s = decoder_.Decode(shard.stored(e), e.stored_size, e.codec, scratch.data(),
+                                   scratch.size());
+        if (!s.ok()) {
+          Problem(path, static_cast<int64_t>(i), static_cast<int64_t>(e.offset),
+                  "cannot decode: " + s.message());
+        }
+      }
+    }
+  }
+
+ private:
+  VerifyReport* report_;
+  VerifyOptions options_;
+  RecordDecoder decoder_;
+};
+
+// Shard-like files in `dir`, sorted: what a dataset directory holds besides the manifest.
+std::vector<std::string> ShardFilesIn(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > kShardSuffix.size() &&
+        name.compare(name.size() - kShardSuffix.size(), kShardSuffix.size(), kShardSuffix) == 0) {
+      names.push_back(name);
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options) {
+  VerifyReport report;
+  report.dir = dir;
+  report.deep = options.deep;
+  Checker checker(&report, options);
+  const std::string manifest_path = dir + "/" + kManifestFileName;
+  Result<Manifest> manifest = Manifest::Read(dir);
+  if (!manifest.ok()) {
+    checker.Problem(manifest_path, -1, -1, manifest.status().message());
+    // Without a manifest each shard is still checked on its own.
+    for (const std::string& name : ShardFilesIn(dir)) {
+      checker.CheckShard(dir + "/" + name, nullptr, 0, 0, nullptr);
+    }
+    return report;
+  }
+  report.samples = manifest->samples;
+  if (manifest->format != "shards") {
+    checker.Problem(manifest_path, -1, -1,
+                    "storage format '" + manifest->format + "' cannot be verified by this build");
+    return report;
+  }
+  std::set<std::string> listed;
+  uint64_t first_sample = 0;
+  for (size_t s = 0; s < manifest->files.size(); ++s) {
+    const ShardFileInfo& info = manifest->files[s];
+    listed.insert(info.file);
+    checker.CheckShard(dir + "/" + info.file, &info, static_cast<uint32_t>(s), first_sample,
+                       &manifest->schema);
+    first_sample += info.samples;
+  }
+  if (first_sample != manifest->samples) {
+    checker.Problem(manifest_path, -1, -1,
+                    "files list " + std::to_string(first_sample) + " samples but the manifest says " +
+                        std::to_string(manifest->samples));
+  }
+  for (const std::string& name : ShardFilesIn(dir)) {
+    if (listed.count(name) == 0) {
+      checker.Problem(dir + "/" + name, -1, -1, "shard file not listed in the manifest");
+    }
+  }
+  return report;
+}
+
+}  // namespace kiln

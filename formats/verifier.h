@@ -1,0 +1,48 @@
+// kiln::VerifyDataset: proves a packed dataset complete and uncorrupted, or names every problem.
+//
+// Checks, for each file the manifest lists: it exists with the manifest's size and whole-file
+// XXH3-64; header and footer are valid; schema, shard index, first sample and record count agree
+// with the manifest; the index checksum holds; and for every record, its index entry is in
+// bounds and its checksum matches. Deep mode also decodes every record (zstd included) and checks
+// its size. Files in the directory that look like shards but are not listed are problems too.
+// Verification never stops at the first problem: every file and record is examined.
+// Thread safety: reentrant; concurrent calls on the same directory are safe.
+#ifndef KILN_FORMATS_VERIFIER_H_
+#define KILN_FORMATS_VERIFIER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct VerifyOptions {
+  bool deep = false;  // also decode every record and check its decoded size. Default false.
+};
+
+// One thing wrong with the dataset.
+struct VerifyProblem {
+  std::string file;     // path of the damaged file (the manifest for manifest problems)
+  int64_t record = -1;  // record index inside that file, -1 when not about one record
+  int64_t offset = -1;  // byte offset inside that file where the damage was seen, -1 if unknown
+  std::string reason;   // what is wrong, e.g. "checksum mismatch (stored 0x.., computed 0x..)"
+};
+
+struct VerifyReport {
+  std::string dir;
+  bool deep = false;
+  uint64_t samples = 0;          // samples the manifest declares (0 without a readable manifest)
+  uint64_t records_checked = 0;  // records whose checksum was computed
+  uint64_t files_checked = 0;
+  uint64_t bytes_checked = 0;
+  std::vector<VerifyProblem> problems;
+  bool ok() const { return problems.empty(); }
+};
+
+// Verifies the dataset in `dir`. Never fails as a call: an unreadable directory or manifest is
+// itself a problem in the report.
+VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options);
+
+}  // namespace kiln
+
+#endif  // KILN_FORMATS_VERIFIER_H_

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# One setup step for kiln: install the Debian packages that are missing, configure (once) and
+# build. Idempotent and quick when everything is present.
+#
+#   scripts/setup.sh
+#
+# Environment:
+#   KILN_BUILD_DIR    build folder (default: build), relative to the repository root
+#   KILN_CMAKE_ARGS   extra arguments for the first cmake configure (e.g. -DKILN_WITH_CUDA=OFF)
+set -euo pipefail
+
+# Everything kiln needs to build, test and run its samples and benchmarks. Extend here.
+KILN_DEBIAN_PACKAGES=(
+  # build
+  build-essential cmake ninja-build pkg-config git
+  # libraries
+  libzstd-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libtbb-dev libopencv-dev
+  libgtest-dev libgmock-dev libbenchmark-dev liblmdb-dev libhdf5-dev
+  # real data for tests and samples (see DATA.md)
+  dataset-fashion-mnist opencv-doc golang-1.19-src golang-github-disintegration-imaging-dev
+  # tools the data scripts use
+  libjpeg-turbo-progs imagemagick python3 python3-numpy python3-pil zstd
+)
+
+cd "$(dirname "$0")/.."
+build_dir=${KILN_BUILD_DIR:-build}
+
+# --- 1. Debian packages ------------------------------------------------------------------------
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${KILN_DEBIAN_PACKAGES[@]}" 2>/dev/null |
+  awk '$NF == "installed" && $(NF-1) == "ok" { print $1 }' || true)
+missing=()
+for pkg in "${KILN_DEBIAN_PACKAGES[@]}"; do
+  grep -qxF -- "$pkg" <<<"$installed" || missing+=("$pkg")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#KILN_DEBIAN_PACKAGES[@]} Debian packages present"
+else
+  echo "setup: installing ${#missing[@]} missing Debian packages: ${missing[*]}"
+  if [[ $(id -u) -eq 0 ]]; then
+    as_root=()
+  elif command -v sudo >/dev/null; then
+    as_root=(sudo)
+  else
+    echo "setup: error: not root and no sudo; as root, run:" >&2
+    echo "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${as_root[@]}" apt-get update -qq
+  "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# --- 2. configure (once) -----------------------------------------------------------------------
+if [[ ! -f $build_dir/CMakeCache.txt ]]; then
+  echo "setup: configuring $build_dir (Ninja, Release)"
+  # shellcheck disable=SC2086  # KILN_CMAKE_ARGS is a list of words on purpose.
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release ${KILN_CMAKE_ARGS:-}
+elif [[ ! -f $build_dir/build.ninja && ! -f $build_dir/Makefile ]]; then
+  echo "setup: finishing the configure of $build_dir"
+  cmake -S . -B "$build_dir"
+fi
+
+# --- 3. build ----------------------------------------------------------------------------------
+echo "setup: building $build_dir"
+cmake --build "$build_dir" -j"$(nproc)"
+echo "setup: done"
