@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
@@ -180,6 +181,46 @@ VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options)
     }
   }
   return report;
+}
+
+std::string VerifyReportToJson(const VerifyReport& report) {
+  nlohmann::ordered_json j;
+  j["ok"] = report.ok();
+  j["dir"] = report.dir;
+  j["deep"] = report.deep;
+  j["samples"] = report.samples;
+  j["files_checked"] = report.files_checked;
+  j["records_checked"] = report.records_checked;
+  j["bytes_checked"] = report.bytes_checked;
+  nlohmann::ordered_json problems = nlohmann::ordered_json::array();
+  for (const VerifyProblem& p : report.problems) {
+    nlohmann::ordered_json o;
+    o["file"] = p.file;
+    o["record"] = p.record >= 0 ? nlohmann::ordered_json(p.record) : nlohmann::ordered_json();
+    o["offset"] = p.offset >= 0 ? nlohmann::ordered_json(p.offset) : nlohmann::ordered_json();
+    o["reason"] = p.reason;
+    problems.push_back(o);
+  }
+  j["problems"] = problems;
+  return j.dump();
+}
+
+std::string VerifyReportToText(const VerifyReport& report) {
+  std::string out;
+  for (const VerifyProblem& p : report.problems) {
+    out += p.file;
+    if (p.record >= 0) out += " record " + std::to_string(p.record);
+    if (p.offset >= 0) out += " offset " + std::to_string(p.offset);
+    out += ": " + p.reason + "\n";
+  }
+  const std::string what = std::to_string(report.samples) + " samples, " +
+                           std::to_string(report.files_checked) + " files, " +
+                           std::to_string(report.records_checked) + " records, " +
+                           std::to_string(report.bytes_checked) + " bytes checked" +
+                           (report.deep ? " (deep: every record decoded)" : "");
+  if (report.ok()) return out + "OK: " + report.dir + ": " + what + "\n";
+  return out + "FAILED: " + report.dir + ": " + std::to_string(report.problems.size()) +
+         " problems; " + what + "\n";
 }
 
 }  // namespace kiln

@@ -43,6 +43,13 @@ struct VerifyReport {
 // itself a problem in the report.
 VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options);
 
+// Returns the report as one JSON object: ok, dir, deep, samples, files_checked,
+// records_checked, bytes_checked, problems [{file, record, offset, reason}] (record and offset
+// are null when unknown).
+std::string VerifyReportToJson(const VerifyReport& report);
+// Returns one line per problem ("FILE record R offset O: REASON") and a closing summary line.
+std::string VerifyReportToText(const VerifyReport& report);
+
 }  // namespace kiln
 
 #endif  // KILN_FORMATS_VERIFIER_H_

@@ -1,0 +1,247 @@
+#include "reader/loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+namespace kiln {
+
+namespace {
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+constexpr uint64_t kSlotAlign = 4096;
+
+void WarnOnce(const std::string& message) {
+  static std::once_flag once;
+  std::call_once(once, [&] { std::fprintf(stderr, "kiln: %s\n", message.c_str()); });
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
+  return Create(std::shared_ptr<const Dataset>(std::move(dataset)), options);
+}
+
+Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> dataset,
+                                               const LoaderOptions& options) {
+  if (!dataset) return Status::InvalidArgument("Loader::Create: null dataset");
+  if (options.prefetch < 1 || options.prefetch > 64) {
+    return Status::InvalidArgument("prefetch " + std::to_string(options.prefetch) +
+                                   " must be in [1, 64]");
+  }
+  if (options.num_threads > 256) {
+    return Status::InvalidArgument("num_threads " + std::to_string(options.num_threads) +
+                                   " must be at most 256");
+  }
+  SamplerOptions so;
+  so.num_samples = dataset->num_samples();
+  so.batch_size = options.batch_size;
+  so.shuffle = options.shuffle;
+  so.seed = options.seed;
+  so.drop_last = options.drop_last;
+  so.tail = options.tail_policy;
+  so.rank = options.rank;
+  so.world_size = options.world_size;
+  KILN_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(so));
+  KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
+                        AugmentedSchema(dataset->schema(), options.augment));
+  if (sampler.batches_per_epoch() == 0 && dataset->num_samples() > 0) {
+    WarnOnce("the loader yields no batches: each rank's share of " +
+             std::to_string(dataset->num_samples()) + " samples is smaller than batch size " +
+             std::to_string(options.batch_size) + " and drop_last is set");
+  }
+  std::unique_ptr<Loader> loader(
+      new Loader(std::move(dataset), options, std::move(sampler), out_schema));
+
+  const uint64_t data_bytes = AlignUp(uint64_t{options.batch_size} * out_schema.sample_bytes(),
+                                      kSlotAlign);
+  const uint64_t label_bytes = AlignUp(uint64_t{options.batch_size} * sizeof(int64_t), kSlotAlign);
+  const uint64_t slot_bytes = data_bytes + label_bytes;
+  const size_t slot_count = options.prefetch + 1;
+  KILN_ASSIGN_OR_RETURN(loader->buffer_,
+                        HostBuffer::Allocate(slot_bytes * slot_count, options.pin_memory));
+  if (options.pin_memory && !loader->buffer_->pinned()) {
+    WarnOnce("pinned memory unavailable (" + loader->buffer_->fallback_reason() +
+             "); batch slots use page-aligned host memory");
+  }
+  loader->slots_.resize(slot_count);
+  for (size_t s = 0; s < slot_count; ++s) {
+    Loader::Slot& slot = loader->slots_[s];
+    slot.data = loader->buffer_->data() + s * slot_bytes;
+    slot.labels = reinterpret_cast<int64_t*>(slot.data + data_bytes);
+    slot.indices.resize(options.batch_size);
+    slot.is_padding.resize(options.batch_size);
+  }
+  const uint32_t threads =
+      options.num_threads != 0 ? options.num_threads
+                               : std::max(1u, std::thread::hardware_concurrency());
+  // Split each batch into one chunk per thread so that even prefetch 1 keeps every thread busy.
+  loader->chunks_per_batch_ = std::min(threads, options.batch_size);
+  loader->chunk_samples_ =
+      (options.batch_size + loader->chunks_per_batch_ - 1) / loader->chunks_per_batch_;
+  {
+    std::unique_lock<std::mutex> lock(loader->mu_);
+    loader->StartEpochLocked(options.start_epoch, lock);
+  }
+  for (uint32_t t = 0; t < threads; ++t) {
+    loader->threads_.emplace_back([l = loader.get()] { l->WorkerLoop(); });
+  }
+  return loader;
+}
+
+Loader::Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+               Sampler sampler, TensorSchema out_schema)
+    : dataset_(std::move(dataset)),
+      options_(options),
+      sampler_(std::move(sampler)),
+      out_schema_(out_schema) {}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock) {
+  // No new claims, then wait for chunks in flight: they write slots and read the permutation.
+  total_tasks_ = 0;
+  idle_cv_.wait(lock, [this] { return busy_ == 0; });
+  sampler_.SetEpoch(epoch);
+  for (Slot& slot : slots_) {
+    slot.batch = UINT64_MAX;
+    slot.pending = 0;
+  }
+  epoch_ = epoch;
+  epoch_started_ = true;
+  next_task_ = 0;
+  total_tasks_ = sampler_.batches_per_epoch() * chunks_per_batch_;
+  released_ = 0;
+  next_batch_ = 0;
+  holding_ = false;
+  work_cv_.notify_all();
+}
+
+void Loader::SetEpoch(uint64_t epoch) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (epoch_started_ && epoch_ == epoch && next_batch_ == 0) return;
+  StartEpochLocked(epoch, lock);
+}
+
+uint64_t Loader::epoch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return epoch_;
+}
+
+LoaderStats Loader::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+Result<bool> Loader::Next(Batch* batch) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (holding_) {
+    holding_ = false;
+    ++released_;
+    work_cv_.notify_all();
+  }
+  if (!epoch_started_) StartEpochLocked(epoch_ + 1, lock);
+  if (next_batch_ >= sampler_.batches_per_epoch()) {
+    epoch_started_ = false;  // The next call starts epoch_ + 1.
+    return false;
+  }
+  const uint64_t b = next_batch_;
+  Slot& slot = slots_[b % slots_.size()];
+  const uint64_t wait_start = NowNs();
+  ready_cv_.wait(lock, [&] { return slot.batch == b && slot.pending == 0; });
+  stats_.consumer_wait_ns += NowNs() - wait_start;
+  ++next_batch_;
+  holding_ = true;
+  batch->epoch = epoch_;
+  batch->index = b;
+  batch->size = slot.size;
+  batch->schema = out_schema_;
+  batch->data = slot.data;
+  batch->labels = slot.labels;
+  batch->sample_indices = slot.indices.data();
+  batch->is_padding = slot.is_padding.data();
+  batch->pinned = buffer_->pinned();
+  if (!slot.status.ok()) return slot.status;
+  ++stats_.batches;
+  stats_.samples += slot.size;
+  stats_.bytes += batch->bytes();
+  return true;
+}
+
+void Loader::WorkerLoop() {
+  RecordDecoder decoder;
+  std::vector<uint8_t> scratch;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    const uint64_t wait_start = NowNs();
+    // A task is claimable when its batch's slot is free: batch b reuses the slot of batch
+    // b - slots, which the consumer must have released.
+    work_cv_.wait(lock, [this] {
+      return stop_ || (next_task_ < total_tasks_ &&
+                       next_task_ / chunks_per_batch_ < released_ + slots_.size());
+    });
+    if (stop_) return;
+    stats_.slot_wait_ns += NowNs() - wait_start;
+    const uint64_t task = next_task_++;
+    const uint64_t b = task / chunks_per_batch_;
+    const uint32_t chunk = static_cast<uint32_t>(task % chunks_per_batch_);
+    Slot& slot = slots_[b % slots_.size()];
+    if (chunk == 0) {  // Tasks are claimed in order: chunk 0 prepares the slot.
+      slot.batch = b;
+      slot.pending = chunks_per_batch_;
+      slot.size = sampler_.BatchSize(b);
+      slot.status = Status::Ok();
+    }
+    ++busy_;
+    lock.unlock();
+    const uint64_t fetch_start = NowNs();
+    Status status = FillChunk(slot, b, chunk, &decoder, &scratch);
+    const uint64_t fetch_ns = NowNs() - fetch_start;
+    lock.lock();
+    stats_.fetch_ns += fetch_ns;
+    --busy_;
+    if (!status.ok() && slot.status.ok()) slot.status = std::move(status);
+    if (--slot.pending == 0) ready_cv_.notify_all();
+    if (busy_ == 0) idle_cv_.notify_all();
+  }
+}
+
+Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
+                         std::vector<uint8_t>* scratch) {
+  const uint32_t begin = std::min(slot.size, chunk * chunk_samples_);
+  const uint32_t end = std::min(slot.size, begin + chunk_samples_);
+  if (begin == end) return Status::Ok();
+  sampler_.BatchSamples(batch, begin, end, slot.indices.data() + begin,
+                        slot.is_padding.data() + begin);
+  const TensorSchema& stored = dataset_->schema();
+  const uint64_t out_bytes = out_schema_.sample_bytes();
+  const bool augment = options_.augment.enabled();
+  if (augment) scratch->resize(stored.sample_bytes());
+  for (uint32_t k = begin; k < end; ++k) {
+    const uint64_t index = slot.indices[k];
+    uint8_t* out = slot.data + k * out_bytes;
+    KILN_RETURN_IF_ERROR(
+        dataset_->ReadSample(index, decoder, augment ? scratch->data() : out, &slot.labels[k]));
+    if (augment) {
+      const AugmentParams params =
+          DrawAugmentParams(stored, options_.augment, options_.seed, sampler_.epoch(), index);
+      ApplyAugment(scratch->data(), stored, params, out_schema_, out);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln

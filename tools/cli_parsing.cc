@@ -1,0 +1,115 @@
+#include "tools/cli_parsing.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
+
+#include "formats/manifest.h"
+
+namespace kiln {
+
+namespace {
+
+bool ParseUint(const std::string& text, uint64_t* value) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
+  char* end = nullptr;
+  errno = 0;
+  *value = std::strtoull(text.c_str(), &end, 10);
+  return *end == '\0' && errno == 0;
+}
+
+Status ParsePair(const std::string& text, const char* what, uint32_t* a, uint32_t* b,
+                 bool single_allowed) {
+  const size_t x = text.find_first_of("xX");
+  uint64_t first = 0, second = 0;
+  const bool ok = x == std::string::npos
+                      ? single_allowed && ParseUint(text, &first) && (second = first, true)
+                      : ParseUint(text.substr(0, x), &first) &&
+                            ParseUint(text.substr(x + 1), &second);
+  if (!ok || first == 0 || second == 0 || first > 65535 || second > 65535) {
+    return Status::InvalidArgument(std::string(what) + " '" + text +
+                                   "' must be " + (single_allowed ? "N or " : "") +
+                                   "AxB with integers in [1, 65535]");
+  }
+  *a = static_cast<uint32_t>(first);
+  *b = static_cast<uint32_t>(second);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseImageSize(const std::string& text, uint32_t* height, uint32_t* width) {
+  return ParsePair(text, "--size", height, width, /*single_allowed=*/true);
+}
+
+Status ParseGrid(const std::string& text, uint32_t* rows, uint32_t* columns) {
+  return ParsePair(text, "--grid", rows, columns, /*single_allowed=*/false);
+}
+
+Result<uint64_t> ParseByteSize(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  uint64_t value = 0;
+  const std::string suffix = text.substr(digits);
+  uint64_t unit = 0;
+  if (suffix.empty() || suffix == "B") unit = 1;
+  if (suffix == "K" || suffix == "KiB") unit = uint64_t{1} << 10;
+  if (suffix == "M" || suffix == "MiB") unit = uint64_t{1} << 20;
+  if (suffix == "G" || suffix == "GiB") unit = uint64_t{1} << 30;
+  if (!ParseUint(text.substr(0, digits), &value) || unit == 0 || value > (uint64_t{1} << 40) / unit) {
+    return Status::InvalidArgument("size '" + text +
+                                   "' must be a number with an optional KiB, MiB or GiB suffix");
+  }
+  return value * unit;
+}
+
+Status ParseChannelValues(const std::string& text, std::array<float, 3>* values) {
+  std::vector<float> parsed;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    char* end = nullptr;
+    const float v = std::strtof(part.c_str(), &end);
+    if (part.empty() || *end != '\0') {
+      return Status::InvalidArgument("'" + text + "' must be 1 or 3 comma-separated numbers");
+    }
+    parsed.push_back(v);
+  }
+  if (parsed.size() == 1) parsed.assign(3, parsed[0]);
+  if (parsed.size() != 3) {
+    return Status::InvalidArgument("'" + text + "' must be 1 or 3 comma-separated numbers");
+  }
+  *values = {parsed[0], parsed[1], parsed[2]};
+  return Status::Ok();
+}
+
+Status ParsePackFlags(const std::string& size, uint32_t resize, const std::string& crop,
+                      uint32_t channels, const std::string& layout, const std::string& dtype,
+                      const std::string& mean, const std::string& std_dev,
+                      const std::string& shard_size, const std::string& compress,
+                      PackOptions* options) {
+  PreprocessOptions& p = options->preprocess;
+  KILN_RETURN_IF_ERROR(ParseImageSize(size, &p.schema.height, &p.schema.width));
+  p.schema.channels = channels;
+  KILN_ASSIGN_OR_RETURN(p.schema.layout, ParseLayout(layout));
+  KILN_ASSIGN_OR_RETURN(p.schema.dtype, ParseDType(dtype));
+  p.resize_shorter = resize;
+  p.crop = crop == "none" ? CropMode::kNone : CropMode::kCenter;
+  if (!mean.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues(mean, &p.mean));
+  if (!std_dev.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues(std_dev, &p.std));
+  if ((!mean.empty() || !std_dev.empty()) && p.schema.dtype == DType::kUint8) {
+    return Status::InvalidArgument("--mean and --std apply to float16 and float32 output only; "
+                                   "uint8 samples are stored unnormalised");
+  }
+  KILN_ASSIGN_OR_RETURN(options->shard_size_bytes, ParseByteSize(shard_size));
+  KILN_ASSIGN_OR_RETURN(options->compression, Compression::Parse(compress));
+  return Status::Ok();
+}
+
+Result<uint64_t> CountSamples(const std::string& dir) {
+  KILN_ASSIGN_OR_RETURN(Manifest m, Manifest::Read(dir));
+  return m.samples;
+}
+
+}  // namespace kiln

@@ -1,0 +1,291 @@
+#include "tools/packer.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_pipeline.h>
+#include <tbb/task_arena.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "formats/dataset_writer.h"
+#include "reader/sampler.h"
+#include "tools/source_listing.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr char kToolName[] = "kiln 0.1.0";
+constexpr char kRejectedFileName[] = "rejected.tsv";
+
+// Reads a whole regular file. Never blocks on fifos or devices: they are refused by type.
+Status ReadImageFile(const std::string& path, std::string* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    return errno == ENOENT ? Status::NotFound("not found") : Status::IOError(std::strerror(errno));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument("not a regular file");
+  }
+  out->resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < out->size()) {
+    const ssize_t n = ::read(fd, out->data() + done, out->size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::IOError(n == 0 ? "file shrank while being read" : std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (out->empty()) return Status::InvalidArgument("empty file (0 bytes)");
+  return Status::Ok();
+}
+
+// What the parallel stage hands to the ordered writer.
+struct Work {
+  size_t item = 0;
+  Status status;
+  EncodedRecord record;
+  uint64_t input_bytes = 0;
+};
+
+std::string CropName(CropMode mode) { return mode == CropMode::kCenter ? "center" : "none"; }
+
+std::string PreprocessingJson(const PackOptions& o) {
+  const PreprocessOptions& p = o.preprocess;
+  nlohmann::ordered_json j;
+  j["size"] = {p.schema.height, p.schema.width};
+  j["resize_shorter"] = p.resize_shorter;
+  j["crop"] = CropName(p.crop);
+  j["interpolation"] = "area when shrinking, linear when enlarging";
+  j["channels"] = p.schema.channels;
+  j["dtype"] = DTypeName(p.schema.dtype);
+  j["layout"] = LayoutName(p.schema.layout);
+  j["mean"] = {p.mean[0], p.mean[1], p.mean[2]};
+  j["std"] = {p.std[0], p.std[1], p.std[2]};
+  j["decode_policy"] = "tools/decode_policy.md";
+  j["alpha_background"] = o.decode.background;
+  j["max_pixels"] = o.decode.max_pixels;
+  return j.dump();
+}
+
+}  // namespace
+
+Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  KILN_RETURN_IF_ERROR(ValidatePreprocessOptions(options.preprocess));
+  DecodeOptions decode = options.decode;
+  decode.channels = options.preprocess.schema.channels;
+
+  std::error_code ec;
+  const bool is_dir = std::filesystem::is_directory(options.input, ec);
+  if (!is_dir && !std::filesystem::exists(options.input, ec)) {
+    return Status::NotFound("input " + options.input + " does not exist");
+  }
+  SourceListing listing;
+  std::string root = options.input;
+  if (is_dir) {
+    KILN_ASSIGN_OR_RETURN(listing, ListImageFolder(options.input));
+  } else {
+    root = options.root;
+    if (root.empty()) {
+      root = std::filesystem::path(options.input).parent_path().string();
+      if (root.empty()) root = ".";
+    }
+    KILN_ASSIGN_OR_RETURN(listing, ReadListFile(options.input, root));
+  }
+  PackReport report;
+  report.output = options.output;
+  report.listed = listing.items.size() + listing.problems.size();
+  for (const SourceProblem& p : listing.problems) {
+    report.rejections.push_back({p.path, p.line, p.reason});
+  }
+  if (listing.items.empty()) {
+    return Status::InvalidArgument(
+        "0 images found under " + (is_dir ? options.input : options.input + " (root " + root + ")") +
+        " (" + std::to_string(listing.ignored_files) + " other files ignored, " +
+        std::to_string(listing.problems.size()) +
+        " problems; image extensions: jpg jpeg png bmp tif tiff webp ppm pgm pbm pnm)");
+  }
+  if (options.on_error == OnError::kFail && !listing.problems.empty()) {
+    const SourceProblem& p = listing.problems.front();
+    return Status::Corruption(p.path + ": " + p.reason + " (--on-error fail)");
+  }
+  std::vector<std::string> classes = listing.classes;
+  if (classes.empty()) {
+    int64_t max_label = -1;
+    bool small = true;
+    for (const SourceItem& item : listing.items) {
+      small = small && item.label >= 0 && item.label < 100000;
+      max_label = std::max(max_label, item.label);
+    }
+    for (int64_t l = 0; small && l <= max_label; ++l) classes.push_back(std::to_string(l));
+  }
+  std::vector<SourceItem> items = std::move(listing.items);
+  if (options.shuffle_seed) {
+    SamplerOptions so;
+    so.num_samples = items.size();
+    so.shuffle = true;
+    so.seed = *options.shuffle_seed;
+    KILN_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(so));
+    std::vector<SourceItem> shuffled;
+    shuffled.reserve(items.size());
+    for (uint64_t i : sampler.permutation()) shuffled.push_back(std::move(items[i]));
+    items = std::move(shuffled);
+  }
+
+  DatasetWriterOptions wo;
+  wo.schema = options.preprocess.schema;
+  wo.shard_size_bytes = options.shard_size_bytes;
+  wo.overwrite = options.overwrite;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
+                        DatasetWriter::Create(options.output, wo));
+
+  const uint32_t threads =
+      options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t sample_bytes = options.preprocess.schema.sample_bytes();
+  tbb::enumerable_thread_specific<RecordEncoder> encoders(options.compression);
+  tbb::enumerable_thread_specific<std::vector<uint8_t>> raw_buffers(sample_bytes);
+
+  Status fatal;  // written by the serial stages only
+  std::atomic<bool> stop{false};
+  size_t next_item = 0;
+  uint64_t done = listing.problems.size();
+  const uint64_t total = report.listed;
+
+  tbb::task_arena arena(static_cast<int>(threads));
+  arena.execute([&] {
+    tbb::parallel_pipeline(
+        size_t{4} * threads,
+        tbb::make_filter<void, size_t>(
+            tbb::filter_mode::serial_in_order,
+            [&](tbb::flow_control& fc) -> size_t {
+              if (next_item >= items.size() || stop.load()) {
+                fc.stop();
+                return 0;
+              }
+              return next_item++;
+            }) &
+            tbb::make_filter<size_t, Work>(
+                tbb::filter_mode::parallel,
+                [&](size_t i) -> Work {
+                  Work w;
+                  w.item = i;
+                  const SourceItem& item = items[i];
+                  std::string bytes;
+                  w.status = ReadImageFile(item.path, &bytes);
+                  if (!w.status.ok()) return w;
+                  w.input_bytes = bytes.size();
+                  Result<cv::Mat> image = DecodeImage(bytes, item.path, decode);
+                  if (!image.ok()) {
+                    w.status = image.status();
+                    return w;
+                  }
+                  std::vector<uint8_t>& raw = raw_buffers.local();
+                  w.status = Preprocess(*image, options.preprocess, item.path, raw.data());
+                  if (!w.status.ok()) return w;
+                  w.status = encoders.local().Encode(raw.data(), raw.size(), item.label,
+                                                     item.key, &w.record);
+                  return w;
+                }) &
+            tbb::make_filter<Work, void>(
+                tbb::filter_mode::serial_in_order, [&](Work w) {
+                  if (!fatal.ok()) return;
+                  const SourceItem& item = items[w.item];
+                  if (w.status.ok()) {
+                    Status s = writer->Add(w.record);
+                    if (!s.ok()) {
+                      fatal = s;
+                      stop = true;
+                      return;
+                    }
+                    ++report.packed;
+                    report.input_bytes += w.input_bytes;
+                  } else {
+                    // Messages from the decoder may already start with the path.
+                    std::string reason = w.status.message();
+                    if (reason.rfind(item.path + ": ", 0) == 0) {
+                      reason = reason.substr(item.path.size() + 2);
+                    }
+                    report.rejections.push_back({item.path, item.line, reason});
+                    if (options.on_error == OnError::kFail) {
+                      fatal = Status::Corruption(item.path + ": " + reason +
+                                                      " (--on-error fail)");
+                      stop = true;
+                      return;
+                    }
+                  }
+                  ++done;
+                  if (progress) progress(done, total);
+                }));
+  });
+  KILN_RETURN_IF_ERROR(fatal);  // `writer` is destroyed: the staging directory goes with it.
+  report.rejected = report.rejections.size();
+  if (report.packed == 0) {
+    return Status::InvalidArgument("0 images could be packed from " + options.input + ": all " +
+                                   std::to_string(report.listed) + " inputs were rejected");
+  }
+
+  std::string rejected_tsv = "# path\tline\treason\n";
+  for (const Rejection& r : report.rejections) {
+    rejected_tsv += r.path + "\t" + std::to_string(r.line) + "\t" + r.reason + "\n";
+  }
+  KILN_RETURN_IF_ERROR(writer->AddFile(kRejectedFileName, rejected_tsv));
+
+  Manifest manifest;
+  manifest.tool = kToolName;
+  manifest.classes = classes;
+  manifest.compression = options.compression.ToString();
+  manifest.shuffle_seed = options.shuffle_seed;
+  manifest.preprocessing_json = PreprocessingJson(options);
+  nlohmann::ordered_json source;
+  source["input"] = options.input;
+  source["kind"] = is_dir ? "imagefolder" : "list";
+  if (!is_dir) source["root"] = root;
+  source["listed"] = report.listed;
+  source["packed"] = report.packed;
+  source["rejected"] = report.rejected;
+  source["rejected_list"] = kRejectedFileName;
+  manifest.source_json = source.dump();
+  KILN_ASSIGN_OR_RETURN(report.manifest, writer->Finish(std::move(manifest)));
+  for (const ShardFileInfo& f : report.manifest.files) report.output_bytes += f.bytes;
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+std::string PackReportJson(const PackReport& r) {
+  nlohmann::ordered_json j;
+  j["output"] = r.output;
+  j["listed"] = r.listed;
+  j["packed"] = r.packed;
+  j["rejected"] = r.rejected;
+  j["seconds"] = r.seconds;
+  j["input_bytes"] = r.input_bytes;
+  j["output_bytes"] = r.output_bytes;
+  j["images_per_s"] = r.seconds > 0 ? r.packed / r.seconds : 0.0;
+  j["mb_per_s"] = r.seconds > 0 ? r.output_bytes / 1e6 / r.seconds : 0.0;
+  j["shards"] = r.manifest.files.size();
+  nlohmann::ordered_json rej = nlohmann::ordered_json::array();
+  for (const Rejection& x : r.rejections) {
+    rej.push_back({{"path", x.path}, {"line", x.line}, {"reason", x.reason}});
+  }
+  j["rejections"] = rej;
+  return j.dump();
+}
+
+}  // namespace kiln

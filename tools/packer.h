@@ -1,0 +1,86 @@
+// kiln::Pack: the converter pipeline behind `kiln pack`.
+//
+//   source listing -> read bytes -> decode -> preprocess -> encode record -> ordered write
+//   (ImageFolder or   (file)        (OpenCV,    (resize, crop,  (zstd?,          (shards +
+//    list file)                      upright)    layout, dtype)  checksum)        manifest)
+//
+// Reading, decoding, preprocessing and encoding run in parallel on `threads` threads (oneTBB
+// parallel_pipeline); records are written by one thread in listing order, so the output bytes
+// are identical whatever the thread count. Every listed input is accounted for: packed +
+// rejected = listed, and each rejection is kept with its reason (also written to the dataset as
+// rejected.tsv). Output is crash-safe (see formats/dataset_writer.h): a failed or interrupted
+// pack leaves nothing under the output name.
+// Thread safety: Pack may run concurrently with other Packs writing elsewhere.
+#ifndef KILN_TOOLS_PACKER_H_
+#define KILN_TOOLS_PACKER_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "formats/manifest.h"
+#include "formats/record_codec.h"
+#include "formats/status.h"
+#include "tools/image_decoder.h"
+#include "tools/preprocessor.h"
+
+namespace kiln {
+
+enum class OnError {
+  kSkip,  // report the input (name and reason) and go on. The default.
+  kFail,  // stop at the first bad input; exit non-zero; nothing under the output name.
+};
+
+struct PackOptions {
+  // An ImageFolder directory (one sub-folder per class), or a list file of `path label` lines.
+  std::string input;
+  // Root that list-file paths are relative to. Default: the list file's directory. Ignored for
+  // directories.
+  std::string root;
+  std::string output;  // the dataset directory to create
+  PreprocessOptions preprocess;  // final schema, resize, crop, mean/std
+  DecodeOptions decode;          // channels are taken from preprocess.schema
+  Compression compression;       // per-record. Default none.
+  uint64_t shard_size_bytes = uint64_t{128} << 20;  // Default 128 MiB.
+  uint32_t threads = 0;          // 0 = every hardware thread
+  std::optional<uint64_t> shuffle_seed;  // write-time shuffle (recorded in the manifest)
+  OnError on_error = OnError::kSkip;
+  bool overwrite = false;        // replace an existing dataset at `output`
+};
+
+struct Rejection {
+  std::string path;    // the input file (or list file)
+  uint64_t line = 0;   // list-file line, 0 if none
+  std::string reason;
+};
+
+struct PackReport {
+  std::string output;
+  uint64_t listed = 0;    // inputs found: images plus listing problems
+  uint64_t packed = 0;
+  uint64_t rejected = 0;  // listed - packed
+  uint64_t input_bytes = 0;   // bytes of image files read
+  uint64_t output_bytes = 0;  // bytes of the dataset's shard files
+  double seconds = 0;
+  std::vector<Rejection> rejections;  // in listing order
+  Manifest manifest;
+};
+
+// Progress: (inputs finished, inputs listed), called from the writer thread.
+using PackProgress = std::function<void(uint64_t done, uint64_t total)>;
+
+// Packs `options.input` into a dataset at `options.output`. Errors: NotFound for a missing
+// input; InvalidArgument for bad options or when no image is found ("0 images found under
+// ROOT ...") and for an existing non-empty output; Corruption under OnError::kFail for the
+// first bad input (naming the file and the reason); IOError naming the path (no space left).
+Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress = nullptr);
+
+// Returns the report as one JSON object (listed, packed, rejected, seconds, output_bytes,
+// input_bytes, images_per_s, mb_per_s, output, rejections).
+std::string PackReportJson(const PackReport& report);
+
+}  // namespace kiln
+
+#endif  // KILN_TOOLS_PACKER_H_
