@@ -135,7 +135,13 @@ int main(int argc, char** argv) {
   bench->add_flag("--shuffle", "Shuffle (the default)");
   bench->add_flag("--json", json, "Print one JSON object on stdout");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every other parse error is a usage error (exit 2).
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
 
   if (pack->parsed()) {
     kiln::PackOptions o;

@@ -167,6 +167,8 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
   uint64_t done = listing.problems.size();
   const uint64_t total = report.listed;
 
+  // --threads may exceed the core count (I/O-bound inputs); lift oneTBB's default cap.
+  tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads);
   tbb::task_arena arena(static_cast<int>(threads));
   arena.execute([&] {
     tbb::parallel_pipeline(

@@ -1,0 +1,165 @@
+// Tests of the `kiln` command line as users run it: exit codes (0 ok, 1 data problems, 2 usage),
+// the JSON each subcommand prints, and the PNG that `kiln show` writes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout
+};
+
+// Runs `kiln ARGS` with stderr discarded; returns its exit code and stdout.
+CliRun Kiln(const std::string& args) {
+  CliRun r;
+  const std::string cmd = std::string(KILN_BINARY_DIR) + "/tools/kiln " + args + " 2>/dev/null";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string Fresh(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "kiln_cli_test_" + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+const std::string kFashion = std::string(KILN_SOURCE_DIR) + "/samples/fashion-mnist";
+
+class KilnCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dataset_ = new std::string(Fresh("fmnist"));
+    pack_ = new CliRun(Kiln("pack " + kFashion + " " + *dataset_ +
+                         " --size 28 --channels 1 --compress zstd --shard-size 256KiB --json"));
+  }
+  static void TearDownTestSuite() {
+    delete dataset_;
+    delete pack_;
+  }
+  static std::string* dataset_;
+  static CliRun* pack_;
+};
+std::string* KilnCliTest::dataset_ = nullptr;
+CliRun* KilnCliTest::pack_ = nullptr;
+
+TEST_F(KilnCliTest, PackPrintsOneJsonObjectWithTheCounts) {
+  ASSERT_EQ(pack_->exit_code, 0) << pack_->out;
+  const auto j = nlohmann::json::parse(pack_->out);
+  EXPECT_EQ(j.at("listed"), 1000);
+  EXPECT_EQ(j.at("packed"), 1000);
+  EXPECT_EQ(j.at("rejected"), 0);
+  EXPECT_GT(j.at("seconds").get<double>(), 0.0);
+  EXPECT_GT(j.at("output_bytes").get<uint64_t>(), 0u);
+  EXPECT_GT(j.at("shards").get<int>(), 1);
+}
+
+TEST_F(KilnCliTest, VerifyCleanDatasetExitsZero) {
+  const CliRun r = Kiln("verify " + *dataset_ + " --deep --json");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("ok").get<bool>());
+  EXPECT_EQ(j.at("samples"), 1000);
+  EXPECT_TRUE(j.at("problems").empty());
+}
+
+TEST_F(KilnCliTest, VerifyDamagedCopyExitsOneAndNamesFileRecordOffset) {
+  const std::string copy = Fresh("damaged");
+  fs::copy(*dataset_, copy);
+  const std::string shard = copy + "/shard-00001.kiln";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);  // inside the first record's payload (records start at offset 64)
+    char c;
+    f.seekg(200);
+    f.get(c);
+    f.seekp(200);
+    f.put(static_cast<char>(c ^ 0x40));
+  }
+  const CliRun r = Kiln("verify " + copy + " --json");
+  EXPECT_EQ(r.exit_code, 1);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j.at("ok").get<bool>());
+  bool named = false;
+  for (const auto& p : j.at("problems")) {
+    named = named || (p.at("file").get<std::string>() == shard && p.at("record") == 0 &&
+                      p.at("offset") == 64);
+  }
+  EXPECT_TRUE(named) << r.out;
+  const CliRun text = Kiln("verify " + copy);
+  EXPECT_EQ(text.exit_code, 1);
+  EXPECT_NE(text.out.find("shard-00001.kiln record 0 offset 64: checksum mismatch"),
+            std::string::npos)
+      << text.out;
+}
+
+TEST_F(KilnCliTest, InspectJsonDescribesTheSchema) {
+  const CliRun r = Kiln("inspect " + *dataset_ + " --json");
+  ASSERT_EQ(r.exit_code, 0);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("samples"), 1000);
+  EXPECT_EQ(j.at("shape"), nlohmann::json({28, 28, 1}));
+  EXPECT_EQ(j.at("dtype"), "uint8");
+  EXPECT_EQ(j.at("classes").size(), 10u);
+  EXPECT_EQ(j.at("compression"), "zstd:3");
+}
+
+TEST_F(KilnCliTest, BenchReadsEverySampleAndReportsRates) {
+  const CliRun r = Kiln("bench " + *dataset_ + " --epochs 2 --batch-size 100 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("samples"), 2000);
+  EXPECT_GT(j.at("samples_per_s").get<double>(), 0.0);
+  EXPECT_GT(j.at("mb_per_s").get<double>(), 0.0);
+  EXPECT_GT(j.at("seconds").get<double>(), 0.0);
+  EXPECT_TRUE(j.at("every_sample_once").get<bool>());
+}
+
+TEST_F(KilnCliTest, ShowWritesAGridPng) {
+  const std::string png = Fresh("grid") + ".png";
+  const CliRun r = Kiln("show " + *dataset_ + " --grid 2x5 -o " + png);
+  ASSERT_EQ(r.exit_code, 0);
+  const cv::Mat image = cv::imread(png);
+  ASSERT_FALSE(image.empty());
+  EXPECT_EQ(image.cols % 5, 0);
+  EXPECT_GT(image.rows, 2 * 28);
+  const CliRun one = Kiln("show " + *dataset_ + " --index 999 -o " + png);
+  EXPECT_EQ(one.exit_code, 0);
+  const CliRun past_end = Kiln("show " + *dataset_ + " --index 1000 -o " + png);
+  EXPECT_NE(past_end.exit_code, 0);
+}
+
+TEST(KilnCliUsageTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(Kiln("").exit_code, 2);
+  EXPECT_EQ(Kiln("frobnicate").exit_code, 2);
+  EXPECT_EQ(Kiln("pack " + kFashion).exit_code, 2);  // no output
+  EXPECT_EQ(Kiln("pack " + kFashion + " " + Fresh("bad") + " --size 0").exit_code, 2);
+  EXPECT_EQ(Kiln("pack " + kFashion + " " + Fresh("bad") + " --compress lz4").exit_code, 2);
+  EXPECT_EQ(Kiln("pack " + kFashion + " " + Fresh("bad") + " --shard-size 12XB").exit_code, 2);
+  EXPECT_EQ(Kiln("--help").exit_code, 0);
+}
+
+TEST(KilnCliUsageTest, VerifyOfANonDatasetExitsOne) {
+  const std::string empty = Fresh("empty");
+  fs::create_directories(empty);
+  const CliRun r = Kiln("verify " + empty + " --json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("kiln.json"), std::string::npos);
+}
+
+}  // namespace

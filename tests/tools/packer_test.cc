@@ -1,0 +1,313 @@
+// Tests of the converter pipeline (tools/packer.h) on real images and on built trigger inputs:
+// pixel round trip against the Fashion-MNIST IDX files, determinism across thread counts,
+// accounting of rejected inputs, crash-safety of failures, and the pack-level field cases.
+#include "tools/packer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <cstring>
+#include <map>
+#include <set>
+#include <opencv2/imgcodecs.hpp>
+#include <string>
+#include <vector>
+
+#include "formats/dataset.h"
+#include "formats/manifest.h"
+#include "formats/verifier.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "kiln_packer_test_" + name;
+  fs::remove_all(dir);
+  fs::remove_all(dir + ".partial");
+  return dir;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+PackOptions FashionOptions(const std::string& out, uint32_t threads) {
+  PackOptions o;
+  o.input = std::string(KILN_SOURCE_DIR) + "/samples/fashion-mnist";
+  o.output = out;
+  o.threads = threads;
+  o.preprocess.schema = {DType::kUint8, Layout::kHWC, 28, 28, 1};
+  return o;
+}
+
+// Reads the gzip'ed IDX file through gzip(1), as an outside reader would.
+std::string Gunzip(const std::string& path) {
+  std::string out;
+  FILE* pipe = ::popen(("gzip -dc '" + path + "'").c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  ::pclose(pipe);
+  return out;
+}
+
+TEST(PackerTest, FashionMnistPixelsEqualTheIdxFiles) {
+  const std::string images_path = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+  const std::string labels_path = "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz";
+  if (!fs::exists(images_path)) GTEST_SKIP() << "package dataset-fashion-mnist is not installed";
+  const std::string images = Gunzip(images_path), labels = Gunzip(labels_path);
+  ASSERT_EQ(images.size(), 16u + 60000u * 784u);
+  ASSERT_EQ(labels.size(), 8u + 60000u);
+
+  const std::string out = FreshDir("fmnist");
+  Result<PackReport> report = Pack(FashionOptions(out, 2));
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->listed, 1000u);
+  EXPECT_EQ(report->packed, 1000u);
+  EXPECT_EQ(report->rejected, 0u);
+
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(out);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ASSERT_EQ((*ds)->num_samples(), 1000u);
+  RecordDecoder decoder;
+  std::vector<uint8_t> sample(784);
+  for (uint64_t i = 0; i < 1000; ++i) {
+    int64_t label = -1;
+    ASSERT_TRUE((*ds)->ReadSample(i, &decoder, sample.data(), &label).ok());
+    Result<std::string> key = (*ds)->Key(i);
+    ASSERT_TRUE(key.ok());
+    // Keys look like "3_Dress/train-00012.png": the IDX index is in the name.
+    const size_t dash = key->rfind('-');
+    const uint64_t idx = std::stoull(key->substr(dash + 1, 5));
+    ASSERT_LT(idx, 60000u);
+    EXPECT_EQ(label, static_cast<uint8_t>(labels[8 + idx])) << *key;
+    EXPECT_EQ(0, std::memcmp(sample.data(), images.data() + 16 + idx * 784, 784)) << *key;
+  }
+}
+
+// B36 (writer side): the same inputs packed with 1 and 2 threads give byte-identical files.
+TEST(PackerTest, FieldCase_B36_OutputIsByteIdenticalForAnyThreadCount) {
+  std::map<std::string, std::string> first;
+  for (uint32_t threads : {1u, 2u, 5u}) {
+    const std::string out = FreshDir("threads" + std::to_string(threads));
+    PackOptions o = FashionOptions(out, threads);
+    o.compression = {Codec::kZstd, 3};
+    o.shard_size_bytes = 200 << 10;  // several shards
+    Result<PackReport> report = Pack(o);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    ASSERT_GT(report->manifest.files.size(), 1u);
+    std::map<std::string, std::string> files;
+    for (const auto& entry : fs::directory_iterator(out)) {
+      std::string contents = ReadAll(entry.path().string());
+      if (entry.path().filename() == "kiln.json" || entry.path().filename() == "rejected.tsv") {
+        // These name the output directory; compare them with it replaced.
+        for (size_t p; (p = contents.find(out)) != std::string::npos;) contents.replace(p, out.size(), "OUT");
+      }
+      files[entry.path().filename().string()] = contents;
+    }
+    if (first.empty()) {
+      first = files;
+    } else {
+      EXPECT_EQ(files, first) << "threads " << threads;
+    }
+  }
+}
+
+TEST(PackerTest, PhotosPackToVerifiedRgbTensors) {
+  const std::string out = FreshDir("photos");
+  PackOptions o;
+  o.input = std::string(KILN_SOURCE_DIR) + "/samples/photos";
+  o.output = out;
+  o.threads = 2;
+  o.preprocess.schema = {DType::kUint8, Layout::kCHW, 64, 64, 3};
+  o.compression = {Codec::kZstd, 3};
+  Result<PackReport> report = Pack(o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->packed + report->rejected, report->listed);
+  EXPECT_GT(report->packed, 10u);
+  VerifyOptions deep;
+  deep.deep = true;
+  const VerifyReport verify = VerifyDataset(out, deep);
+  EXPECT_TRUE(verify.ok()) << VerifyReportToText(verify);
+  EXPECT_EQ(verify.records_checked, report->packed);
+}
+
+TEST(PackerTest, FloatOutputIsTheNormalisedUint8Output) {
+  const std::string out_u8 = FreshDir("u8"), out_f32 = FreshDir("f32");
+  PackOptions o = FashionOptions(out_u8, 2);
+  ASSERT_TRUE(Pack(o).ok());
+  o.output = out_f32;
+  o.preprocess.schema.dtype = DType::kFloat32;
+  o.preprocess.schema.layout = Layout::kCHW;
+  o.preprocess.mean = {0.5f, 0.5f, 0.5f};
+  o.preprocess.std = {0.25f, 0.25f, 0.25f};
+  ASSERT_TRUE(Pack(o).ok());
+  auto a = Dataset::Open(out_u8), b = Dataset::Open(out_f32);
+  ASSERT_TRUE(a.ok() && b.ok());
+  RecordDecoder decoder;
+  std::vector<uint8_t> u8(784);
+  std::vector<float> f32(784);
+  for (uint64_t i : {0ull, 499ull, 999ull}) {
+    int64_t la, lb;
+    ASSERT_TRUE((*a)->ReadSample(i, &decoder, u8.data(), &la).ok());
+    ASSERT_TRUE((*b)->ReadSample(i, &decoder, reinterpret_cast<uint8_t*>(f32.data()), &lb).ok());
+    EXPECT_EQ(la, lb);
+    for (size_t k = 0; k < 784; ++k) {
+      EXPECT_NEAR(f32[k], (u8[k] / 255.0f - 0.5f) / 0.25f, 1e-5f);
+    }
+  }
+}
+
+TEST(PackerTest, WriteTimeShuffleIsRecordedAndAPermutation) {
+  const std::string out = FreshDir("shuffled");
+  PackOptions o = FashionOptions(out, 2);
+  o.shuffle_seed = 11;
+  ASSERT_TRUE(Pack(o).ok());
+  Result<Manifest> m = Manifest::Read(out);
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE(m->shuffle_seed.has_value());
+  EXPECT_EQ(*m->shuffle_seed, 11u);
+  auto ds = Dataset::Open(out);
+  ASSERT_TRUE(ds.ok());
+  std::set<std::string> keys;
+  bool in_source_order = true;
+  std::string previous;
+  for (uint64_t i = 0; i < (*ds)->num_samples(); ++i) {
+    const std::string key = *(*ds)->Key(i);
+    in_source_order = in_source_order && previous < key;
+    previous = key;
+    keys.insert(key);
+  }
+  EXPECT_EQ(keys.size(), 1000u);
+  EXPECT_FALSE(in_source_order);
+}
+
+// Writes a 6x6 JPEG of one colour; returns its path.
+std::string WriteColourJpeg(const std::string& path, int value) {
+  cv::Mat m(6, 6, CV_8UC3, cv::Scalar(value, value, value));
+  cv::imwrite(path, m);
+  return path;
+}
+
+struct B09Variant {
+  const char* name;
+  void (*make_c)(const std::string& path);
+};
+
+// B09: a bad c.jpg among a..e (labels 0..4): skip keeps a:0 b:1 d:3 e:4 aligned; fail leaves
+// nothing under the output name.
+TEST(PackerTest, FieldCase_B09_BadFileIsNamedAndLabelsStayAligned) {
+  const B09Variant variants[] = {
+      {"zero_bytes", [](const std::string& p) { std::ofstream(p, std::ios::binary); }},
+      {"missing", [](const std::string&) {}},
+      {"text", [](const std::string& p) { std::ofstream(p) << "not image"; }},
+  };
+  for (const B09Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    const std::string src = FreshDir(std::string("b09_src_") + v.name);
+    fs::create_directories(src);
+    const int colour[5] = {10, 60, 110, 160, 210};
+    const char* names[5] = {"a.jpg", "b.jpg", "c.jpg", "d.jpg", "e.jpg"};
+    std::string list;
+    for (int i = 0; i < 5; ++i) {
+      if (i == 2) {
+        v.make_c(src + "/c.jpg");
+      } else {
+        WriteColourJpeg(src + "/" + names[i], colour[i]);
+      }
+      list += std::string(names[i]) + " " + std::to_string(i) + "\n";
+    }
+    std::ofstream(src + "/list.txt") << list;
+
+    PackOptions o;
+    o.input = src + "/list.txt";
+    o.preprocess.schema = {DType::kUint8, Layout::kHWC, 4, 4, 3};
+    o.threads = 2;
+    o.output = FreshDir(std::string("b09_skip_") + v.name);
+    Result<PackReport> report = Pack(o);
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    EXPECT_EQ(report->listed, 5u);
+    EXPECT_EQ(report->packed, 4u);
+    ASSERT_EQ(report->rejections.size(), 1u);
+    EXPECT_NE(report->rejections[0].path.find("c.jpg"), std::string::npos);
+    EXPECT_FALSE(report->rejections[0].reason.empty());
+    auto ds = Dataset::Open(o.output);
+    ASSERT_TRUE(ds.ok());
+    ASSERT_EQ((*ds)->num_samples(), 4u);
+    RecordDecoder decoder;
+    std::vector<uint8_t> px(4 * 4 * 3);
+    for (uint64_t r = 0; r < 4; ++r) {
+      int64_t label = -1;
+      ASSERT_TRUE((*ds)->ReadSample(r, &decoder, px.data(), &label).ok());
+      ASSERT_GE(label, 0);
+      ASSERT_LT(label, 5);
+      EXPECT_NE(label, 2);
+      EXPECT_NEAR(px[0], colour[label], 3) << "record " << r << " label " << label;
+    }
+    EXPECT_NE(ReadAll(o.output + "/rejected.tsv").find("c.jpg"), std::string::npos);
+
+    o.output = FreshDir(std::string("b09_fail_") + v.name);
+    o.on_error = OnError::kFail;
+    report = Pack(o);
+    ASSERT_FALSE(report.ok());
+    EXPECT_NE(report.status().message().find("c.jpg"), std::string::npos)
+        << report.status().message();
+    EXPECT_FALSE(fs::exists(o.output));
+    EXPECT_FALSE(fs::exists(o.output + ".partial"));
+  }
+}
+
+// B10: a directory with no images is an error naming the root and "0 images", leaving nothing.
+TEST(PackerTest, FieldCase_B10_NoImagesIsAnErrorThatLeavesNothing) {
+  const std::string src = FreshDir("b10_src");
+  fs::create_directories(src + "/cls");
+  for (const char* n : {"a.txt", "b.txt", "c.txt"}) std::ofstream(src + "/cls/" + n) << "x";
+  PackOptions o;
+  o.input = src;
+  o.output = FreshDir("b10_out");
+  o.preprocess.schema = {DType::kUint8, Layout::kHWC, 4, 4, 3};
+  Result<PackReport> report = Pack(o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("0 images"), std::string::npos);
+  EXPECT_NE(report.status().message().find(src), std::string::npos);
+  EXPECT_FALSE(fs::exists(o.output));
+  EXPECT_FALSE(fs::exists(o.output + ".partial"));
+}
+
+// B10: mixed-case extensions are all packed: "5 read, 5 written".
+TEST(PackerTest, FieldCase_B10_MixedCaseExtensionsAreAllPacked) {
+  const std::string src = FreshDir("b10_mixed");
+  fs::create_directories(src + "/cls");
+  for (const char* n : {"a.jpg", "B.JPG", "c.Jpeg", "e.JPEG"}) WriteColourJpeg(src + "/cls/" + n, 100);
+  cv::imwrite(src + "/cls/d.PNG", cv::Mat(6, 6, CV_8UC3, cv::Scalar(1, 2, 3)));
+  PackOptions o;
+  o.input = src;
+  o.output = FreshDir("b10_mixed_out");
+  o.preprocess.schema = {DType::kUint8, Layout::kHWC, 4, 4, 3};
+  Result<PackReport> report = Pack(o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->listed, 5u);
+  EXPECT_EQ(report->packed, 5u);
+}
+
+TEST(PackerTest, ExistingOutputIsRefusedUnlessOverwrite) {
+  const std::string out = FreshDir("existing");
+  PackOptions o = FashionOptions(out, 2);
+  ASSERT_TRUE(Pack(o).ok());
+  Result<PackReport> again = Pack(o);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(fs::exists(out + "/kiln.json"));  // the old dataset is untouched
+  o.overwrite = true;
+  ASSERT_TRUE(Pack(o).ok());
+  EXPECT_TRUE(VerifyDataset(out, {}).ok());
+}
+
+}  // namespace
+}  // namespace kiln
