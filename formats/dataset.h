@@ -42,6 +42,12 @@ class Dataset {
   virtual Status ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,
                             int64_t* label) const = 0;
 
+  // Hints that sample `index` will be read soon: starts loading its index entry (`payload`
+  // false) or its stored bytes (`payload` true, which reads the index entry) into the CPU cache.
+  // Fetch threads call it a few samples ahead to overlap memory latency with copying. Never
+  // fails; out-of-range indices and damaged entries are ignored.
+  virtual void Prefetch(uint64_t index, bool payload) const = 0;
+
   // Returns sample `index`'s key (the source path relative to the input root).
   // Errors: OutOfRange, Corruption naming file and record.
   virtual Result<std::string> Key(uint64_t index) const = 0;

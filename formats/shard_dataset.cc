@@ -96,4 +96,19 @@ Result<std::string> ShardDataset::Key(uint64_t index) const {
   return std::string(shard->key(e));
 }
 
+void ShardDataset::Prefetch(uint64_t index, bool payload) const {
+  if (index >= num_samples()) return;
+  const auto [shard, record] = Locate(index);
+  const uint8_t* base = shard->file().data();
+  if (!payload) {
+    __builtin_prefetch(base + shard->EntryOffset(record));
+    return;
+  }
+  const ShardIndexEntry e = shard->entry(record);
+  if (!shard->EntryProblem(e).empty()) return;
+  // One prefetch per 64-byte line, capped: the hardware prefetcher follows longer runs.
+  const uint64_t lines = std::min<uint64_t>((e.stored_size + 63) / 64, 32);
+  for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(base + e.offset + l * 64);
+}
+
 }  // namespace kiln

@@ -26,6 +26,7 @@ class ShardDataset final : public Dataset {
   Status ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,
                     int64_t* label) const override;
   Result<std::string> Key(uint64_t index) const override;
+  void Prefetch(uint64_t index, bool payload) const override;
 
   size_t shard_count() const { return shards_.size(); }
   const ShardReader& shard(size_t i) const { return *shards_[i]; }

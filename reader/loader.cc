@@ -230,7 +230,15 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
   const uint64_t out_bytes = out_schema_.sample_bytes();
   const bool augment = options_.augment.enabled();
   if (augment) scratch->resize(stored.sample_bytes());
+  // Random reads miss the CPU cache: prefetch the index entry kEntryAhead samples ahead and the
+  // payload kPayloadAhead samples ahead (its entry is in cache by then).
+  constexpr uint32_t kEntryAhead = 8, kPayloadAhead = 4;
+  for (uint32_t k = begin; k < std::min(end, begin + kEntryAhead); ++k) {
+    dataset_->Prefetch(slot.indices[k], k < begin + kPayloadAhead);
+  }
   for (uint32_t k = begin; k < end; ++k) {
+    if (k + kEntryAhead < end) dataset_->Prefetch(slot.indices[k + kEntryAhead], false);
+    if (k + kPayloadAhead < end) dataset_->Prefetch(slot.indices[k + kPayloadAhead], true);
     const uint64_t index = slot.indices[k];
     uint8_t* out = slot.data + k * out_bytes;
     KILN_RETURN_IF_ERROR(
