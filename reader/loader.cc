@@ -59,9 +59,11 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   std::unique_ptr<Loader> loader(
       new Loader(std::move(dataset), options, std::move(sampler), out_schema));
 
-  const uint64_t data_bytes = AlignUp(uint64_t{options.batch_size} * out_schema.sample_bytes(),
-                                      kSlotAlign);
-  const uint64_t label_bytes = AlignUp(uint64_t{options.batch_size} * sizeof(int64_t), kSlotAlign);
+  // A slot holds the largest batch this rank can get: never more than its share of samples.
+  const uint64_t slot_samples = std::max<uint64_t>(
+      1, std::min<uint64_t>(options.batch_size, loader->sampler_.samples_per_epoch()));
+  const uint64_t data_bytes = AlignUp(slot_samples * out_schema.sample_bytes(), kSlotAlign);
+  const uint64_t label_bytes = AlignUp(slot_samples * sizeof(int64_t), kSlotAlign);
   const uint64_t slot_bytes = data_bytes + label_bytes;
   const size_t slot_count = options.prefetch + 1;
   KILN_ASSIGN_OR_RETURN(loader->buffer_,
@@ -75,8 +77,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
     Loader::Slot& slot = loader->slots_[s];
     slot.data = loader->buffer_->data() + s * slot_bytes;
     slot.labels = reinterpret_cast<int64_t*>(slot.data + data_bytes);
-    slot.indices.resize(options.batch_size);
-    slot.is_padding.resize(options.batch_size);
+    slot.indices.resize(slot_samples);
+    slot.is_padding.resize(slot_samples);
   }
   const uint32_t threads =
       options.num_threads != 0 ? options.num_threads
