@@ -1,0 +1,166 @@
+#include "tools/image_decoder.h"
+
+#include <climits>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <string>
+
+#include "tools/image_header.h"
+
+namespace kiln {
+namespace {
+
+// Deflate emits at most 258 bytes per 1-bit-minimum symbol pair, which bounds its expansion at
+// about 1032:1. The slack covers zlib headers and the smallest images.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+constexpr uint64_t kDeflateSlackBytes = 1024;
+
+std::string PixelCount(uint64_t width, uint64_t height) {
+  return std::to_string(width) + " x " + std::to_string(height) + " = " +
+         std::to_string(width * height) + " pixels";
+}
+
+Status CheckPixelLimit(uint64_t width, uint64_t height, const DecodeOptions& options,
+                       const std::string& path) {
+  if (options.max_pixels != 0 && width * height > options.max_pixels) {
+    return Status::InvalidArgument(path + ": " + PixelCount(width, height) +
+                                   " exceeds the limit of " + std::to_string(options.max_pixels) +
+                                   " (raise --max-pixels)");
+  }
+  return Status::Ok();
+}
+
+// Checks what the header claims before OpenCV sees the bytes (policy step 1).
+Status CheckHeader(std::string_view bytes, const std::string& path, const DecodeOptions& options) {
+  Result<ImageSize> size = PeekImageSize(bytes);
+  if (!size.ok()) {
+    if (size.status().code() == StatusCode::kNotSupported) return Status::Ok();
+    return Status::Corruption(path + ": truncated or invalid (" + size.status().message() + ")");
+  }
+  KILN_RETURN_IF_ERROR(CheckPixelLimit(size->width, size->height, options, path));
+  if (size->format == ImageFormat::kPng &&
+      size->png_inflated_bytes > kMaxDeflateRatio * size->png_idat_bytes + kDeflateSlackBytes) {
+    return Status::Corruption(path + ": truncated or invalid (PNG header claims " +
+                              PixelCount(size->width, size->height) + " but holds only " +
+                              std::to_string(size->png_idat_bytes) + " bytes of image data)");
+  }
+  if (size->format == ImageFormat::kJpeg && !size->jpeg_has_end_marker) {
+    return Status::Corruption(path +
+                              ": truncated or invalid (JPEG has no end-of-image marker after "
+                              "its scan data)");
+  }
+  return Status::Ok();
+}
+
+// Policy step 3: 16-bit to 8-bit by round(v / 257). v / 257 is never within 0.0019 of a
+// half-integer (v = 257 k + r with r an integer, and r / 257 is never 0.5), so the rounding of
+// convertTo's double product equals the integer formula (v * 255 + 32767) / 65535 exactly.
+Result<cv::Mat> ToDepth8(const cv::Mat& image, const std::string& path) {
+  switch (image.depth()) {
+    case CV_8U:
+      return image;
+    case CV_16U: {
+      cv::Mat out;
+      image.convertTo(out, CV_8U, 1.0 / 257.0);
+      return out;
+    }
+    default:
+      return Status::NotSupported(path + ": sample depth " + cv::typeToString(image.type()) +
+                                  " is not 8- or 16-bit unsigned integer");
+  }
+}
+
+// Policy step 4: composites the last channel (alpha) of an 8-bit BGRA or grey+alpha image over
+// `background`, returning BGR or grey.
+cv::Mat CompositeAlpha(const cv::Mat& image, uint8_t background) {
+  const int colour_channels = image.channels() - 1;
+  cv::Mat out(image.rows, image.cols, CV_8UC(colour_channels));
+  const uint32_t bg = background;
+  for (int y = 0; y < image.rows; ++y) {
+    const uint8_t* src = image.ptr<uint8_t>(y);
+    uint8_t* dst = out.ptr<uint8_t>(y);
+    for (int x = 0; x < image.cols; ++x) {
+      const uint32_t alpha = src[colour_channels];
+      for (int c = 0; c < colour_channels; ++c) {
+        // (n + 127) / 255 rounds n / 255 to nearest; ties cannot occur because 255 is odd.
+        dst[c] = static_cast<uint8_t>((src[c] * alpha + bg * (255 - alpha) + 127) / 255);
+      }
+      src += image.channels();
+      dst += colour_channels;
+    }
+  }
+  return out;
+}
+
+// Policy steps 3 to 5 on whatever OpenCV returned (BGR order for colour).
+Result<cv::Mat> Normalise(const cv::Mat& decoded, const std::string& path,
+                          const DecodeOptions& options) {
+  KILN_ASSIGN_OR_RETURN(cv::Mat image, ToDepth8(decoded, path));
+  if (image.channels() == 2 || image.channels() == 4) {
+    image = CompositeAlpha(image, options.background);
+  }
+  cv::Mat out;
+  if (image.channels() == 1) {
+    if (options.channels == 1) {
+      out = image.isContinuous() ? image : image.clone();
+    } else {
+      cv::cvtColor(image, out, cv::COLOR_GRAY2RGB);
+    }
+  } else if (image.channels() == 3) {
+    cv::cvtColor(image, out, options.channels == 1 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGR2RGB);
+  } else {
+    return Status::NotSupported(path + ": " + std::to_string(decoded.channels()) +
+                                " channels (expected grey, grey+alpha, colour or colour+alpha)");
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
+                            const DecodeOptions& options) {
+  if (options.channels != 1 && options.channels != 3) {
+    return Status::InvalidArgument(path + ": DecodeOptions.channels is " +
+                                   std::to_string(options.channels) + ", expected 1 or 3");
+  }
+  if (bytes.empty()) return Status::InvalidArgument(path + ": empty file");
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return Status::NotSupported(path + ": " + std::to_string(bytes.size()) +
+                                " bytes; encoded images of 2 GiB or more are not supported");
+  }
+  KILN_RETURN_IF_ERROR(CheckHeader(bytes, path, options));
+
+  const ImageFormat format = SniffImageFormat(bytes);
+  // JPEG: IMREAD_COLOR applies EXIF orientation and converts CMYK; it yields 8-bit BGR, grey
+  // JPEGs replicated. Others: IMREAD_UNCHANGED keeps 16-bit samples and alpha.
+  const int flags = format == ImageFormat::kJpeg ? cv::IMREAD_COLOR : cv::IMREAD_UNCHANGED;
+  cv::Mat decoded;
+  std::string opencv_error;
+  try {
+    // imdecode only reads the buffer; the const_cast is needed by cv::Mat's constructor.
+    const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1,
+                         const_cast<char*>(bytes.data()));
+    decoded = cv::imdecode(buffer, flags);
+  } catch (const cv::Exception& e) {
+    opencv_error = e.what();
+  } catch (const std::exception& e) {  // For example std::bad_alloc from a huge allocation.
+    opencv_error = e.what();
+  }
+  if (decoded.empty()) {
+    if (format == ImageFormat::kUnknown) return Status::Corruption(path + ": not an image");
+    std::string reason = path + ": truncated or invalid (OpenCV could not decode this " +
+                         std::string(ImageFormatName(format)) + " file";
+    if (!opencv_error.empty()) reason += ": " + opencv_error;
+    return Status::Corruption(reason + ")");
+  }
+  // Formats whose header is not parsed are checked here, after decoding.
+  KILN_RETURN_IF_ERROR(CheckPixelLimit(decoded.cols, decoded.rows, options, path));
+
+  try {
+    return Normalise(decoded, path, options);
+  } catch (const cv::Exception& e) {
+    return Status::Internal(path + ": converting the decoded image failed: " + e.what());
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,72 @@
+// kiln::DecodeImage: the converter's decode stage. Turns the bytes of one encoded image file
+// into an upright 8-bit RGB or grey image, under the one decode policy that every kiln path
+// uses (also written down in tools/decode_policy.md):
+//
+//   1. Refusals before decoding. Empty input is refused. For PNG and JPEG the header is parsed
+//      first (tools/image_header.h) and an image claiming more than `max_pixels` pixels is
+//      refused before any pixel buffer is allocated; a PNG whose IDAT data is too short to
+//      inflate to the size in its IHDR (more than 1032:1, deflate's limit) and a JPEG with no
+//      end-of-image marker after its scan data are refused as truncated. Other formats are
+//      checked against `max_pixels` after decoding, and OpenCV's own limit applies to them
+//      during decoding (2^30 pixels unless OPENCV_IO_MAX_IMAGE_PIXELS says otherwise).
+//   2. Orientation. JPEG is decoded with cv::IMREAD_COLOR, which applies the EXIF Orientation
+//      tag (values 1..8, mirrored ones included) and converts CMYK / YCCK to RGB. Every other
+//      format (PNG, BMP, TIFF, WebP, PNM, GIF ...) is decoded with cv::IMREAD_UNCHANGED so that
+//      16-bit samples and alpha survive; OpenCV then ignores orientation metadata, so EXIF
+//      orientation is applied to JPEG only (a PNG eXIf chunk, a TIFF Orientation tag or WebP
+//      EXIF are NOT applied: such files are packed in stored orientation).
+//   3. Depth. 16-bit samples become 8-bit as round(v / 257) = (v * 255 + 32767) / 65535, so
+//      0 -> 0, 0x1234 -> 18, 0x8000 -> 128, 0xFFFF -> 255. Other depths (32-bit float TIFF,
+//      EXR, HDR, PFM, signed samples) are refused with NotSupported.
+//   4. Alpha. RGBA, grey + alpha and palette + tRNS images are composited over the grey level
+//      `background` (white by default) after step 3: out = round((c * a + bg * (255 - a)) / 255)
+//      per channel. Transparent pixels therefore become (bg, bg, bg) whatever colour they hide.
+//      (RGB + tRNS colour key is composited too; grey + tRNS key is not: OpenCV drops it.)
+//   5. Channels. Grey is replicated to R = G = B when 3 channels are asked for; colour becomes
+//      grey when 1 is asked for with OpenCV's BT.601 weights (cv::cvtColor RGB2GRAY:
+//      0.299 R + 0.587 G + 0.114 B, fixed point, rounded).
+//
+// Thread safety: DecodeImage is reentrant; concurrent calls from any number of threads are safe.
+#ifndef KILN_TOOLS_IMAGE_DECODER_H_
+#define KILN_TOOLS_IMAGE_DECODER_H_
+
+#include <cstdint>
+#include <opencv2/core.hpp>
+#include <string>
+#include <string_view>
+
+#include "formats/status.h"
+
+namespace kiln {
+
+struct DecodeOptions {
+  // Channels of the decoded image: 1 (grey) or 3 (RGB). Default: 3.
+  uint32_t channels = 3;
+  // Refuses images with more pixels (width * height) than this. 0 means no kiln limit (OpenCV's
+  // 2^30 still applies to decoding). Default: 178956970, twice Pillow's bomb-warning limit.
+  uint64_t max_pixels = 178956970;
+  // Grey level (0..255) that alpha is composited over. Default: 255 (white).
+  uint8_t background = 255;
+};
+
+// Decodes the encoded image (JPEG, PNG, BMP, TIFF, WebP, PPM/PGM/PBM/PAM, GIF: whatever this
+// OpenCV build reads) held in `bytes`, following the policy at the top of this file.
+//
+// Returns a new, continuous, upright 8-bit image of the file's size after orientation:
+// CV_8UC3 with channels in R, G, B order when options.channels is 3, CV_8UC1 when it is 1.
+// Never returns an empty Mat. `bytes` is only read during the call. `path` is used only in
+// messages, which all start with "<path>: ".
+// Errors:
+//   InvalidArgument  "empty file"; options.channels not 1 or 3;
+//                    "W x H = P pixels exceeds the limit of L (raise --max-pixels)".
+//   Corruption       "not an image" (no known magic number and OpenCV cannot read it);
+//                    "truncated or invalid (...)" (a known format that fails to decode, a PNG
+//                    bomb or truncated PNG, a JPEG without end-of-image marker).
+//   NotSupported     a sample depth or channel count outside the policy (32-bit float, 5+
+//                    channels), or an input of 2 GiB or more.
+Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
+                            const DecodeOptions& options);
+
+}  // namespace kiln
+
+#endif  // KILN_TOOLS_IMAGE_DECODER_H_

@@ -1,0 +1,254 @@
+#include "tools/image_header.h"
+
+#include <cstring>
+#include <string>
+
+namespace kiln {
+namespace {
+
+constexpr char kPngMagic[] = "\x89PNG\r\n\x1a\n";
+
+bool StartsWith(std::string_view bytes, std::string_view prefix) {
+  return bytes.size() >= prefix.size() && bytes.substr(0, prefix.size()) == prefix;
+}
+
+uint32_t ReadBe32(std::string_view bytes, size_t pos) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + pos);
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+uint32_t ReadBe16(std::string_view bytes, size_t pos) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + pos);
+  return (uint32_t{p[0]} << 8) | p[1];
+}
+
+unsigned char At(std::string_view bytes, size_t pos) {
+  return static_cast<unsigned char>(bytes[pos]);
+}
+
+// Returns the bits per pixel of a PNG colour type / bit depth pair, or 0 if the pair is invalid
+// (PNG specification, table 11.1).
+uint32_t PngBitsPerPixel(uint32_t color_type, uint32_t bit_depth) {
+  auto depth_in = [bit_depth](std::initializer_list<uint32_t> allowed) {
+    for (uint32_t d : allowed) {
+      if (d == bit_depth) return true;
+    }
+    return false;
+  };
+  switch (color_type) {
+    case 0:
+      return depth_in({1, 2, 4, 8, 16}) ? bit_depth : 0;  // Grey.
+    case 2:
+      return depth_in({8, 16}) ? 3 * bit_depth : 0;  // RGB.
+    case 3:
+      return depth_in({1, 2, 4, 8}) ? bit_depth : 0;  // Palette.
+    case 4:
+      return depth_in({8, 16}) ? 2 * bit_depth : 0;  // Grey + alpha.
+    case 6:
+      return depth_in({8, 16}) ? 4 * bit_depth : 0;  // RGBA.
+    default:
+      return 0;
+  }
+}
+
+// Bytes of one filtered scanline group: rows * (1 filter byte + packed pixel bytes).
+uint64_t PngPassBytes(uint64_t width, uint64_t height, uint32_t bits_per_pixel) {
+  if (width == 0 || height == 0) return 0;
+  return height * (1 + (width * bits_per_pixel + 7) / 8);
+}
+
+Result<ImageSize> PeekPng(std::string_view bytes) {
+  // Signature (8) + IHDR length (4) + type (4) + 13 bytes of data.
+  if (bytes.size() < 8 + 8 + 13) {
+    return Status::Corruption("PNG header cut short: " + std::to_string(bytes.size()) + " bytes");
+  }
+  if (ReadBe32(bytes, 8) != 13 || bytes.substr(12, 4) != "IHDR") {
+    return Status::Corruption("PNG does not start with a 13-byte IHDR chunk at offset 8");
+  }
+  ImageSize size;
+  size.format = ImageFormat::kPng;
+  size.width = ReadBe32(bytes, 16);
+  size.height = ReadBe32(bytes, 20);
+  const uint32_t bit_depth = At(bytes, 24);
+  const uint32_t color_type = At(bytes, 25);
+  const uint32_t interlace = At(bytes, 28);
+  // The PNG specification caps both dimensions at 2^31 - 1.
+  if (size.width == 0 || size.height == 0 || size.width > 0x7fffffffu ||
+      size.height > 0x7fffffffu) {
+    return Status::Corruption("PNG IHDR has an invalid size " + std::to_string(size.width) + " x " +
+                              std::to_string(size.height));
+  }
+  const uint32_t bpp = PngBitsPerPixel(color_type, bit_depth);
+  if (bpp == 0 || interlace > 1) {
+    return Status::Corruption("PNG IHDR has an invalid colour type " + std::to_string(color_type) +
+                              " / bit depth " + std::to_string(bit_depth) + " / interlace " +
+                              std::to_string(interlace));
+  }
+  const uint64_t w = size.width;
+  const uint64_t h = size.height;
+  if (interlace == 0) {
+    size.png_inflated_bytes = PngPassBytes(w, h, bpp);
+  } else {
+    // Adam7: (x start, y start, x step, y step) of the seven passes.
+    static constexpr uint32_t kPasses[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8},
+                                               {2, 0, 4, 4}, {0, 2, 2, 4}, {1, 0, 2, 2},
+                                               {0, 1, 1, 2}};
+    for (const auto& p : kPasses) {
+      const uint64_t pw = w > p[0] ? (w - p[0] + p[2] - 1) / p[2] : 0;
+      const uint64_t ph = h > p[1] ? (h - p[1] + p[3] - 1) / p[3] : 0;
+      size.png_inflated_bytes += PngPassBytes(pw, ph, bpp);
+    }
+  }
+  // Walk the chunks (length, type, data, CRC) and add up the IDAT payloads that are present.
+  // A chunk that runs past the end counts only for the bytes that exist.
+  size_t pos = 8;
+  while (pos + 8 <= bytes.size()) {
+    const uint64_t length = ReadBe32(bytes, pos);
+    const std::string_view type = bytes.substr(pos + 4, 4);
+    const uint64_t available = bytes.size() - (pos + 8);
+    if (type == "IDAT") size.png_idat_bytes += length < available ? length : available;
+    if (type == "IEND" || length + 4 > available) break;
+    pos += 8 + length + 4;
+  }
+  return size;
+}
+
+Result<ImageSize> PeekJpeg(std::string_view bytes) {
+  ImageSize size;
+  size.format = ImageFormat::kJpeg;
+  bool have_sof = false;
+  size_t pos = 2;  // After SOI (FF D8).
+  while (true) {
+    if (pos >= bytes.size()) {
+      return Status::Corruption("JPEG ends at offset " + std::to_string(pos) +
+                                " before its start-of-scan marker");
+    }
+    if (At(bytes, pos) != 0xFF) {
+      return Status::Corruption("JPEG has no marker at offset " + std::to_string(pos));
+    }
+    while (pos < bytes.size() && At(bytes, pos) == 0xFF) ++pos;  // Fill bytes.
+    if (pos >= bytes.size()) continue;                           // Reported above.
+    const unsigned marker = At(bytes, pos);
+    const size_t marker_offset = pos - 1;
+    ++pos;
+    // Markers without a length field: TEM, RSTn, SOI.
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) continue;
+    if (marker == 0xD9 || marker == 0x00) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      const std::string name = {kHex[marker >> 4], kHex[marker & 15]};
+      return Status::Corruption("JPEG has marker FF " + name + " at offset " +
+                                std::to_string(marker_offset) + " before its start of scan");
+    }
+    if (pos + 2 > bytes.size()) {
+      return Status::Corruption("JPEG segment length cut short at offset " + std::to_string(pos));
+    }
+    const uint32_t length = ReadBe16(bytes, pos);  // Includes its own two bytes.
+    if (length < 2 || pos + length > bytes.size()) {
+      return Status::Corruption("JPEG segment at offset " + std::to_string(marker_offset) +
+                                " has length " + std::to_string(length) + " past the end");
+    }
+    // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC).
+    const bool is_sof =
+        marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (is_sof && !have_sof) {
+      if (length < 8) {
+        return Status::Corruption("JPEG frame header at offset " + std::to_string(marker_offset) +
+                                  " is too short");
+      }
+      size.height = ReadBe16(bytes, pos + 3);
+      size.width = ReadBe16(bytes, pos + 5);
+      if (size.height == 0) {
+        // The height then comes from a DNL marker after the first scan; rare, left to OpenCV.
+        return Status::NotSupported("JPEG height is defined by a DNL marker");
+      }
+      if (size.width == 0) {
+        return Status::Corruption("JPEG frame header at offset " + std::to_string(marker_offset) +
+                                  " has width 0");
+      }
+      have_sof = true;
+    }
+    if (marker == 0xDA) {  // SOS: entropy-coded data follows.
+      if (!have_sof) {
+        return Status::Corruption("JPEG start of scan at offset " + std::to_string(marker_offset) +
+                                  " before any frame header");
+      }
+      // FF D9 cannot occur inside entropy-coded data (FF is stuffed as FF 00 there), so an
+      // FF D9 anywhere after the first SOS is an end-of-image marker. Search from the end:
+      // files often carry a few bytes of trailing junk, rarely much.
+      const size_t scan_start = pos + length;
+      for (size_t i = bytes.size(); i >= scan_start + 2; --i) {
+        if (At(bytes, i - 2) == 0xFF && At(bytes, i - 1) == 0xD9) {
+          size.jpeg_has_end_marker = true;
+          break;
+        }
+      }
+      return size;
+    }
+    pos += length;
+  }
+}
+
+}  // namespace
+
+ImageFormat SniffImageFormat(std::string_view bytes) {
+  if (StartsWith(bytes, "\xFF\xD8\xFF")) return ImageFormat::kJpeg;
+  if (StartsWith(bytes, std::string_view(kPngMagic, 8))) return ImageFormat::kPng;
+  if (StartsWith(bytes, "BM")) return ImageFormat::kBmp;
+  if (StartsWith(bytes, "GIF87a") || StartsWith(bytes, "GIF89a")) return ImageFormat::kGif;
+  if (StartsWith(bytes, std::string_view("II*\0", 4)) ||
+      StartsWith(bytes, std::string_view("MM\0*", 4))) {
+    return ImageFormat::kTiff;
+  }
+  if (bytes.size() >= 12 && StartsWith(bytes, "RIFF") && bytes.substr(8, 4) == "WEBP") {
+    return ImageFormat::kWebp;
+  }
+  if (bytes.size() >= 2 && bytes[0] == 'P' &&
+      ((bytes[1] >= '1' && bytes[1] <= '7') || bytes[1] == 'F' || bytes[1] == 'f')) {
+    return ImageFormat::kPnm;
+  }
+  if (StartsWith(bytes, std::string_view("\0\0\0\x0CjP  \r\n\x87\n", 12)) ||  // JPEG 2000 (JP2).
+      StartsWith(bytes, "\xFF\x4F\xFF\x51") ||                                // JPEG 2000 stream.
+      StartsWith(bytes, "\x76\x2F\x31\x01") ||                                // OpenEXR.
+      StartsWith(bytes, "#?RADIANCE") || StartsWith(bytes, "#?RGBE") ||       // Radiance HDR.
+      StartsWith(bytes, "\x59\xA6\x6A\x95")) {                                // Sun raster.
+    return ImageFormat::kOther;
+  }
+  return ImageFormat::kUnknown;
+}
+
+std::string_view ImageFormatName(ImageFormat format) {
+  switch (format) {
+    case ImageFormat::kJpeg:
+      return "jpeg";
+    case ImageFormat::kPng:
+      return "png";
+    case ImageFormat::kBmp:
+      return "bmp";
+    case ImageFormat::kGif:
+      return "gif";
+    case ImageFormat::kTiff:
+      return "tiff";
+    case ImageFormat::kWebp:
+      return "webp";
+    case ImageFormat::kPnm:
+      return "pnm";
+    case ImageFormat::kOther:
+      return "other";
+    case ImageFormat::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+Result<ImageSize> PeekImageSize(std::string_view bytes) {
+  switch (SniffImageFormat(bytes)) {
+    case ImageFormat::kPng:
+      return PeekPng(bytes);
+    case ImageFormat::kJpeg:
+      return PeekJpeg(bytes);
+    default:
+      return Status::NotSupported("only PNG and JPEG headers are parsed");
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,74 @@
+// kiln::PeekImageSize: reads the pixel size an encoded image claims, from its header alone,
+// without decoding or allocating anything in proportion to that size.
+//
+// The converter calls it before the decoder so that a decompression bomb (a small file whose
+// header claims billions of pixels) is refused before OpenCV allocates the pixel buffer. Only
+// PNG (IHDR chunk) and JPEG (SOFn marker) are parsed; every other format answers NotSupported
+// and relies on OpenCV's own limits (see tools/decode_policy.md).
+//
+// Thread safety: pure functions of their arguments; callable from any thread.
+#ifndef KILN_TOOLS_IMAGE_HEADER_H_
+#define KILN_TOOLS_IMAGE_HEADER_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "formats/status.h"
+
+namespace kiln {
+
+// Encoded image formats recognised by their first bytes (magic numbers).
+enum class ImageFormat {
+  kUnknown = 0,  // No magic number kiln knows: probably not an image.
+  kJpeg,         // FF D8 FF.
+  kPng,          // 89 50 4E 47 0D 0A 1A 0A.
+  kBmp,          // "BM".
+  kGif,          // "GIF87a" / "GIF89a".
+  kTiff,         // "II*\0" or "MM\0*".
+  kWebp,         // "RIFF" <4 bytes> "WEBP".
+  kPnm,          // "P1".."P7", "PF", "Pf" (PBM, PGM, PPM, PAM, PFM).
+  kOther,        // Other formats OpenCV may read: JPEG 2000, OpenEXR, Radiance HDR, Sun raster.
+};
+
+// Returns the format whose magic number starts `bytes`, or kUnknown. Never fails.
+ImageFormat SniffImageFormat(std::string_view bytes);
+
+// Returns a short lower-case name: "jpeg", "png", ..., "unknown".
+std::string_view ImageFormatName(ImageFormat format);
+
+// What a PNG or JPEG header claims. Sizes are in pixels.
+struct ImageSize {
+  ImageFormat format = ImageFormat::kUnknown;  // kPng or kJpeg.
+  uint32_t width = 0;                          // Columns, >= 1.
+  uint32_t height = 0;                         // Rows, >= 1.
+
+  // PNG only: the sum of the payload sizes of the IDAT chunks present in `bytes` (compressed
+  // pixel data, in bytes), and the size in bytes that this data must inflate to for the size
+  // and pixel format in IHDR (filter bytes included, all Adam7 passes when interlaced). Deflate
+  // cannot expand data by more than about 1032:1, so png_inflated_bytes much larger than
+  // 1032 * png_idat_bytes proves the file truncated or invalid without decoding it.
+  uint64_t png_idat_bytes = 0;
+  uint64_t png_inflated_bytes = 0;
+
+  // JPEG only: true when an end-of-image marker (FF D9) follows the first start-of-scan marker.
+  // A JPEG without one was cut short (libjpeg would fill the missing rows with grey).
+  bool jpeg_has_end_marker = false;
+
+  // Returns width * height.
+  uint64_t pixels() const { return uint64_t{width} * height; }
+};
+
+// Parses the header of a PNG or JPEG held in `bytes`. Reads only headers and chunk / marker
+// lengths (no CRC check, no inflate, no Huffman decode); time is linear in the number of chunks
+// or markers, memory is constant.
+// Errors:
+//   NotSupported  `bytes` is not PNG or JPEG (the caller falls back to decoding).
+//   Corruption    a PNG or JPEG whose header is cut short or malformed: no IHDR first, a zero
+//                 width or height, an unknown colour type / bit depth pair, no SOFn before the
+//                 first SOS, a marker length running past the end. The message says what and
+//                 at which byte offset, but not the file name (the caller adds it).
+Result<ImageSize> PeekImageSize(std::string_view bytes);
+
+}  // namespace kiln
+
+#endif  // KILN_TOOLS_IMAGE_HEADER_H_

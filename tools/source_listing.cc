@@ -1,0 +1,500 @@
+#include "tools/source_listing.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <system_error>
+#include <utility>
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::array<std::string_view, 11> kImageExtensions = {
+    "jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp", "ppm", "pgm", "pbm", "pnm"};
+
+bool EqualsAsciiNoCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    unsigned char x = static_cast<unsigned char>(a[i]);
+    unsigned char y = static_cast<unsigned char>(b[i]);
+    if (x >= 'A' && x <= 'Z') x = static_cast<unsigned char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<unsigned char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// Returns the length of the valid UTF-8 sequence starting at s[i], or 0 if it is invalid
+// (truncated, overlong, a surrogate, or beyond U+10FFFF), per RFC 3629.
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b0 = byte(i);
+  if (b0 < 0x80) return 1;
+  size_t len;
+  unsigned char lo = 0x80, hi = 0xBF;  // Allowed range of the second byte.
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    len = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    len = 3;
+    if (b0 == 0xE0) lo = 0xA0;  // Overlong.
+    if (b0 == 0xED) hi = 0x9F;  // Surrogates.
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    len = 4;
+    if (b0 == 0xF0) lo = 0x90;  // Overlong.
+    if (b0 == 0xF4) hi = 0x8F;  // Beyond U+10FFFF.
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < len; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return len;
+}
+
+bool IsValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = Utf8SequenceLength(s, i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+// Returns `s` for a message: valid UTF-8 stays as is (so names print legibly), invalid bytes and
+// control characters become \xNN.
+std::string Printable(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t len = Utf8SequenceLength(s, i);
+    const unsigned char b = static_cast<unsigned char>(s[i]);
+    if (len == 0 || b < 0x20 || b == 0x7F) {
+      out.append("\\x").push_back(kHex[b >> 4]);
+      out.push_back(kHex[b & 0xF]);
+      ++i;
+    } else {
+      out.append(s.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
+std::string JoinPath(std::string_view dir, std::string_view name) {
+  std::string out(dir);
+  if (!out.empty() && out.back() != '/') out.push_back('/');
+  out.append(name);
+  return out;
+}
+
+// What a directory entry is, after following a symbolic link.
+enum class EntryKind {
+  kRegular,
+  kDirectory,
+  kFifo,
+  kSocket,
+  kCharDevice,
+  kBlockDevice,
+  kOther,
+  kDangling,      // A symbolic link whose target does not exist.
+  kUnresolvable,  // A symbolic link that cannot be followed (loop, permission): see `error`.
+};
+
+struct Entry {
+  EntryKind kind = EntryKind::kOther;
+  bool is_symlink = false;
+  std::string error;  // Set for kUnresolvable.
+};
+
+EntryKind KindOf(fs::file_type type) {
+  switch (type) {
+    case fs::file_type::regular:
+      return EntryKind::kRegular;
+    case fs::file_type::directory:
+      return EntryKind::kDirectory;
+    case fs::file_type::fifo:
+      return EntryKind::kFifo;
+    case fs::file_type::socket:
+      return EntryKind::kSocket;
+    case fs::file_type::character:
+      return EntryKind::kCharDevice;
+    case fs::file_type::block:
+      return EntryKind::kBlockDevice;
+    default:
+      return EntryKind::kOther;
+  }
+}
+
+// Classifies `entry` from its type only (lstat, then stat for links); never opens it, so a fifo
+// cannot block the listing.
+Entry Classify(const fs::directory_entry& entry) {
+  Entry out;
+  std::error_code ec;
+  const fs::file_status link_status = entry.symlink_status(ec);
+  if (ec) {
+    out.kind = EntryKind::kUnresolvable;
+    out.error = ec.message();
+    return out;
+  }
+  if (link_status.type() != fs::file_type::symlink) {
+    out.kind = KindOf(link_status.type());
+    return out;
+  }
+  out.is_symlink = true;
+  const fs::file_status target = fs::status(entry.path(), ec);
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory) {
+      out.kind = EntryKind::kDangling;
+    } else {
+      out.kind = EntryKind::kUnresolvable;
+      out.error = ec.message();
+    }
+    return out;
+  }
+  out.kind = KindOf(target.type());
+  return out;
+}
+
+// The reason given for an image-named entry that is not a regular file.
+std::string NotRegularReason(const Entry& entry) {
+  std::string link = entry.is_symlink ? "symbolic link to " : "";
+  switch (entry.kind) {
+    case EntryKind::kFifo:
+      return "not a regular file (" + link + "fifo)";
+    case EntryKind::kSocket:
+      return "not a regular file (" + link + "socket)";
+    case EntryKind::kCharDevice:
+      return "not a regular file (" + link + "character device)";
+    case EntryKind::kBlockDevice:
+      return "not a regular file (" + link + "block device)";
+    case EntryKind::kDirectory:
+      return "a directory (" + link + "directory) named like an image; not descended into";
+    case EntryKind::kDangling:
+      return "dangling symbolic link (its target does not exist)";
+    case EntryKind::kUnresolvable:
+      return "cannot resolve (" + entry.error + ")";
+    default:
+      return "not a regular file (unknown type)";
+  }
+}
+
+using DirId = std::pair<dev_t, ino_t>;
+
+// Walks an ImageFolder tree, filling one SourceListing.
+class FolderWalker {
+ public:
+  explicit FolderWalker(SourceListing* listing) : listing_(listing) {}
+
+  void AddProblem(std::string path, std::string reason) {
+    SourceProblem problem;
+    problem.path = std::move(path);
+    problem.reason = std::move(reason);
+    listing_->problems.push_back(std::move(problem));
+  }
+
+  // Pushes the identity of directory `path` on the ancestor stack, or returns false (and records
+  // a problem) if it is already there: a symbolic link that leads back up the tree.
+  bool EnterDirectory(const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      AddProblem(path, std::string("cannot stat directory: ") + std::strerror(errno));
+      return false;
+    }
+    const DirId id{st.st_dev, st.st_ino};
+    if (std::find(ancestors_.begin(), ancestors_.end(), id) != ancestors_.end()) {
+      AddProblem(path,
+                 "symbolic link cycle: leads to a directory that contains it; not descended into");
+      return false;
+    }
+    ancestors_.push_back(id);
+    return true;
+  }
+  void LeaveDirectory() { ancestors_.pop_back(); }
+
+  // Lists the images below `dir` (already entered), whose key starts with `key_prefix`.
+  void WalkClassDirectory(const std::string& dir, const std::string& key_prefix, int64_t label) {
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec);
+    const fs::directory_iterator end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().native();
+      const std::string path = JoinPath(dir, name);
+      const Entry entry = Classify(*it);
+      const bool image_name = HasImageExtension(name);
+      if (name[0] == '.') {
+        // Hidden: ".git", ".DS_Store", macOS "._a.jpg" resource forks. Directories are skipped
+        // whole; files are counted so the summary can mention them.
+        if (entry.kind != EntryKind::kDirectory) ++listing_->ignored_files;
+        continue;
+      }
+      if (entry.kind == EntryKind::kDirectory && !image_name) {
+        if (!IsValidUtf8(name)) {
+          AddProblem(path, "directory name is not valid UTF-8 ('" + Printable(name) +
+                               "'); not descended into");
+          continue;
+        }
+        if (!EnterDirectory(path)) continue;
+        WalkClassDirectory(path, key_prefix + name + "/", label);
+        LeaveDirectory();
+        continue;
+      }
+      if (!image_name) {
+        ++listing_->ignored_files;
+        continue;
+      }
+      if (entry.kind != EntryKind::kRegular) {
+        AddProblem(path, NotRegularReason(entry));
+        continue;
+      }
+      if (!IsValidUtf8(name)) {
+        AddProblem(path, "file name is not valid UTF-8 ('" + Printable(name) + "')");
+        continue;
+      }
+      SourceItem item;
+      item.key = key_prefix + name;
+      item.path = path;
+      item.label = label;
+      listing_->items.push_back(std::move(item));
+    }
+    if (ec) {
+      AddProblem(dir, "cannot read directory (" + ec.message() + "); its files are not listed");
+    }
+  }
+
+ private:
+  SourceListing* listing_;
+  std::vector<DirId> ancestors_;  // Directories being walked, root first.
+};
+
+bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+
+// Parses a decimal int64 with an optional sign. Returns std::errc() on success.
+std::errc ParseLabel(std::string_view text, int64_t* label) {
+  // std::from_chars takes a '-' but no '+'; strip one '+' and refuse a second sign after it.
+  if (!text.empty() && text[0] == '+') {
+    text.remove_prefix(1);
+    if (!text.empty() && (text[0] == '-' || text[0] == '+')) return std::errc::invalid_argument;
+  }
+  if (text.empty()) return std::errc::invalid_argument;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  const std::from_chars_result r = std::from_chars(first, last, *label, 10);
+  if (r.ec != std::errc()) return r.ec;
+  if (r.ptr != last) return std::errc::invalid_argument;
+  return std::errc();
+}
+
+struct FileCloser {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+// The buffer POSIX getline() grows; freed on every exit.
+struct LineBuffer {
+  LineBuffer() = default;
+  LineBuffer(const LineBuffer&) = delete;
+  LineBuffer& operator=(const LineBuffer&) = delete;
+  ~LineBuffer() { std::free(data); }
+  char* data = nullptr;
+  size_t capacity = 0;
+};
+
+}  // namespace
+
+bool HasImageExtension(std::string_view filename) {
+  const size_t slash = filename.rfind('/');
+  if (slash != std::string_view::npos) filename.remove_prefix(slash + 1);
+  const size_t dot = filename.rfind('.');
+  if (dot == std::string_view::npos || dot == 0) return false;
+  const std::string_view ext = filename.substr(dot + 1);
+  for (std::string_view candidate : kImageExtensions) {
+    if (EqualsAsciiNoCase(ext, candidate)) return true;
+  }
+  return false;
+}
+
+Result<SourceListing> ListImageFolder(const std::string& root) {
+  std::error_code ec;
+  const fs::file_status root_status = fs::status(root, ec);
+  if (root_status.type() == fs::file_type::not_found ||
+      ec == std::errc::no_such_file_or_directory) {
+    return Status::NotFound("ImageFolder root does not exist: " + Printable(root));
+  }
+  if (ec) {
+    return Status::IOError("cannot stat ImageFolder root " + Printable(root) + ": " + ec.message());
+  }
+  if (root_status.type() != fs::file_type::directory) {
+    return Status::InvalidArgument("ImageFolder root is not a directory: " + Printable(root));
+  }
+
+  SourceListing listing;
+  listing.root = root;
+  FolderWalker walker(&listing);
+  if (!walker.EnterDirectory(root)) {
+    return Status::IOError("cannot stat ImageFolder root " + Printable(root) + ": " +
+                           listing.problems.back().reason);
+  }
+
+  // Pass 1: the class folders, and whatever else sits directly in the root.
+  std::vector<std::string> class_names;
+  fs::directory_iterator it(root, ec);
+  const fs::directory_iterator end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().native();
+    const std::string path = JoinPath(root, name);
+    const Entry entry = Classify(*it);
+    const bool image_name = HasImageExtension(name);
+    if (name[0] == '.') {
+      if (entry.kind != EntryKind::kDirectory) ++listing.ignored_files;
+      continue;
+    }
+    if (entry.kind == EntryKind::kDirectory && !image_name) {
+      if (IsValidUtf8(name)) {
+        class_names.push_back(name);
+      } else {
+        walker.AddProblem(path, "class folder name is not valid UTF-8 ('" + Printable(name) +
+                                    "'); it is not a class and its files are not listed");
+      }
+      continue;
+    }
+    if (!image_name) {
+      ++listing.ignored_files;
+      continue;
+    }
+    if (entry.kind == EntryKind::kRegular) {
+      walker.AddProblem(path,
+                        "image file directly under the root belongs to no class "
+                        "(ImageFolder expects ROOT/CLASS/.../IMAGE)");
+    } else {
+      walker.AddProblem(path, NotRegularReason(entry));
+    }
+  }
+  if (ec) {
+    return Status::IOError("cannot read ImageFolder root " + Printable(root) + ": " + ec.message());
+  }
+
+  // Pass 2: each class in byte order; its label is its position.
+  std::sort(class_names.begin(), class_names.end());
+  for (size_t label = 0; label < class_names.size(); ++label) {
+    const std::string& name = class_names[label];
+    const std::string dir = JoinPath(root, name);
+    listing.classes.push_back(name);
+    const size_t first_item = listing.items.size();
+    if (walker.EnterDirectory(dir)) {
+      walker.WalkClassDirectory(dir, name + "/", static_cast<int64_t>(label));
+      walker.LeaveDirectory();
+    }
+    // Directory iteration order is file-system specific; sorting makes the order (and so the
+    // packed bytes) the same on every machine.
+    std::sort(listing.items.begin() + static_cast<std::ptrdiff_t>(first_item), listing.items.end(),
+              [](const SourceItem& a, const SourceItem& b) { return a.key < b.key; });
+  }
+  std::stable_sort(listing.problems.begin(), listing.problems.end(),
+                   [](const SourceProblem& a, const SourceProblem& b) { return a.path < b.path; });
+  return listing;
+}
+
+Result<SourceListing> ReadListFile(const std::string& list_path, const std::string& root) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(list_path, ec);
+  if (st.type() == fs::file_type::not_found || ec == std::errc::no_such_file_or_directory) {
+    return Status::NotFound("list file does not exist: " + Printable(list_path));
+  }
+  if (st.type() == fs::file_type::directory) {
+    return Status::InvalidArgument("list file is a directory: " + Printable(list_path));
+  }
+  // fifos are allowed on purpose: `--list <(generate_list)` passes one.
+  std::unique_ptr<FILE, FileCloser> file(std::fopen(list_path.c_str(), "rb"));
+  if (!file) return Status::FromErrno("cannot open list file", Printable(list_path), errno);
+
+  SourceListing listing;
+  listing.root = root;
+  LineBuffer buffer;
+  uint64_t line_number = 0;
+  for (;;) {
+    errno = 0;
+    const ssize_t n = ::getline(&buffer.data, &buffer.capacity, file.get());
+    if (n < 0) {
+      const int error = errno;
+      if (std::ferror(file.get())) {
+        return Status::FromErrno("cannot read list file", Printable(list_path), error);
+      }
+      break;
+    }
+    ++line_number;
+    std::string_view line(buffer.data, static_cast<size_t>(n));
+    if (line_number == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);
+    // Trailing "\n", "\r" of CRLF files, spaces and tabs; then leading spaces and tabs.
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r' || IsBlank(line.back()))) {
+      line.remove_suffix(1);
+    }
+    while (!line.empty() && IsBlank(line.front())) line.remove_prefix(1);
+    if (line.empty() || line.front() == '#') continue;
+
+    const std::string prefix = "line " + std::to_string(line_number) + ": ";
+    const auto add_problem = [&](std::string reason) {
+      SourceProblem problem;
+      problem.path = list_path;
+      problem.line = line_number;
+      problem.reason = prefix + reason;
+      listing.problems.push_back(std::move(problem));
+    };
+    if (line.find('\0') != std::string_view::npos) {
+      add_problem("contains a NUL byte");
+      continue;
+    }
+    if (line.find('\r') != std::string_view::npos) {
+      add_problem("contains a carriage return inside the line ('" + Printable(line) + "')");
+      continue;
+    }
+    const size_t last_blank = line.find_last_of(" \t");
+    if (last_blank == std::string_view::npos) {
+      add_problem("missing label (one field only: '" + Printable(line) + "')");
+      continue;
+    }
+    const std::string_view label_text = line.substr(last_blank + 1);
+    std::string_view path = line.substr(0, last_blank);
+    while (!path.empty() && IsBlank(path.back())) path.remove_suffix(1);
+
+    int64_t label = 0;
+    const std::errc parse = ParseLabel(label_text, &label);
+    if (parse == std::errc::result_out_of_range) {
+      add_problem("label '" + Printable(label_text) + "' is out of the int64 range");
+      continue;
+    }
+    if (parse != std::errc()) {
+      if (HasImageExtension(label_text)) {
+        add_problem("missing label (the last field '" + Printable(label_text) +
+                    "' looks like a file name)");
+      } else {
+        add_problem("label '" + Printable(label_text) + "' is not an integer");
+      }
+      continue;
+    }
+    if (!IsValidUtf8(path)) {
+      add_problem("path is not valid UTF-8 ('" + Printable(path) + "')");
+      continue;
+    }
+    SourceItem item;
+    item.key = std::string(path);
+    item.path = (path.front() == '/' || root.empty()) ? item.key : JoinPath(root, path);
+    item.label = label;
+    item.line = line_number;
+    listing.items.push_back(std::move(item));
+  }
+  return listing;
+}
+
+}  // namespace kiln
