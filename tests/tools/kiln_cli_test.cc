@@ -2,6 +2,7 @@
 // the JSON each subcommand prints, and the PNG that `kiln show` writes.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -33,8 +34,10 @@ CliRun Kiln(const std::string& args) {
   return r;
 }
 
+// CTest runs each test in its own process, two at a time: scratch paths carry the process id.
 std::string Fresh(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "kiln_cli_test_" + name;
+  const std::string dir = ::testing::TempDir() + "kiln_cli_test_" + std::to_string(::getpid()) +
+                          "_" + name;
   fs::remove_all(dir);
   return dir;
 }

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -25,7 +27,9 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "kiln_packer_test_" + name;
+  // CTest runs each test in its own process, two at a time: scratch paths carry the process id.
+  const std::string dir =
+      ::testing::TempDir() + "kiln_packer_test_" + std::to_string(::getpid()) + "_" + name;
   fs::remove_all(dir);
   fs::remove_all(dir + ".partial");
   return dir;

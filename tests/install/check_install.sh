@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs kiln from BUILD_DIR into a fresh prefix, builds a stand-alone project against it with
+# find_package(kiln) + kiln::reader, and runs it on a dataset packed by the installed `kiln`.
+#   tests/install/check_install.sh BUILD_DIR
+set -euo pipefail
+build_dir=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build_dir" --prefix "$work/prefix" > /dev/null
+test -x "$work/prefix/bin/kiln"
+test -f "$work/prefix/include/kiln/reader/loader.h"
+cmake -S "$here/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
+cmake --build "$work/consumer" > /dev/null
+"$work/prefix/bin/kiln" pack "$root/samples/fashion-mnist" "$work/data" --size 28 --channels 1 \
+  > /dev/null 2>&1
+out=$("$work/consumer/consumer" "$work/data" 2 2>/dev/null)
+echo "$out"
+# 1,000 samples, 100 per class: labels 0..9 sum to 4500 in every epoch.
+grep -q "epoch 1: 1000 samples, label sum 4500" <<<"$out"
+echo "install check passed"

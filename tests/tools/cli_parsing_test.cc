@@ -1,0 +1,79 @@
+// Tests of the `kiln` command line's value parsing (tools/cli_parsing.h).
+#include "tools/cli_parsing.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln {
+namespace {
+
+TEST(CliParsingTest, ImageSizeIsHOrHxW) {
+  uint32_t h = 0, w = 0;
+  ASSERT_TRUE(ParseImageSize("28", &h, &w).ok());
+  EXPECT_EQ(h, 28u);
+  EXPECT_EQ(w, 28u);
+  ASSERT_TRUE(ParseImageSize("224x160", &h, &w).ok());
+  EXPECT_EQ(h, 224u);
+  EXPECT_EQ(w, 160u);
+  for (const char* bad : {"", "0", "x", "28x", "x28", "-3", "28x0", "1e3", "70000", "28x28x3"}) {
+    Status s = ParseImageSize(bad, &h, &w);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("--size"), std::string::npos) << bad;
+  }
+}
+
+TEST(CliParsingTest, ByteSizesTakeBinarySuffixes) {
+  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(*ParseByteSize("64KiB"), 64u << 10);
+  EXPECT_EQ(*ParseByteSize("64MiB"), 64u << 20);
+  EXPECT_EQ(*ParseByteSize("2G"), uint64_t{2} << 30);
+  EXPECT_EQ(*ParseByteSize("3M"), 3u << 20);
+  for (const char* bad : {"", "MiB", "12XB", "1.5GiB", "-1", "99999999999GiB"}) {
+    EXPECT_FALSE(ParseByteSize(bad).ok()) << bad;
+  }
+}
+
+TEST(CliParsingTest, ChannelValuesAreOneOrThreeNumbers) {
+  std::array<float, 3> v{};
+  ASSERT_TRUE(ParseChannelValues("0.5", &v).ok());
+  EXPECT_EQ(v, (std::array<float, 3>{0.5f, 0.5f, 0.5f}));
+  ASSERT_TRUE(ParseChannelValues("0.485,0.456,0.406", &v).ok());
+  EXPECT_FLOAT_EQ(v[2], 0.406f);
+  for (const char* bad : {"", "a", "1,2", "1,2,3,4", "1,,3"}) {
+    EXPECT_FALSE(ParseChannelValues(bad, &v).ok()) << bad;
+  }
+}
+
+TEST(CliParsingTest, GridNeedsRowsAndColumns) {
+  uint32_t r = 0, c = 0;
+  ASSERT_TRUE(ParseGrid("4x8", &r, &c).ok());
+  EXPECT_EQ(r, 4u);
+  EXPECT_EQ(c, 8u);
+  EXPECT_FALSE(ParseGrid("8", &r, &c).ok());
+  EXPECT_FALSE(ParseGrid("0x8", &r, &c).ok());
+}
+
+TEST(CliParsingTest, PackFlagsFillTheOptions) {
+  PackOptions o;
+  ASSERT_TRUE(ParsePackFlags("32x48", 40, "none", 3, "chw", "float16", "0.5", "0.25,0.5,1",
+                             "1MiB", "zstd:7", &o)
+                  .ok());
+  EXPECT_EQ(o.preprocess.schema.height, 32u);
+  EXPECT_EQ(o.preprocess.schema.width, 48u);
+  EXPECT_EQ(o.preprocess.schema.layout, Layout::kCHW);
+  EXPECT_EQ(o.preprocess.schema.dtype, DType::kFloat16);
+  EXPECT_EQ(o.preprocess.resize_shorter, 40u);
+  EXPECT_EQ(o.preprocess.crop, CropMode::kNone);
+  EXPECT_FLOAT_EQ(o.preprocess.std[1], 0.5f);
+  EXPECT_EQ(o.shard_size_bytes, 1u << 20);
+  EXPECT_EQ(o.compression.codec, Codec::kZstd);
+  EXPECT_EQ(o.compression.level, 7);
+}
+
+TEST(CliParsingTest, MeanAndStdAreRefusedForUint8) {
+  PackOptions o;
+  Status s = ParsePackFlags("28", 0, "center", 1, "hwc", "uint8", "0.5", "", "1MiB", "none", &o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kiln
