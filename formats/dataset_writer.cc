@@ -71,7 +71,7 @@ DatasetWriter::~DatasetWriter() {
 }
 
 uint64_t DatasetWriter::bytes_written() const {
-  return finished_bytes_ + (shard_ ? shard_->ProjectedBytes(0, 0) : 0);
+  return finished_bytes_ + (shard_ ? shard_->FinishedBytes() : 0);
 }
 
 Status DatasetWriter::RollShard() {

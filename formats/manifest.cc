@@ -88,8 +88,11 @@ std::string Manifest::ToJson() const {
   j["compression"] = compression;
   j["record_alignment"] = record_alignment;
   j["shuffle_seed"] = shuffle_seed ? ordered_json(*shuffle_seed) : ordered_json(nullptr);
-  j["preprocessing"] = ordered_json::parse(preprocessing_json);
-  j["source"] = ordered_json::parse(source_json);
+  // Invalid JSON here is a caller bug; it is stored as null rather than thrown (Write reports it).
+  j["preprocessing"] = ordered_json::parse(preprocessing_json, nullptr, false);
+  j["source"] = ordered_json::parse(source_json, nullptr, false);
+  if (j["preprocessing"].is_discarded()) j["preprocessing"] = nullptr;
+  if (j["source"].is_discarded()) j["source"] = nullptr;
   ordered_json shards = ordered_json::array();
   for (const ShardFileInfo& f : files) {
     shards.push_back({{"file", f.file},
@@ -117,8 +120,12 @@ Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& 
     m.format = j.at("format").get<std::string>();
     m.tool = j.value("tool", "");
     const ordered_json& s = j.at("schema");
-    KILN_ASSIGN_OR_RETURN(m.schema.dtype, ParseDType(s.at("dtype").get<std::string>()));
-    KILN_ASSIGN_OR_RETURN(m.schema.layout, ParseLayout(s.at("layout").get<std::string>()));
+    Result<DType> dtype = ParseDType(s.at("dtype").get<std::string>());
+    if (!dtype.ok()) return Status::Corruption(origin + ": " + dtype.status().message());
+    m.schema.dtype = *dtype;
+    Result<Layout> layout = ParseLayout(s.at("layout").get<std::string>());
+    if (!layout.ok()) return Status::Corruption(origin + ": " + layout.status().message());
+    m.schema.layout = *layout;
     m.schema.height = s.at("height").get<uint32_t>();
     m.schema.width = s.at("width").get<uint32_t>();
     m.schema.channels = s.at("channels").get<uint32_t>();
@@ -169,6 +176,12 @@ Result<Manifest> Manifest::Read(const std::string& dir) {
 }
 
 Status Manifest::Write(const std::string& dir) const {
+  for (const std::string* text : {&preprocessing_json, &source_json}) {
+    if (ordered_json::parse(*text, nullptr, false).is_discarded()) {
+      return Status::InvalidArgument("manifest for " + dir + ": invalid JSON object '" +
+                                     text->substr(0, 80) + "'");
+    }
+  }
   return WriteFileAtomically(dir + "/" + kManifestFileName, ToJson());
 }
 

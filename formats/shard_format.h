@@ -78,8 +78,9 @@ struct ShardFooter {
 
 // Encodes into exactly kShardHeaderBytes bytes at `out`, including the header checksum.
 void EncodeShardHeader(const ShardHeader& header, uint8_t* out);
-// Decodes kShardHeaderBytes bytes. Errors: Corruption ("bad magic", "unsupported version 2.0",
-// "header checksum mismatch", "nonzero flags", "invalid schema: ...", "invalid alignment").
+// Decodes kShardHeaderBytes bytes. Errors: NotSupported ("unsupported shard version 2.0");
+// Corruption ("bad magic", "header checksum mismatch", "nonzero header flags", "invalid schema:
+// ...", "invalid record alignment").
 Result<ShardHeader> DecodeShardHeader(const uint8_t* in);
 
 void EncodeShardIndexEntry(const ShardIndexEntry& entry, uint8_t* out);

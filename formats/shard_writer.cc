@@ -22,6 +22,11 @@ std::string BaseName(const std::string& path) {
 Result<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::string& path,
                                                          const ShardHeader& header) {
   KILN_RETURN_IF_ERROR(header.schema.Validate());
+  const uint32_t a = header.record_alignment;
+  if (a < kMinRecordAlignment || a > kMaxRecordAlignment || (a & (a - 1)) != 0) {
+    return Status::InvalidArgument("record alignment " + std::to_string(a) +
+                                   " must be a power of two in [8, 1048576]");
+  }
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::FromErrno("cannot create", tmp, errno);
@@ -71,6 +76,12 @@ Status ShardWriter::Write(const uint8_t* data, size_t size) {
     if (buffer_.size() == kBufferBytes) KILN_RETURN_IF_ERROR(Flush());
   }
   return Status::Ok();
+}
+
+uint64_t ShardWriter::FinishedBytes() const {
+  const uint64_t index_offset = AlignUp(offset_, 8);
+  const uint64_t keys_end = index_offset + entries_.size() * kShardIndexEntryBytes + keys_.size();
+  return AlignUp(keys_end, 8) + kShardFooterBytes;
 }
 
 uint64_t ShardWriter::ProjectedBytes(uint64_t stored_bytes, uint64_t key_bytes) const {

@@ -43,6 +43,8 @@ class ShardWriter {
   // Returns the size the file would have if Finish() were called after adding a record of
   // `stored_bytes` with a key of `key_bytes`. Used to keep shards under --shard-size.
   uint64_t ProjectedBytes(uint64_t stored_bytes, uint64_t key_bytes) const;
+  // Returns the size the file would have if Finish() were called now.
+  uint64_t FinishedBytes() const;
   uint64_t record_count() const { return entries_.size(); }
 
   // Writes index, keys and footer, fsyncs, closes and renames to the final path. `file` in the

@@ -17,6 +17,19 @@ namespace kiln {
 
 namespace {
 
+// ShardReader's messages read "PATH: reason" or "PATH (where): reason"; a problem carries the
+// path and offset in fields of their own, so its reason is the part after them.
+std::string ReasonWithoutLocation(const std::string& msg, const std::string& path) {
+  if (msg.rfind(path, 0) != 0) return msg;
+  const std::string rest = msg.substr(path.size());
+  const size_t colon = rest.find(": ");
+  if (colon == std::string::npos) return msg;
+  if (colon == 0 || (rest[0] == ' ' && rest[1] == '(' && rest[colon - 1] == ')')) {
+    return rest.substr(colon + 2);
+  }
+  return msg;
+}
+
 class Checker {
  public:
   Checker(VerifyReport* report, const VerifyOptions& options)
@@ -61,7 +74,7 @@ class Checker {
       const std::string& msg = opened.status().message();
       const bool footer = msg.find("footer") != std::string::npos || size < 128;
       Problem(path, -1, footer ? static_cast<int64_t>(size >= 64 ? size - 64 : 0) : 0,
-              msg.substr(std::min(msg.size(), path.size() + 2)) +
+              ReasonWithoutLocation(msg, path) +
                   "; records in this file were not checked");
       return;
     }

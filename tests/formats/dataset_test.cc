@@ -1,0 +1,271 @@
+// Tests for formats/dataset.h and formats/shard_dataset.h: Open's checks of every shard against
+// the manifest (B27a: a truncated shard is named at open), sample lookup across shards, errors.
+#include "formats/dataset.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "formats/dataset_writer.h"
+#include "formats/shard_dataset.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = (fs::temp_directory_path() /
+             ("kiln_ds_" + std::to_string(::getpid()) + "_" + info->name()))
+                .string();
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+TensorSchema Schema() {
+  TensorSchema s;
+  s.height = 5;
+  s.width = 5;
+  s.channels = 3;
+  return s;
+}
+
+std::vector<uint8_t> Raw(uint64_t i) {
+  std::vector<uint8_t> raw(Schema().sample_bytes());
+  for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>(i * 7 + j / 3);
+  return raw;
+}
+
+std::string KeyOf(uint64_t i) { return "k/" + std::to_string(i) + ".jpg"; }
+
+// Writes `samples` samples into `dir`, split into shards of at most `shard_size` bytes.
+void WriteDataset(const std::string& dir, uint64_t samples, uint64_t shard_size,
+                  const char* compression = "zstd") {
+  DatasetWriterOptions o;
+  o.schema = Schema();
+  o.shard_size_bytes = shard_size;
+  auto writer = DatasetWriter::Create(dir, o);
+  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+  RecordEncoder enc(*Compression::Parse(compression));
+  for (uint64_t i = 0; i < samples; ++i) {
+    EncodedRecord rec;
+    const std::vector<uint8_t> raw = Raw(i);
+    ASSERT_TRUE(enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i) * 3 - 10, KeyOf(i),
+                           &rec)
+                    .ok());
+    ASSERT_TRUE((*writer)->Add(rec).ok());
+  }
+  Manifest m;
+  m.compression = compression;
+  ASSERT_TRUE((*writer)->Finish(m).ok());
+}
+
+void EditManifest(const std::string& dir, void (*edit)(Manifest*)) {
+  Result<Manifest> m = Manifest::Read(dir);
+  ASSERT_TRUE(m.ok());
+  edit(&*m);
+  ASSERT_TRUE(m->Write(dir).ok());
+}
+
+void Truncate(const std::string& path, uint64_t size) { fs::resize_file(path, size); }
+
+TEST(DatasetTest, ReadsEverySampleAcrossShards) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 60, 2048);
+  auto ds = Dataset::Open(dir);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_EQ((*ds)->dir(), dir);
+  EXPECT_EQ((*ds)->num_samples(), 60u);
+  EXPECT_EQ((*ds)->schema(), Schema());
+  const auto* shards = dynamic_cast<const ShardDataset*>(ds->get());
+  ASSERT_NE(shards, nullptr);
+  EXPECT_GE(shards->shard_count(), 3u);
+  RecordDecoder dec;
+  std::vector<uint8_t> out(Schema().sample_bytes());
+  // Out of order, so the shard lookup is exercised in both directions.
+  for (uint64_t n = 0; n < 60; ++n) {
+    const uint64_t i = (n * 37) % 60;
+    int64_t label = 0;
+    Status s = (*ds)->ReadSample(i, &dec, out.data(), &label);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(out, Raw(i)) << i;
+    EXPECT_EQ(label, static_cast<int64_t>(i) * 3 - 10);
+    Result<std::string> key = (*ds)->Key(i);
+    ASSERT_TRUE(key.ok());
+    EXPECT_EQ(*key, KeyOf(i));
+  }
+}
+
+TEST(DatasetTest, OutOfRangeSample) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 5, 1 << 20);
+  auto ds = Dataset::Open(dir);
+  ASSERT_TRUE(ds.ok());
+  RecordDecoder dec;
+  std::vector<uint8_t> out(Schema().sample_bytes());
+  int64_t label = 0;
+  Status s = (*ds)->ReadSample(5, &dec, out.data(), &label);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(s.message().find(dir), std::string::npos);
+  EXPECT_EQ((*ds)->Key(5).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ((*ds)->Key(~uint64_t{0}).status().code(), StatusCode::kOutOfRange);
+}
+
+// B27(a): a shard truncated to half before the reader opens it is detected at open, by size
+// against the manifest, and the error names the shard.
+TEST(DatasetTest, FieldCase_B27a_TruncatedShardNamedAtOpen) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 60, 2048);
+  const std::string shard = dir + "/" + ShardFileName(1);
+  Truncate(shard, fs::file_size(shard) / 2);
+  auto ds = Dataset::Open(dir);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(ds.status().message().find(shard), std::string::npos) << ds.status().message();
+  EXPECT_NE(ds.status().message().find("truncated"), std::string::npos) << ds.status().message();
+}
+
+TEST(DatasetTest, GrownShardIsCorruption) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 10, 1 << 20);
+  const std::string shard = dir + "/" + ShardFileName(0);
+  std::ofstream(shard, std::ios::app) << "extra";
+  auto ds = Dataset::Open(dir);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(ds.status().message().find(shard), std::string::npos);
+}
+
+// A truncated shard whose manifest entry was "fixed" to the new size is still caught, by the
+// footer check of ShardReader::Open.
+TEST(DatasetTest, TruncatedShardWithMatchingManifestSizeIsCaughtByTheFooter) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 10, 1 << 20);
+  const std::string shard = dir + "/" + ShardFileName(0);
+  Truncate(shard, fs::file_size(shard) - 10);
+  EditManifest(dir, [](Manifest* m) { m->files[0].bytes -= 10; });
+  auto ds = Dataset::Open(dir);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(ds.status().message().find(shard), std::string::npos) << ds.status().message();
+  EXPECT_NE(ds.status().message().find("truncated"), std::string::npos) << ds.status().message();
+}
+
+TEST(DatasetTest, SchemaMismatchNamesTheShard) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 10, 1 << 20);
+  EditManifest(dir, [](Manifest* m) { m->schema.layout = Layout::kCHW; });
+  auto ds = Dataset::Open(dir);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(ds.status().message().find(dir + "/" + ShardFileName(0)), std::string::npos);
+  EXPECT_NE(ds.status().message().find("schema"), std::string::npos) << ds.status().message();
+}
+
+TEST(DatasetTest, MissingShardIsNotFoundNamingIt) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 60, 2048);
+  const std::string shard = dir + "/" + ShardFileName(2);
+  fs::remove(shard);
+  auto ds = Dataset::Open(dir);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(ds.status().message().find(shard), std::string::npos) << ds.status().message();
+}
+
+TEST(DatasetTest, TotalCountMismatchNamesTheManifest) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 10, 1 << 20);
+  EditManifest(dir, [](Manifest* m) { m->samples = 11; });
+  auto ds = Dataset::Open(dir);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(ds.status().message().find(dir + "/kiln.json"), std::string::npos);
+  EXPECT_NE(ds.status().message().find("11"), std::string::npos);
+}
+
+TEST(DatasetTest, PerShardCountMismatchNamesTheShard) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 60, 2048);
+  EditManifest(dir, [](Manifest* m) {
+    m->files[0].samples += 1;
+    m->files[1].samples -= 1;  // total unchanged
+  });
+  auto ds = Dataset::Open(dir);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(ds.status().message().find(dir + "/" + ShardFileName(0)), std::string::npos)
+      << ds.status().message();
+}
+
+TEST(DatasetTest, ShardsInTheWrongOrderAreCorruption) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 60, 2048);
+  EditManifest(dir, [](Manifest* m) { std::swap(m->files[0], m->files[1]); });
+  auto ds = Dataset::Open(dir);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+}
+
+TEST(DatasetTest, DamagedHeaderNamesTheShard) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 10, 1 << 20);
+  const std::string shard = dir + "/" + ShardFileName(0);
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(30);
+    f.put('\x7f');
+  }
+  auto ds = Dataset::Open(dir);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(ds.status().message().rfind(shard, 0), 0u) << ds.status().message();
+  EXPECT_NE(ds.status().message().find("header checksum"), std::string::npos);
+}
+
+TEST(DatasetTest, NotADataset) {
+  TempDir tmp;
+  auto none = Dataset::Open(tmp / "nope");
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  fs::create_directories(tmp / "empty");
+  auto empty = Dataset::Open(tmp / "empty");
+  EXPECT_EQ(empty.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(empty.status().message().find("kiln.json"), std::string::npos);
+}
+
+TEST(DatasetTest, UnknownStorageFormatIsNotSupported) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 3, 1 << 20);
+  EditManifest(dir, [](Manifest* m) { m->format = "tape"; });
+  auto ds = Dataset::Open(dir);
+  EXPECT_EQ(ds.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(ds.status().message().find("tape"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln

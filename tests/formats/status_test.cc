@@ -1,0 +1,128 @@
+// Tests for formats/status.h: codes, messages, context, Result and the helper macros.
+#include "formats/status.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
+
+namespace kiln {
+namespace {
+
+TEST(StatusTest, DefaultIsOkWithoutMessage) {
+  Status s;
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kOk);
+  EXPECT_EQ(s.message(), "");
+  EXPECT_EQ(s.ToString(), "OK");
+  EXPECT_TRUE(Status::Ok().ok());
+}
+
+TEST(StatusTest, EveryFactoryHasItsCodeAndName) {
+  struct Case {
+    Status status;
+    StatusCode code;
+    const char* name;
+  };
+  const Case cases[] = {
+      {Status::InvalidArgument("m"), StatusCode::kInvalidArgument, "InvalidArgument"},
+      {Status::NotFound("m"), StatusCode::kNotFound, "NotFound"},
+      {Status::Corruption("m"), StatusCode::kCorruption, "Corruption"},
+      {Status::IOError("m"), StatusCode::kIOError, "IOError"},
+      {Status::NotSupported("m"), StatusCode::kNotSupported, "NotSupported"},
+      {Status::OutOfRange("m"), StatusCode::kOutOfRange, "OutOfRange"},
+      {Status::Cancelled("m"), StatusCode::kCancelled, "Cancelled"},
+      {Status::Internal("m"), StatusCode::kInternal, "Internal"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_FALSE(c.status.ok()) << c.name;
+    EXPECT_EQ(c.status.code(), c.code) << c.name;
+    EXPECT_EQ(StatusCodeName(c.code), c.name);
+    EXPECT_EQ(c.status.message(), "m");
+    EXPECT_EQ(c.status.ToString(), std::string(c.name) + ": m");
+  }
+  EXPECT_EQ(StatusCodeName(StatusCode::kOk), "OK");
+}
+
+TEST(StatusTest, FromErrnoMapsEnoentToNotFoundAndNamesThePath) {
+  Status s = Status::FromErrno("cannot open", "/data/x.kiln", ENOENT);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.message().rfind("cannot open /data/x.kiln: ", 0), 0u) << s.message();
+  Status e = Status::FromErrno("cannot write", "/data/y", EACCES);
+  EXPECT_EQ(e.code(), StatusCode::kIOError);
+  EXPECT_NE(e.message().find("/data/y"), std::string::npos);
+}
+
+TEST(StatusTest, WithContextPrefixesAndKeepsCode) {
+  Status s = Status::Corruption("checksum mismatch").WithContext("a.kiln record 3");
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_EQ(s.message(), "a.kiln record 3: checksum mismatch");
+  EXPECT_TRUE(Status::Ok().WithContext("ignored").ok());
+  EXPECT_EQ(Status::Ok().WithContext("ignored").message(), "");
+}
+
+TEST(ResultTest, HoldsValueOrStatus) {
+  Result<int> v(42);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 42);
+  EXPECT_TRUE(v.status().ok());
+  Result<int> e(Status::NotFound("nope"));
+  EXPECT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kNotFound);
+  Result<std::unique_ptr<int>> moved(std::make_unique<int>(7));
+  std::unique_ptr<int> p = std::move(moved).value();
+  EXPECT_EQ(*p, 7);
+  Result<std::string> s(std::string("abc"));
+  EXPECT_EQ(s->size(), 3u);
+}
+
+#ifdef NDEBUG
+TEST(ResultTest, OkStatusWithoutValueBecomesInternal) {
+  Result<int> r{Status::Ok()};
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+}
+#endif
+
+Status Fails() { return Status::IOError("disk"); }
+Status Succeeds() { return Status::Ok(); }
+Result<int> Value(bool ok) {
+  if (!ok) return Status::OutOfRange("too far");
+  return 5;
+}
+
+Status UsesReturnIfError(bool fail, int* reached) {
+  KILN_RETURN_IF_ERROR(Succeeds());
+  *reached = 1;
+  if (fail) KILN_RETURN_IF_ERROR(Fails());
+  *reached = 2;
+  return Status::Ok();
+}
+
+Status UsesAssignOrReturn(bool ok, int* out) {
+  KILN_ASSIGN_OR_RETURN(int v, Value(ok));
+  KILN_ASSIGN_OR_RETURN(int w, Value(true));  // two on one function: distinct temporaries
+  *out = v + w;
+  return Status::Ok();
+}
+
+TEST(StatusMacrosTest, ReturnIfErrorPropagates) {
+  int reached = 0;
+  EXPECT_EQ(UsesReturnIfError(true, &reached).code(), StatusCode::kIOError);
+  EXPECT_EQ(reached, 1);
+  EXPECT_TRUE(UsesReturnIfError(false, &reached).ok());
+  EXPECT_EQ(reached, 2);
+}
+
+TEST(StatusMacrosTest, AssignOrReturnPropagates) {
+  int out = 0;
+  EXPECT_TRUE(UsesAssignOrReturn(true, &out).ok());
+  EXPECT_EQ(out, 10);
+  Status s = UsesAssignOrReturn(false, &out);
+  EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(s.message(), "too far");
+}
+
+}  // namespace
+}  // namespace kiln
