@@ -27,5 +27,5 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kilnConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/kilnConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/kilnConfig.cmake ${PROJECT_BINARY_DIR}/kilnConfigVersion.cmake
-  ${PROJECT_SOURCE_DIR}/cmake/FindxxHash.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/FindxxHash.cmake ${PROJECT_SOURCE_DIR}/cmake/FindLMDB.cmake
   DESTINATION ${KILN_INSTALL_CMAKEDIR})

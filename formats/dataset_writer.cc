@@ -7,6 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 
+#if KILN_HAVE_LMDB
+#include "formats/lmdb_writer.h"
+#endif
+
 namespace kiln {
 
 namespace fs = std::filesystem;
@@ -32,6 +36,16 @@ static std::string StripTrailingSlashes(std::string path) {
 Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& out_dir,
                                                              const DatasetWriterOptions& options) {
   KILN_RETURN_IF_ERROR(options.schema.Validate());
+  if (options.format != "shards" && options.format != "lmdb") {
+    return Status::InvalidArgument("unknown storage format '" + options.format +
+                                   "' (expected shards or lmdb)");
+  }
+#if !KILN_HAVE_LMDB
+  if (options.format == "lmdb") {
+    return Status::NotSupported("this kiln build has no LMDB support (rebuild with liblmdb-dev "
+                                "installed and KILN_WITH_LMDB not OFF)");
+  }
+#endif
   if (options.shard_size_bytes < 1024 || options.shard_size_bytes > (uint64_t{1} << 40)) {
     return Status::InvalidArgument("shard size " + std::to_string(options.shard_size_bytes) +
                                    " bytes must be between 1 KiB and 1 TiB");
@@ -52,13 +66,39 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
                                      " exists and is not empty (choose another path, or pass "
                                      "--overwrite to replace it)");
     }
+    // --overwrite replaces a kiln dataset, never an arbitrary directory of the user's.
+    if (!fs::is_empty(out, ec) && !fs::exists(out + "/" + kManifestFileName, ec)) {
+      return Status::InvalidArgument("refusing to overwrite " + out + ": it is not a kiln dataset (no " +
+                                     kManifestFileName + ")");
+    }
   }
   std::unique_ptr<DatasetWriter> writer(new DatasetWriter(out, options));
-  // A staging directory left by an interrupted run holds nothing we can trust: start over.
-  KILN_RETURN_IF_ERROR(RemoveTree(writer->staging_dir_));
-  if (::mkdir(writer->staging_dir_.c_str(), 0755) != 0) {
-    return Status::FromErrno("cannot create directory", writer->staging_dir_, errno);
+  // A staging directory left by an interrupted run holds nothing we can trust: start over. Only
+  // a directory kiln made (it holds the marker file) is removed.
+  const std::string& staging = writer->staging_dir_;
+  if (fs::exists(fs::symlink_status(staging, ec))) {
+    if (!fs::is_directory(fs::symlink_status(staging, ec)) ||
+        !fs::exists(staging + "/" + kStagingMarkerFileName, ec)) {
+      return Status::InvalidArgument(staging + " exists and was not made by kiln; move it away "
+                                     "or choose another output path");
+    }
+    KILN_RETURN_IF_ERROR(RemoveTree(staging));
   }
+  if (::mkdir(staging.c_str(), 0755) != 0) {
+    return Status::FromErrno("cannot create directory", staging, errno);
+  }
+  writer->owns_staging_ = true;
+  KILN_RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kStagingMarkerFileName,
+                                           "kiln staging directory: incomplete, safe to delete\n"));
+#if KILN_HAVE_LMDB
+  if (options.format == "lmdb") {
+    LmdbWriterOptions lo;
+    if (options.lmdb_initial_map_bytes != 0) lo.initial_map_bytes = options.lmdb_initial_map_bytes;
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<LmdbWriter> lmdb,
+                          LmdbWriter::Create(writer->staging_dir_, lo));
+    writer->store_ = std::move(lmdb);
+  }
+#endif
   return writer;
 }
 
@@ -67,10 +107,12 @@ DatasetWriter::DatasetWriter(std::string out_dir, const DatasetWriterOptions& op
 
 DatasetWriter::~DatasetWriter() {
   shard_.reset();
-  if (!finished_) (void)RemoveTree(staging_dir_);
+  store_.reset();
+  if (!finished_ && owns_staging_) (void)RemoveTree(staging_dir_);
 }
 
 uint64_t DatasetWriter::bytes_written() const {
+  if (store_) return store_->bytes_written();
   return finished_bytes_ + (shard_ ? shard_->FinishedBytes() : 0);
 }
 
@@ -92,6 +134,11 @@ Status DatasetWriter::RollShard() {
 }
 
 Status DatasetWriter::Add(const EncodedRecord& record) {
+  if (store_) {
+    KILN_RETURN_IF_ERROR(store_->Add(record));
+    ++samples_;
+    return Status::Ok();
+  }
   if (!shard_ || (shard_->record_count() > 0 &&
                   shard_->ProjectedBytes(record.stored.size(), record.key.size()) >
                       options_.shard_size_bytes)) {
@@ -113,11 +160,18 @@ Result<Manifest> DatasetWriter::Finish(Manifest manifest) {
     files_.push_back(std::move(info));
     shard_.reset();
   }
-  manifest.format = "shards";
+  if (store_) {
+    KILN_ASSIGN_OR_RETURN(std::vector<ShardFileInfo> files, store_->Finish());
+    for (const ShardFileInfo& f : files) finished_bytes_ += f.bytes;
+    files_ = std::move(files);
+    store_.reset();
+  }
+  manifest.format = options_.format;
   manifest.schema = options_.schema;
   manifest.samples = samples_;
   manifest.record_alignment = options_.record_alignment;
   manifest.files = files_;
+  ::unlink((staging_dir_ + "/" + kStagingMarkerFileName).c_str());
   KILN_RETURN_IF_ERROR(manifest.Write(staging_dir_));
   std::error_code ec;
   std::string old_dir;

@@ -1,7 +1,9 @@
-// kiln::DatasetWriter: writes a complete shard dataset directory, crash-safely.
+// kiln::DatasetWriter: writes a complete dataset directory (shards or LMDB), crash-safely.
 //
-// Everything is written into a staging directory `<out>.partial` beside the output: shards under
-// temporary names renamed when complete, then the manifest last. Finish() renames the staging
+// Everything is written into a staging directory `<out>.partial` beside the output (marked by a
+// `.kiln-staging` file; a `<out>.partial` without it is never touched): shards under
+// temporary names renamed when complete (or one LMDB environment, formats/lmdb_format.md), then
+// the manifest last. Finish() renames the staging
 // directory to `<out>`, so a directory under the final name is always complete; an interrupted
 // or failed conversion leaves nothing under `<out>` (only `<out>.partial`, which the next run
 // removes). Destroying an unfinished writer removes the staging directory.
@@ -15,6 +17,7 @@
 
 #include "formats/manifest.h"
 #include "formats/record_codec.h"
+#include "formats/record_store_writer.h"
 #include "formats/shard_writer.h"
 #include "formats/status.h"
 
@@ -29,12 +32,20 @@ struct DatasetWriterOptions {
   uint32_t record_alignment = kDefaultRecordAlignment;
   // Replace an existing dataset at the output path once the new one is complete. Default false.
   bool overwrite = false;
+  // Storage backend: "shards" (kiln's shard files) or "lmdb" (one LMDB environment; NotSupported
+  // in builds without LMDB). Default "shards". shard_size_bytes and record_alignment apply to
+  // shards only.
+  std::string format = "shards";
+  // LMDB only: the map size the environment starts with, in bytes; it doubles whenever it fills,
+  // so this is a tuning knob, never a limit. 0 = the default (256 MiB); else [64 KiB, 1 TiB].
+  uint64_t lmdb_initial_map_bytes = 0;
 };
 
 class DatasetWriter {
  public:
   // Prepares `<out_dir>.partial`. Errors: InvalidArgument when `out_dir` exists and is not empty
-  // (unless options.overwrite), or for bad options; IOError naming the path.
+  // (unless options.overwrite, and then only when it holds a kiln.json), when `<out_dir>.partial`
+  // exists without kiln's marker, or for bad options; IOError naming the path.
   static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& out_dir,
                                                        const DatasetWriterOptions& options);
   ~DatasetWriter();
@@ -65,11 +76,17 @@ class DatasetWriter {
   std::string staging_dir_;
   DatasetWriterOptions options_;
   std::unique_ptr<ShardWriter> shard_;
+  std::unique_ptr<RecordStoreWriter> store_;  // the backend, when it is not shards (LMDB)
   std::vector<ShardFileInfo> files_;
   uint64_t samples_ = 0;
   uint64_t finished_bytes_ = 0;
   bool finished_ = false;
+  bool owns_staging_ = false;  // this writer created staging_dir_ and may remove it
 };
+
+// The file that marks `<out>.partial` as kiln's own staging directory, so that only a directory
+// kiln made is ever removed as a leftover of an interrupted run.
+inline constexpr char kStagingMarkerFileName[] = ".kiln-staging";
 
 // Returns the file name of shard `index`: "shard-00000.kiln".
 std::string ShardFileName(uint32_t index);

@@ -168,6 +168,9 @@ Result<Manifest> Manifest::Read(const std::string& dir) {
   Result<std::string> text = ReadFileToString(path);
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) {
+      if (::access(dir.c_str(), F_OK) != 0) {
+        return Status::NotFound("dataset directory " + dir + " does not exist");
+      }
       return Status::NotFound(dir + " is not a complete kiln dataset: no " + kManifestFileName);
     }
     return text.status();

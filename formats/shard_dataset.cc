@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cerrno>
 
+#if KILN_HAVE_LMDB
+#include "formats/lmdb_dataset.h"
+#endif
+
 namespace kiln {
 
 Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir) {
@@ -14,6 +18,13 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir) {
                           ShardDataset::Open(dir, std::move(manifest)));
     return std::unique_ptr<Dataset>(std::move(shards));
   }
+#if KILN_HAVE_LMDB
+  if (manifest.format == "lmdb") {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<LmdbDataset> lmdb,
+                          LmdbDataset::Open(dir, std::move(manifest)));
+    return std::unique_ptr<Dataset>(std::move(lmdb));
+  }
+#endif
   return Status::NotSupported(dir + ": storage format '" + manifest.format +
                               "' is not supported by this kiln build");
 }

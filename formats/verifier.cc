@@ -12,6 +12,9 @@
 #include "formats/dataset_writer.h"
 #include "formats/manifest.h"
 #include "formats/shard_reader.h"
+#if KILN_HAVE_LMDB
+#include "formats/lmdb_verifier.h"
+#endif
 
 namespace kiln {
 
@@ -34,6 +37,9 @@ class Checker {
  public:
   Checker(VerifyReport* report, const VerifyOptions& options)
       : report_(report), options_(options) {}
+
+  // Sets the manifest whose promises (classes, alignment, compression) records are held to.
+  void set_manifest(const Manifest* manifest) { manifest_ = manifest; }
 
   void Problem(const std::string& file, int64_t record, int64_t offset, std::string reason) {
     report_->problems.push_back({file, record, offset, std::move(reason)});
@@ -80,6 +86,11 @@ class Checker {
     }
     const ShardReader& shard = **opened;
     const ShardHeader& h = shard.header();
+    if (manifest_ && h.record_alignment != manifest_->record_alignment) {
+      Problem(path, -1, 20, "record alignment " + std::to_string(h.record_alignment) +
+                                " differs from the manifest's " +
+                                std::to_string(manifest_->record_alignment));
+    }
     if (schema && h.schema != *schema) {
       Problem(path, -1, 24, "shard schema " + h.schema.ShapeString() + " differs from the manifest's " +
                                 schema->ShapeString());
@@ -112,6 +123,16 @@ class Checker {
         continue;
       }
       ++report_->records_checked;
+      if (manifest_ && !manifest_->classes.empty() &&
+          (e.label < 0 || static_cast<uint64_t>(e.label) >= manifest_->classes.size())) {
+        Problem(path, static_cast<int64_t>(i), static_cast<int64_t>(shard.EntryOffset(i)),
+                "label " + std::to_string(e.label) + " outside the manifest's " +
+                    std::to_string(manifest_->classes.size()) + " classes");
+      }
+      if (manifest_ && e.codec == Codec::kZstd && manifest_->compression == "none") {
+        Problem(path, static_cast<int64_t>(i), static_cast<int64_t>(shard.EntryOffset(i)),
+                "zstd record in a dataset whose manifest says compression none");
+      }
       const uint64_t computed = RecordChecksum(shard.stored(e), e.stored_size, e.label);
       if (computed != e.checksum) {
         Problem(path, static_cast<int64_t>(i), static_cast<int64_t>(e.offset),
@@ -133,6 +154,7 @@ class Checker {
  private:
   VerifyReport* report_;
   VerifyOptions options_;
+  const Manifest* manifest_ = nullptr;
   RecordDecoder decoder_;
 };
 
@@ -169,11 +191,18 @@ VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options)
     return report;
   }
   report.samples = manifest->samples;
+#if KILN_HAVE_LMDB
+  if (manifest->format == "lmdb") {
+    VerifyLmdbDataset(dir, *manifest, options, &report);
+    return report;
+  }
+#endif
   if (manifest->format != "shards") {
     checker.Problem(manifest_path, -1, -1,
                     "storage format '" + manifest->format + "' cannot be verified by this build");
     return report;
   }
+  checker.set_manifest(&*manifest);
   std::set<std::string> listed;
   uint64_t first_sample = 0;
   for (size_t s = 0; s < manifest->files.size(); ++s) {

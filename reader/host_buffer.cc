@@ -23,7 +23,7 @@ bool CudaDeviceAvailable(std::string* reason) {
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
-      why = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err);
+      why = std::string("no usable CUDA device: cudaGetDeviceCount says ") + cudaGetErrorString(err);
     } else if (count == 0) {
       why = "no CUDA device found";
     } else {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 namespace kiln {
 
@@ -16,9 +17,12 @@ uint64_t NowNs() {
 
 constexpr uint64_t kSlotAlign = 4096;
 
+// Prints each distinct warning once per process on stderr.
 void WarnOnce(const std::string& message) {
-  static std::once_flag once;
-  std::call_once(once, [&] { std::fprintf(stderr, "kiln: %s\n", message.c_str()); });
+  static std::mutex mu;
+  static std::set<std::string>* printed = new std::set<std::string>();  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  if (printed->insert(message).second) std::fprintf(stderr, "kiln: %s\n", message.c_str());
 }
 
 }  // namespace

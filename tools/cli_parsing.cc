@@ -98,6 +98,10 @@ Status ParsePackFlags(const std::string& size, uint32_t resize, const std::strin
   p.crop = crop == "none" ? CropMode::kNone : CropMode::kCenter;
   if (!mean.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues(mean, &p.mean));
   if (!std_dev.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues(std_dev, &p.std));
+  if (channels == 1 && (p.mean[1] != p.mean[0] || p.mean[2] != p.mean[0] ||
+                        p.std[1] != p.std[0] || p.std[2] != p.std[0])) {
+    return Status::InvalidArgument("--channels 1 takes one --mean and one --std value");
+  }
   if ((!mean.empty() || !std_dev.empty()) && p.schema.dtype == DType::kUint8) {
     return Status::InvalidArgument("--mean and --std apply to float16 and float32 output only; "
                                    "uint8 samples are stored unnormalised");

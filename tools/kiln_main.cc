@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -23,9 +24,20 @@ constexpr int kExitOk = 0;
 constexpr int kExitDataProblem = 1;
 constexpr int kExitUsage = 2;
 
+bool g_json = false;  // --json of the parsed subcommand
+
+// Reports a failed command: the message on stderr and, with --json, {"ok": false, "error": ...}
+// on stdout so scripts always get one JSON object.
 int Fail(const kiln::Status& status) {
   std::fprintf(stderr, "kiln: %s\n", status.message().c_str());
-  return status.code() == kiln::StatusCode::kInvalidArgument ? kExitUsage : kExitDataProblem;
+  const int code =
+      status.code() == kiln::StatusCode::kInvalidArgument ? kExitUsage : kExitDataProblem;
+  if (g_json) {
+    std::cout << nlohmann::json{{"ok", false}, {"error", status.message()}, {"exit_code", code}}
+                     .dump()
+              << "\n";
+  }
+  return code;
 }
 
 // Draws a progress bar on a terminal, or a plain line every 10% elsewhere.
@@ -86,10 +98,13 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"uint8", "float16", "float32"}));
   pack->add_option("--mean", mean, "Per-channel mean in [0,1] for float dtypes, e.g. 0.485,0.456,0.406");
   pack->add_option("--std", std_dev, "Per-channel std for float dtypes, e.g. 0.229,0.224,0.225");
-  pack->add_option("--format", "Storage format (shards)")->check(CLI::IsMember({"shards"}));
+  std::string format = "shards";
+  pack->add_option("--format", format, "Storage format: shards (default) or lmdb")
+      ->check(CLI::IsMember({"shards", "lmdb"}));
   pack->add_option("--shard-size", shard_size, "Maximum shard size, e.g. 64MiB (default 128MiB)");
   pack->add_option("--compress", compress, "none, zstd or zstd:LEVEL (per record)");
-  pack->add_option("--threads", threads, "Worker threads (default: all cores)");
+  pack->add_option("--threads", threads, "Worker threads (default: all cores)")
+      ->check(CLI::Range(0u, 256u));
   pack->add_option("--shuffle-seed", shuffle_seed, "Shuffle samples at write time with this seed");
   pack->add_option("--on-error", on_error, "skip (report and go on) or fail (stop, write nothing)")
       ->check(CLI::IsMember({"skip", "fail"}));
@@ -111,7 +126,7 @@ int main(int argc, char** argv) {
   inspect->add_flag("--json", json, "Print one JSON object on stdout");
 
   // kiln show
-  int64_t index = -1;
+  uint64_t index = 0;
   std::string grid, png;
   CLI::App* show = app.add_subcommand("show", "Write samples as a PNG picture");
   show->add_option("dataset", dataset, "Dataset directory")->required();
@@ -127,9 +142,11 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "Measure how fast the reader streams a dataset");
   bench->add_option("dataset", dataset, "Dataset directory")->required();
   bench->add_option("--batch-size", bench_options.loader.batch_size, "Samples per batch (256)");
-  bench->add_option("--threads", bench_threads, "Fetch threads (default: all cores)");
+  bench->add_option("--threads", bench_threads, "Fetch threads (default: all cores)")
+      ->check(CLI::Range(0u, 256u));
   bench->add_option("--prefetch", bench_options.loader.prefetch, "Batches in flight (2)");
-  bench->add_option("--epochs", bench_options.epochs, "Epochs to time (3)");
+  bench->add_option("--epochs", bench_options.epochs, "Epochs to time (3)")
+      ->check(CLI::Range(1u, 1000000u));
   bench->add_option("--seed", bench_options.loader.seed, "Shuffle seed (0)");
   bench->add_flag("--no-shuffle", no_shuffle, "Read in dataset order");
   bench->add_flag("--shuffle", "Shuffle (the default)");
@@ -143,6 +160,7 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
 
+  g_json = json;
   if (pack->parsed()) {
     kiln::PackOptions o;
     o.input = input;
@@ -150,6 +168,7 @@ int main(int argc, char** argv) {
     o.root = root;
     o.threads = threads;
     o.overwrite = overwrite;
+    o.format = format;
     o.on_error = on_error == "fail" ? kiln::OnError::kFail : kiln::OnError::kSkip;
     o.decode.max_pixels = max_pixels;
     if (shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(shuffle_seed);
@@ -195,8 +214,15 @@ int main(int argc, char** argv) {
   if (show->parsed()) {
     std::vector<uint64_t> indices;
     uint32_t columns = 1;
-    if (index >= 0) {
-      indices.push_back(static_cast<uint64_t>(index));
+    if (index_opt->count() > 0) {
+      kiln::Result<uint64_t> n = kiln::CountSamples(dataset);
+      if (!n.ok()) return Fail(n.status());
+      if (index >= *n) {
+        return Fail(kiln::Status::InvalidArgument(
+            "--index " + std::to_string(index) + " is out of range: " + dataset + " holds " +
+            std::to_string(*n) + " samples (0 to " + std::to_string(*n - 1) + ")"));
+      }
+      indices.push_back(index);
     } else {
       uint32_t rows = 0;
       kiln::Status s = kiln::ParseGrid(grid.empty() ? "4x8" : grid, &rows, &columns);

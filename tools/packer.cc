@@ -63,6 +63,39 @@ struct Work {
   uint64_t input_bytes = 0;
 };
 
+// Escapes a field of rejected.tsv so that any file name stays on one line and in one column.
+std::string EscapeTsv(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// Refuses an output that is, holds or sits inside the input: packing would read its own output
+// as a class folder, and --overwrite would delete the input.
+Status CheckOutputApart(const std::string& input_root, const std::string& output) {
+  std::error_code ec;
+  const std::filesystem::path in = std::filesystem::weakly_canonical(input_root, ec);
+  const std::filesystem::path out = std::filesystem::weakly_canonical(output, ec);
+  if (ec) return Status::Ok();
+  auto within = [](const std::filesystem::path& inner, const std::filesystem::path& outer) {
+    const std::string i = inner.string() + "/", o = outer.string() + "/";
+    return i.compare(0, o.size(), o) == 0;
+  };
+  if (within(out, in) || within(in, out)) {
+    return Status::InvalidArgument("output " + output + " and input " + input_root +
+                                   " overlap; write the dataset outside the input tree");
+  }
+  return Status::Ok();
+}
+
 std::string CropName(CropMode mode) { return mode == CropMode::kCenter ? "center" : "none"; }
 
 std::string PreprocessingJson(const PackOptions& o) {
@@ -88,24 +121,42 @@ std::string PreprocessingJson(const PackOptions& o) {
 Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress) {
   const auto start = std::chrono::steady_clock::now();
   KILN_RETURN_IF_ERROR(ValidatePreprocessOptions(options.preprocess));
+  // A resize that leaves every image smaller than the crop is refused before any image is read
+  // (Preprocess would reject each image on its own).
+  const PreprocessOptions& pre = options.preprocess;
+  const uint32_t min_side = std::min(pre.schema.height, pre.schema.width);
+  if (pre.crop == CropMode::kCenter && pre.resize_shorter != 0 && pre.resize_shorter < min_side) {
+    return Status::InvalidArgument(
+        "--resize " + std::to_string(pre.resize_shorter) + " is smaller than the crop " +
+        std::to_string(pre.schema.height) + "x" + std::to_string(pre.schema.width) +
+        ": no image could fill it (use --resize >= " + std::to_string(min_side) + ")");
+  }
   DecodeOptions decode = options.decode;
   decode.channels = options.preprocess.schema.channels;
 
   std::error_code ec;
+  if (options.output.empty()) return Status::InvalidArgument("the output path is empty");
   const bool is_dir = std::filesystem::is_directory(options.input, ec);
   if (!is_dir && !std::filesystem::exists(options.input, ec)) {
     return Status::NotFound("input " + options.input + " does not exist");
   }
+  if (!is_dir && HasImageExtension(options.input)) {
+    return Status::InvalidArgument("input " + options.input +
+                                   " is an image file; pass the folder that holds one sub-folder "
+                                   "per class, or a list file of `path label` lines");
+  }
   SourceListing listing;
   std::string root = options.input;
+  if (!is_dir && options.root.empty()) {
+    root = std::filesystem::path(options.input).parent_path().string();
+    if (root.empty()) root = ".";
+  } else if (!is_dir) {
+    root = options.root;
+  }
+  KILN_RETURN_IF_ERROR(CheckOutputApart(is_dir ? options.input : root, options.output));
   if (is_dir) {
     KILN_ASSIGN_OR_RETURN(listing, ListImageFolder(options.input));
   } else {
-    root = options.root;
-    if (root.empty()) {
-      root = std::filesystem::path(options.input).parent_path().string();
-      if (root.empty()) root = ".";
-    }
     KILN_ASSIGN_OR_RETURN(listing, ReadListFile(options.input, root));
   }
   PackReport report;
@@ -152,6 +203,7 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
   wo.schema = options.preprocess.schema;
   wo.shard_size_bytes = options.shard_size_bytes;
   wo.overwrite = options.overwrite;
+  wo.format = options.format;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
                         DatasetWriter::Create(options.output, wo));
 
@@ -238,13 +290,21 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
   KILN_RETURN_IF_ERROR(fatal);  // `writer` is destroyed: the staging directory goes with it.
   report.rejected = report.rejections.size();
   if (report.packed == 0) {
-    return Status::InvalidArgument("0 images could be packed from " + options.input + ": all " +
-                                   std::to_string(report.listed) + " inputs were rejected");
+    std::string msg = "0 images could be packed from " + options.input + ": all " +
+                      std::to_string(report.listed) + " inputs were rejected";
+    for (size_t i = 0; i < report.rejections.size() && i < 5; ++i) {
+      const Rejection& r = report.rejections[i];
+      msg += "\n  " + r.path + (r.line ? " (line " + std::to_string(r.line) + ")" : "") + ": " +
+             r.reason;
+    }
+    if (report.rejections.size() > 5) msg += "\n  ...";
+    return Status::Corruption(msg);
   }
 
-  std::string rejected_tsv = "# path\tline\treason\n";
+  std::string rejected_tsv = "# path\tline\treason (\\, tab, newline and CR escaped as \\\\ \\t \\n \\r)\n";
   for (const Rejection& r : report.rejections) {
-    rejected_tsv += r.path + "\t" + std::to_string(r.line) + "\t" + r.reason + "\n";
+    rejected_tsv += EscapeTsv(r.path) + "\t" + std::to_string(r.line) + "\t" + EscapeTsv(r.reason) +
+                    "\n";
   }
   KILN_RETURN_IF_ERROR(writer->AddFile(kRejectedFileName, rejected_tsv));
 

@@ -123,10 +123,19 @@ Status ValidatePreprocessOptions(const PreprocessOptions& options) {
     if (!std::isfinite(options.mean[c])) {
       return Status::InvalidArgument("mean[" + std::to_string(c) + "] is not finite");
     }
-    if (!std::isfinite(options.std[c]) || options.std[c] == 0.0f) {
+    if (!std::isfinite(options.std[c]) || options.std[c] <= 0.0f) {
       return Status::InvalidArgument("std[" + std::to_string(c) + "] is " +
                                      std::to_string(options.std[c]) +
-                                     "; it must be finite and non-zero");
+                                     "; it must be finite and positive");
+    }
+    // Every normalised value, (v/255 - mean)/std for v in [0, 255], must fit float16's range.
+    constexpr double kFloat16Max = 65504.0;
+    const double extreme = std::max(std::abs((0.0 - options.mean[c]) / options.std[c]),
+                                    std::abs((1.0 - options.mean[c]) / options.std[c]));
+    if (options.schema.dtype == DType::kFloat16 && extreme > kFloat16Max) {
+      return Status::InvalidArgument("mean/std of channel " + std::to_string(c) +
+                                     " give values up to " + std::to_string(extreme) +
+                                     ", beyond float16's largest finite value 65504");
     }
   }
   return Status::Ok();

@@ -308,15 +308,41 @@ TEST(DatasetWriterTest, AbandonedOverwriteKeepsTheOldDataset) {
   EXPECT_FALSE(fs::exists(out + ".partial"));
 }
 
+TEST(DatasetWriterTest, ForeignPartialDirectoryIsNeverRemoved) {
+  TempDir tmp;
+  const std::string out = tmp / "ds";
+  fs::create_directories(out + ".partial");
+  std::ofstream(out + ".partial/thesis.txt") << "precious";
+  auto writer = DatasetWriter::Create(out, Options(Schema(2, 2, 1)));
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(writer.status().message().find("not made by kiln"), std::string::npos);
+  EXPECT_TRUE(fs::exists(out + ".partial/thesis.txt"));
+}
+
+TEST(DatasetWriterTest, OverwriteReplacesOnlyAKilnDataset) {
+  TempDir tmp;
+  const std::string out = tmp / "notds";
+  fs::create_directories(out);
+  std::ofstream(out + "/important.txt") << "keep me";
+  DatasetWriterOptions options = Options(Schema(2, 2, 1));
+  options.overwrite = true;
+  auto writer = DatasetWriter::Create(out, options);
+  ASSERT_FALSE(writer.ok());
+  EXPECT_NE(writer.status().message().find("not a kiln dataset"), std::string::npos);
+  EXPECT_TRUE(fs::exists(out + "/important.txt"));
+}
+
 TEST(DatasetWriterTest, LeftoverStagingDirectoryIsRemoved) {
   TempDir tmp;
   const std::string out = tmp / "ds";
   fs::create_directories(out + ".partial/sub");
+  std::ofstream(out + ".partial/" + kStagingMarkerFileName) << "kiln staging";
   std::ofstream(out + ".partial/shard-00007.kiln") << "junk from a crashed run";
   const TensorSchema schema = Schema(2, 2, 1);
   auto writer = DatasetWriter::Create(out, Options(schema));
   ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-  EXPECT_TRUE(fs::is_empty(out + ".partial"));
+  EXPECT_EQ(Names(out + ".partial"), std::vector<std::string>{kStagingMarkerFileName});
   ASSERT_TRUE((*writer)->Add(Record(schema, 0)).ok());
   ASSERT_TRUE((*writer)->Finish(Manifest{}).ok());
   EXPECT_EQ(Names(out), (std::vector<std::string>{"kiln.json", "shard-00000.kiln"}));

@@ -144,7 +144,8 @@ TEST_F(KilnCliTest, ShowWritesAGridPng) {
   const CliRun one = Kiln("show " + *dataset_ + " --index 999 -o " + png);
   EXPECT_EQ(one.exit_code, 0);
   const CliRun past_end = Kiln("show " + *dataset_ + " --index 1000 -o " + png);
-  EXPECT_NE(past_end.exit_code, 0);
+  EXPECT_EQ(past_end.exit_code, 2);
+  EXPECT_EQ(Kiln("show " + *dataset_ + " --index -1 -o " + png).exit_code, 2);
 }
 
 TEST(KilnCliUsageTest, UsageErrorsExitTwo) {
@@ -155,6 +156,15 @@ TEST(KilnCliUsageTest, UsageErrorsExitTwo) {
   EXPECT_EQ(Kiln("pack " + kFashion + " " + Fresh("bad") + " --compress lz4").exit_code, 2);
   EXPECT_EQ(Kiln("pack " + kFashion + " " + Fresh("bad") + " --shard-size 12XB").exit_code, 2);
   EXPECT_EQ(Kiln("--help").exit_code, 0);
+}
+
+TEST(KilnCliUsageTest, FailuresWithJsonStillPrintOneJsonObject) {
+  const CliRun r = Kiln("pack /nonexistent/input " + Fresh("nowhere") + " --json");
+  EXPECT_EQ(r.exit_code, 1);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j.at("ok").get<bool>());
+  EXPECT_NE(j.at("error").get<std::string>().find("/nonexistent/input"), std::string::npos);
+  EXPECT_EQ(Kiln("bench /nonexistent --epochs 0").exit_code, 2);
 }
 
 TEST(KilnCliUsageTest, VerifyOfANonDatasetExitsOne) {

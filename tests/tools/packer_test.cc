@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -311,6 +312,76 @@ TEST(PackerTest, ExistingOutputIsRefusedUnlessOverwrite) {
   o.overwrite = true;
   ASSERT_TRUE(Pack(o).ok());
   EXPECT_TRUE(VerifyDataset(out, {}).ok());
+}
+
+TEST(PackerTest, OutputInsideOrHoldingTheInputIsRefused) {
+  const std::string src = FreshDir("overlap_src");
+  fs::create_directories(src + "/cls");
+  WriteColourJpeg(src + "/cls/a.jpg", 50);
+  PackOptions o;
+  o.input = src;
+  o.preprocess.schema = {DType::kUint8, Layout::kHWC, 4, 4, 3};
+  o.overwrite = true;
+  for (const std::string& out : {src, src + "/out", src + "/cls/deeper"}) {
+    o.output = out;
+    Result<PackReport> report = Pack(o);
+    ASSERT_FALSE(report.ok()) << out;
+    EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(report.status().message().find("overlap"), std::string::npos);
+  }
+  EXPECT_TRUE(fs::exists(src + "/cls/a.jpg"));
+  EXPECT_FALSE(fs::exists(src + "/out"));
+}
+
+TEST(PackerTest, AnImageFileAsInputIsAUsageError) {
+  PackOptions o;
+  o.input = std::string(KILN_SOURCE_DIR) + "/samples/photos/fruit/apple.jpg";
+  o.output = FreshDir("image_input");
+  o.preprocess.schema = {DType::kUint8, Layout::kHWC, 4, 4, 3};
+  Result<PackReport> report = Pack(o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(report.status().message().find("is an image file"), std::string::npos);
+}
+
+TEST(PackerTest, AllRejectedNamesTheReasonsAndLeavesNothing) {
+  PackOptions o = FashionOptions(FreshDir("all_rejected"), 2);
+  o.decode.max_pixels = 100;  // every 28x28 image is over the limit
+  Result<PackReport> report = Pack(o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(report.status().message().find("all 1000 inputs were rejected"), std::string::npos);
+  EXPECT_NE(report.status().message().find("exceeds the limit"), std::string::npos)
+      << report.status().message();
+  EXPECT_FALSE(fs::exists(o.output));
+  EXPECT_FALSE(fs::exists(o.output + ".partial"));
+}
+
+TEST(PackerTest, ResizeSmallerThanTheCropIsRefusedUpFront) {
+  PackOptions o = FashionOptions(FreshDir("small_resize"), 2);
+  o.preprocess.resize_shorter = 10;
+  Result<PackReport> report = Pack(o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(report.status().message().find("--resize 10"), std::string::npos);
+}
+
+TEST(PackerTest, RejectedListEscapesTabsAndNewlines) {
+  const std::string src = FreshDir("escape_src");
+  fs::create_directories(src + "/cls");
+  WriteColourJpeg(src + "/cls/good.jpg", 50);
+  std::ofstream(src + "/cls/bad\nname\t.jpg") << "not an image";
+  PackOptions o;
+  o.input = src;
+  o.output = FreshDir("escape_out");
+  o.preprocess.schema = {DType::kUint8, Layout::kHWC, 4, 4, 3};
+  Result<PackReport> report = Pack(o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->rejected, 1u);
+  const std::string tsv = ReadAll(o.output + "/rejected.tsv");
+  // One header line and one line for the bad file, with three tab-separated fields.
+  EXPECT_EQ(std::count(tsv.begin(), tsv.end(), '\n'), 2);
+  EXPECT_NE(tsv.find("bad\\nname\\t.jpg\t0\t"), std::string::npos) << tsv;
 }
 
 }  // namespace

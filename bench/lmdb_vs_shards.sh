@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Packs the 70,000-image Fashion-MNIST tree as shards and as LMDB and reads both back with
+# `kiln bench` (shuffled, 2 threads, 5 epochs), in one run: the LMDB numbers in BENCHMARKS.md.
+# Usage: bench/lmdb_vs_shards.sh [WORKDIR]   (default /tmp/kiln-bench; KILN_BUILD_DIR: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=${1:-/tmp/kiln-bench}
+kiln=${KILN_BUILD_DIR:-build}/tools/kiln
+mkdir -p "$work"
+if [ ! -f "$work/fashion-mnist/.complete" ]; then
+  /usr/bin/python3 samples/make_fashion_mnist.py "$work/fashion-mnist" --split both
+  touch "$work/fashion-mnist/.complete"
+fi
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+for format in shards lmdb; do
+  out="$work/fmnist-$format"
+  rm -rf "$out"
+  echo "== kiln pack --format $format"
+  "$kiln" pack "$work/fashion-mnist" "$out" --size 28 --channels 1 --format "$format" --json \
+    2>/dev/null
+  "$kiln" verify "$out" --deep
+done
+for round in 1 2 3; do
+  for format in shards lmdb; do
+    echo "== kiln bench $format (round $round: threads 2, batch 256, shuffled, 5 epochs)"
+    "$kiln" bench "$work/fmnist-$format" --threads 2 --epochs 5 --json 2>/dev/null
+  done
+done

@@ -1,0 +1,35 @@
+// kiln::RecordStoreWriter: the interface through which DatasetWriter hands records to a storage
+// backend that writes them into the staging directory (formats/dataset_writer.h). The staging,
+// manifest and rename logic stays in DatasetWriter; a backend only stores records in order.
+// Thread safety: none; one thread drives a writer.
+#ifndef KILN_FORMATS_RECORD_STORE_WRITER_H_
+#define KILN_FORMATS_RECORD_STORE_WRITER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "formats/record_codec.h"
+#include "formats/shard_writer.h"
+#include "formats/status.h"
+
+namespace kiln {
+
+class RecordStoreWriter {
+ public:
+  virtual ~RecordStoreWriter() = default;
+
+  // Stores the next record (sample index = records added before it). Errors: IOError naming the
+  // file (no space left, ...), InvalidArgument for a record the backend cannot hold.
+  virtual Status Add(const EncodedRecord& record) = 0;
+
+  // Returns the bytes written so far (an estimate while writes are buffered).
+  virtual uint64_t bytes_written() const = 0;
+
+  // Makes every record durable, closes the files and returns them (size and whole-file XXH3-64
+  // computed after closing) for the manifest. Errors: IOError naming the file.
+  virtual Result<std::vector<ShardFileInfo>> Finish() = 0;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_FORMATS_RECORD_STORE_WRITER_H_

@@ -1,0 +1,579 @@
+// Tests of kiln::Sampler against its header's contract: the permutation as specified (a
+// reference implementation written from the header's description), its dependence on (seed,
+// epoch) only, and the per-rank batch plan checked against a brute-force model for every
+// TailPolicy, with and without drop_last, over many (N, W, B).
+#include "reader/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+SamplerOptions Options(uint64_t n, uint32_t batch, uint32_t world = 1, uint32_t rank = 0,
+                       TailPolicy tail = TailPolicy::kShort, bool drop_last = false,
+                       bool shuffle = true, uint64_t seed = 0) {
+  SamplerOptions o;
+  o.num_samples = n;
+  o.batch_size = batch;
+  o.world_size = world;
+  o.rank = rank;
+  o.tail = tail;
+  o.drop_last = drop_last;
+  o.shuffle = shuffle;
+  o.seed = seed;
+  return o;
+}
+
+Sampler MustCreate(const SamplerOptions& o) {
+  Result<Sampler> s = Sampler::Create(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s).value();
+}
+
+std::string Describe(const SamplerOptions& o) {
+  static const char* const kTail[] = {"short", "drop", "pad"};
+  return "N=" + std::to_string(o.num_samples) + " W=" + std::to_string(o.world_size) +
+         " rank=" + std::to_string(o.rank) + " B=" + std::to_string(o.batch_size) +
+         " tail=" + kTail[static_cast<int>(o.tail)] + " drop_last=" + std::to_string(o.drop_last) +
+         " shuffle=" + std::to_string(o.shuffle) + " seed=" + std::to_string(o.seed);
+}
+
+struct PlannedBatch {
+  std::vector<uint64_t> ids;
+  std::vector<uint8_t> padding;
+};
+
+// Reads a rank's whole epoch through BatchSize/BatchSamples.
+std::vector<PlannedBatch> EpochPlan(const Sampler& s) {
+  std::vector<PlannedBatch> plan(s.batches_per_epoch());
+  for (uint64_t b = 0; b < plan.size(); ++b) {
+    const uint32_t size = s.BatchSize(b);
+    plan[b].ids.assign(size, UINT64_MAX);
+    plan[b].padding.assign(size, 2);
+    s.BatchSamples(b, 0, size, plan[b].ids.data(), plan[b].padding.data());
+  }
+  return plan;
+}
+
+// The brute-force model of the header's contract: rank r takes permutation positions r, r + W,
+// ...; kShort keeps its own share, kDrop the first floor(N/W) of them, kPad ceil(N/W) with
+// positions past N wrapping to the permutation's start (flagged). Steps: ceil(largest share / B),
+// or floor(smallest share / B) with drop_last, so that every rank runs the same number.
+std::vector<PlannedBatch> ModelPlan(const std::vector<uint64_t>& perm, const SamplerOptions& o) {
+  const uint64_t n = o.num_samples, w = o.world_size, b = o.batch_size, r = o.rank;
+  auto own_share = [&](uint64_t rank) { return n > rank ? (n - rank + w - 1) / w : 0; };
+  uint64_t share = 0, min_share = 0, max_share = 0;
+  switch (o.tail) {
+    case TailPolicy::kShort:
+      share = own_share(r);
+      min_share = n / w;
+      max_share = (n + w - 1) / w;
+      break;
+    case TailPolicy::kDrop:
+      share = min_share = max_share = n / w;
+      break;
+    case TailPolicy::kPad:
+      share = min_share = max_share = n == 0 ? 0 : (n + w - 1) / w;
+      break;
+  }
+  const uint64_t steps = o.drop_last ? min_share / b : (max_share + b - 1) / b;
+  std::vector<PlannedBatch> plan(steps);
+  for (uint64_t j = 0; j < steps; ++j) {
+    for (uint64_t k = j * b; k < std::min((j + 1) * b, share); ++k) {
+      const uint64_t position = k * w + r;
+      plan[j].ids.push_back(perm[position % n]);
+      plan[j].padding.push_back(position >= n ? 1 : 0);
+    }
+  }
+  return plan;
+}
+
+// The permutation as the header specifies it, written independently of sampler.cc.
+std::vector<uint64_t> ReferencePermutation(uint64_t n, uint64_t seed, uint64_t epoch) {
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  uint64_t state = mix(seed ^ mix(epoch + 0x9E3779B97F4A7C15ull));
+  auto next = [&] {
+    state += 0x9E3779B97F4A7C15ull;
+    return mix(state);
+  };
+  // Lemire: an unbiased integer in [0, s).
+  auto below = [&](uint64_t s) {
+    __uint128_t m = static_cast<__uint128_t>(next()) * s;
+    uint64_t l = static_cast<uint64_t>(m);
+    if (l < s) {
+      const uint64_t t = (0 - s) % s;
+      while (l < t) {
+        m = static_cast<__uint128_t>(next()) * s;
+        l = static_cast<uint64_t>(m);
+      }
+    }
+    return static_cast<uint64_t>(m >> 64);
+  };
+  std::vector<uint64_t> p(n);
+  std::iota(p.begin(), p.end(), uint64_t{0});
+  for (uint64_t i = n > 0 ? n - 1 : 0; i > 0; --i) std::swap(p[i], p[below(i + 1)]);
+  return p;
+}
+
+std::vector<uint64_t> Identity(uint64_t n) {
+  std::vector<uint64_t> p(n);
+  std::iota(p.begin(), p.end(), uint64_t{0});
+  return p;
+}
+
+bool IsPermutation(std::vector<uint64_t> p) {
+  std::sort(p.begin(), p.end());
+  return p == Identity(p.size());
+}
+
+// All ranks' plans for one configuration (rank in `o` ignored).
+std::vector<std::vector<PlannedBatch>> AllRanks(SamplerOptions o, uint64_t epoch = 0) {
+  std::vector<std::vector<PlannedBatch>> ranks;
+  for (uint32_t r = 0; r < o.world_size; ++r) {
+    o.rank = r;
+    Sampler s = MustCreate(o);
+    s.SetEpoch(epoch);
+    ranks.push_back(EpochPlan(s));
+  }
+  return ranks;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The permutation.
+
+TEST(SamplerTest, SplitMix64MixMatchesPublishedValues) {
+  // SplitMix64 seeded with 0 yields these first outputs (Steele, Lea, Flood; Vigna's reference).
+  EXPECT_EQ(SplitMix64Mix(0x9E3779B97F4A7C15ull), 0xE220A8397B1DCDAFull);
+  EXPECT_EQ(SplitMix64Mix(0x9E3779B97F4A7C15ull * 2), 0x6E789E6AA1B965F4ull);
+}
+
+TEST(SamplerTest, PermutationIsAPermutation) {
+  for (uint64_t n : {0, 1, 2, 3, 17, 1000, 4097}) {
+    for (uint64_t epoch : {0, 1, 5}) {
+      Sampler s = MustCreate(Options(n, 7, 1, 0, TailPolicy::kShort, false, true, 42));
+      s.SetEpoch(epoch);
+      EXPECT_EQ(s.epoch(), epoch);
+      ASSERT_EQ(s.permutation().size(), n);
+      EXPECT_TRUE(IsPermutation(s.permutation())) << "n=" << n << " epoch=" << epoch;
+    }
+  }
+}
+
+TEST(SamplerTest, PermutationFollowsTheHeaderSpecification) {
+  for (uint64_t n : {2, 3, 10, 1000}) {
+    for (uint64_t seed : {uint64_t{0}, uint64_t{7}, ~uint64_t{0}}) {
+      for (uint64_t epoch : {0, 1, 2, 1000000}) {
+        Sampler s = MustCreate(Options(n, 1, 1, 0, TailPolicy::kShort, false, true, seed));
+        s.SetEpoch(epoch);
+        EXPECT_EQ(s.permutation(), ReferencePermutation(n, seed, epoch))
+            << "n=" << n << " seed=" << seed << " epoch=" << epoch;
+      }
+    }
+  }
+}
+
+TEST(SamplerTest, PermutationDependsOnlyOnSeedAndEpoch) {
+  // Two samplers with the same (seed, epoch) agree, whatever their rank, world size, batch
+  // size, tail policy, drop_last and the epochs visited before.
+  Sampler a = MustCreate(Options(500, 32, 1, 0, TailPolicy::kShort, false, true, 11));
+  Sampler b = MustCreate(Options(500, 5, 4, 3, TailPolicy::kPad, true, true, 11));
+  Sampler c = MustCreate(Options(500, 1, 7, 2, TailPolicy::kDrop, false, true, 11));
+  a.SetEpoch(3);
+  b.SetEpoch(9);
+  b.SetEpoch(3);
+  c.SetEpoch(3);
+  EXPECT_EQ(a.permutation(), b.permutation());
+  EXPECT_EQ(a.permutation(), c.permutation());
+  // Going back to an epoch recomputes the same permutation.
+  const std::vector<uint64_t> epoch3 = a.permutation();
+  a.SetEpoch(0);
+  a.SetEpoch(3);
+  EXPECT_EQ(a.permutation(), epoch3);
+}
+
+TEST(SamplerTest, DifferentEpochsAndSeedsGiveDifferentPermutations) {
+  std::set<std::vector<uint64_t>> seen;
+  for (uint64_t seed : {0, 1, 2}) {
+    for (uint64_t epoch : {0, 1, 2, 3}) {
+      Sampler s = MustCreate(Options(200, 8, 1, 0, TailPolicy::kShort, false, true, seed));
+      s.SetEpoch(epoch);
+      EXPECT_TRUE(seen.insert(s.permutation()).second) << "seed=" << seed << " epoch=" << epoch;
+      EXPECT_NE(s.permutation(), Identity(200));
+    }
+  }
+}
+
+TEST(SamplerTest, ShuffleOffIsTheIdentityEveryEpoch) {
+  for (uint64_t epoch : {0, 1, 17}) {
+    Sampler s = MustCreate(Options(123, 10, 1, 0, TailPolicy::kShort, false, false, 99));
+    s.SetEpoch(epoch);
+    EXPECT_EQ(s.permutation(), Identity(123));
+  }
+}
+
+TEST(SamplerTest, ShuffleIsRoughlyUniform) {
+  // The 6 orders of 3 samples over 6000 epochs: each expected 1000 times; the bounds are about
+  // seven standard deviations wide, so a correct shuffle never fails.
+  std::map<std::vector<uint64_t>, int> counts;
+  Sampler s = MustCreate(Options(3, 1, 1, 0, TailPolicy::kShort, false, true, 5));
+  for (uint64_t epoch = 0; epoch < 6000; ++epoch) {
+    s.SetEpoch(epoch);
+    ++counts[s.permutation()];
+  }
+  EXPECT_EQ(counts.size(), 6u);
+  for (const auto& [order, count] : counts) {
+    EXPECT_GT(count, 800);
+    EXPECT_LT(count, 1200);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The batch plan.
+
+TEST(SamplerTest, PlanMatchesBruteForceModel) {
+  const uint64_t kN[] = {0, 1, 2, 3, 5, 7, 10, 31, 32, 33, 64, 100, 257, 1003};
+  const uint32_t kW[] = {1, 2, 3, 4, 7, 8};
+  const uint32_t kB[] = {1, 3, 8, 32, 64};
+  const TailPolicy kTails[] = {TailPolicy::kShort, TailPolicy::kDrop, TailPolicy::kPad};
+  int failures = 0;
+  for (uint64_t n : kN) {
+    for (uint32_t w : kW) {
+      for (uint32_t b : kB) {
+        for (TailPolicy tail : kTails) {
+          for (bool drop_last : {false, true}) {
+            uint64_t steps = UINT64_MAX;
+            std::vector<uint64_t> seen(n, 0);  // real (non-padding) deliveries per sample
+            uint64_t padded = 0;
+            for (uint32_t r = 0; r < w; ++r) {
+              const SamplerOptions o = Options(n, b, w, r, tail, drop_last, true, n + w + b);
+              Sampler s = MustCreate(o);
+              s.SetEpoch(1);
+              const std::vector<PlannedBatch> got = EpochPlan(s);
+              const std::vector<PlannedBatch> want = ModelPlan(s.permutation(), o);
+              bool same = got.size() == want.size();
+              uint64_t delivered = 0;
+              for (size_t j = 0; same && j < got.size(); ++j) {
+                same = got[j].ids == want[j].ids && got[j].padding == want[j].padding;
+                delivered += got[j].ids.size();
+                EXPECT_LE(got[j].ids.size(), b);
+              }
+              if (!same && ++failures <= 5) ADD_FAILURE() << "plan differs: " << Describe(o);
+              if (!same) continue;
+              EXPECT_EQ(s.samples_per_epoch(), delivered) << Describe(o);
+              // Every rank runs the same number of steps.
+              if (steps == UINT64_MAX) steps = s.batches_per_epoch();
+              EXPECT_EQ(s.batches_per_epoch(), steps) << Describe(o);
+              for (const PlannedBatch& batch : got) {
+                for (size_t k = 0; k < batch.ids.size(); ++k) {
+                  ASSERT_LT(batch.ids[k], n);
+                  if (batch.padding[k]) {
+                    ++padded;
+                  } else {
+                    ++seen[batch.ids[k]];
+                  }
+                }
+              }
+              // Reading a batch in pieces gives the same samples as reading it whole.
+              for (uint64_t j = 0; j < got.size(); ++j) {
+                const uint32_t size = s.BatchSize(j);
+                std::vector<uint64_t> ids(size);
+                std::vector<uint8_t> pad(size);
+                for (uint32_t k = 0; k < size; k += 3) {
+                  const uint32_t end = std::min(size, k + 3);
+                  s.BatchSamples(j, k, end, ids.data() + k, pad.data() + k);
+                }
+                EXPECT_EQ(ids, got[j].ids) << Describe(o) << " batch " << j;
+                EXPECT_EQ(pad, got[j].padding) << Describe(o) << " batch " << j;
+              }
+            }
+            // Union over ranks, per policy, when no partial batch was dropped.
+            const std::string what = "N=" + std::to_string(n) + " W=" + std::to_string(w) +
+                                     " B=" + std::to_string(b) + " drop_last=" +
+                                     std::to_string(drop_last);
+            if (!drop_last) {
+              uint64_t distinct = 0;
+              for (uint64_t i = 0; i < n; ++i) {
+                EXPECT_LE(seen[i], 1u) << what << " sample " << i;
+                distinct += seen[i];
+                if (tail != TailPolicy::kDrop) {
+                  EXPECT_EQ(seen[i], 1u) << what << " sample " << i;
+                }
+              }
+              if (tail == TailPolicy::kDrop) {
+                EXPECT_EQ(distinct, n - n % w) << what;
+              }
+              if (tail == TailPolicy::kPad) {
+                EXPECT_EQ(padded, n == 0 ? 0 : (n + w - 1) / w * w - n) << what;
+              } else {
+                EXPECT_EQ(padded, 0u) << what;
+              }
+            } else {
+              for (uint64_t i = 0; i < n; ++i) EXPECT_LE(seen[i], 1u) << what << " sample " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SamplerTest, BatchSizesForEveryTailPolicy) {
+  // 10 samples, 3 ranks, batch 2: shares 4/3/3 (kShort), 3 (kDrop), 4 (kPad).
+  struct Case {
+    TailPolicy tail;
+    bool drop_last;
+    uint32_t rank;
+    uint64_t batches;
+    std::vector<uint32_t> sizes;
+  };
+  const Case cases[] = {
+      {TailPolicy::kShort, false, 0, 2, {2, 2}}, {TailPolicy::kShort, false, 1, 2, {2, 1}},
+      {TailPolicy::kShort, true, 0, 1, {2}},     {TailPolicy::kShort, true, 2, 1, {2}},
+      {TailPolicy::kDrop, false, 0, 2, {2, 1}},  {TailPolicy::kDrop, true, 1, 1, {2}},
+      {TailPolicy::kPad, false, 2, 2, {2, 2}},   {TailPolicy::kPad, true, 2, 2, {2, 2}},
+  };
+  for (const Case& c : cases) {
+    const SamplerOptions o = Options(10, 2, 3, c.rank, c.tail, c.drop_last, false);
+    Sampler s = MustCreate(o);
+    ASSERT_EQ(s.batches_per_epoch(), c.batches) << Describe(o);
+    for (uint64_t b = 0; b < c.batches; ++b) EXPECT_EQ(s.BatchSize(b), c.sizes[b]) << Describe(o);
+  }
+}
+
+TEST(SamplerTest, InvalidOptionsAreRejected) {
+  struct Case {
+    SamplerOptions options;
+    const char* why;
+  };
+  const Case cases[] = {
+      {Options(10, 0), "batch_size 0"},
+      {Options(10, 4, 0, 0), "world_size 0"},
+      {Options(10, 4, 2, 2), "rank == world_size"},
+      {Options(10, 4, 2, 7), "rank > world_size"},
+  };
+  for (const Case& c : cases) {
+    Result<Sampler> s = Sampler::Create(c.options);
+    ASSERT_FALSE(s.ok()) << c.why;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << c.why;
+    EXPECT_FALSE(s.status().message().empty()) << c.why;
+  }
+  // Boundary values that are valid.
+  EXPECT_TRUE(Sampler::Create(Options(0, 1)).ok());
+  EXPECT_TRUE(Sampler::Create(Options(10, 1, 3, 2)).ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field cases.
+
+// B29: 1003 samples, 3 ranks, batch 64, drop_last off, shuffle off.
+TEST(SamplerTest, FieldCase_B29_NoPaddingSplitsExactly) {
+  const auto ranks = AllRanks(Options(1003, 64, 3, 0, TailPolicy::kShort, false, false));
+  const uint64_t counts[] = {335, 334, 334};
+  const uint32_t last[] = {15, 14, 14};
+  std::set<uint64_t> all;
+  uint64_t total = 0;
+  for (uint32_t r = 0; r < 3; ++r) {
+    ASSERT_EQ(ranks[r].size(), 6u) << "rank " << r;
+    EXPECT_EQ(ranks[r].back().ids.size(), last[r]) << "rank " << r;
+    uint64_t count = 0;
+    for (const PlannedBatch& b : ranks[r]) {
+      count += b.ids.size();
+      for (size_t k = 0; k < b.ids.size(); ++k) {
+        EXPECT_EQ(b.padding[k], 0);
+        all.insert(b.ids[k]);
+      }
+    }
+    EXPECT_EQ(count, counts[r]) << "rank " << r;
+    total += count;
+  }
+  EXPECT_EQ(total, 1003u);
+  EXPECT_EQ(all.size(), 1003u);
+  EXPECT_EQ(*all.rbegin(), 1002u);
+}
+
+TEST(SamplerTest, FieldCase_B29_PaddingModeFlagsTwoSamples) {
+  const auto ranks = AllRanks(Options(1003, 64, 3, 0, TailPolicy::kPad, false, false));
+  uint64_t padded = 0;
+  std::set<uint64_t> real;
+  for (uint32_t r = 0; r < 3; ++r) {
+    uint64_t count = 0;
+    for (const PlannedBatch& b : ranks[r]) {
+      count += b.ids.size();
+      for (size_t k = 0; k < b.ids.size(); ++k) {
+        if (b.padding[k]) {
+          ++padded;
+        } else {
+          EXPECT_TRUE(real.insert(b.ids[k]).second) << "sample " << b.ids[k] << " twice";
+        }
+      }
+    }
+    EXPECT_EQ(count, 335u) << "rank " << r;
+    EXPECT_EQ(ranks[r].size(), 6u);
+  }
+  EXPECT_EQ(padded, 2u);
+  EXPECT_EQ(real.size(), 1003u);
+}
+
+// B31: 1000 samples, seed 7, epochs 0-2; a repeat run; seed 8; a fresh start at epoch 2.
+TEST(SamplerTest, FieldCase_B31_EpochsReshuffleAndReplay) {
+  const SamplerOptions o7 = Options(1000, 32, 1, 0, TailPolicy::kShort, false, true, 7);
+  Sampler run = MustCreate(o7);
+  std::vector<std::vector<uint64_t>> orders;
+  std::vector<std::vector<PlannedBatch>> plans;
+  for (uint64_t e = 0; e < 3; ++e) {
+    run.SetEpoch(e);
+    orders.push_back(run.permutation());
+    plans.push_back(EpochPlan(run));
+  }
+  EXPECT_NE(orders[0], orders[1]);
+  EXPECT_NE(orders[0], orders[2]);
+  EXPECT_NE(orders[1], orders[2]);
+
+  Sampler repeat = MustCreate(o7);
+  SamplerOptions o8 = o7;
+  o8.seed = 8;
+  Sampler seed8 = MustCreate(o8);
+  for (uint64_t e = 0; e < 3; ++e) {
+    repeat.SetEpoch(e);
+    EXPECT_EQ(repeat.permutation(), orders[e]) << "epoch " << e;
+    seed8.SetEpoch(e);
+    EXPECT_NE(seed8.permutation(), orders[e]) << "epoch " << e;
+  }
+
+  Sampler fresh = MustCreate(o7);  // a new process resuming at epoch 2
+  fresh.SetEpoch(2);
+  EXPECT_EQ(fresh.permutation(), orders[2]);
+  const std::vector<PlannedBatch> fresh_plan = EpochPlan(fresh);
+  ASSERT_EQ(fresh_plan.size(), plans[2].size());
+  for (size_t b = 0; b < fresh_plan.size(); ++b) EXPECT_EQ(fresh_plan[b].ids, plans[2][b].ids);
+}
+
+// B33 (a): 42 samples, batch 16, drop_last off, shuffle off, 2 epochs.
+TEST(SamplerTest, FieldCase_B33_LastPartialBatch) {
+  Sampler s = MustCreate(Options(42, 16, 1, 0, TailPolicy::kShort, false, false));
+  for (uint64_t e = 0; e < 2; ++e) {
+    s.SetEpoch(e);
+    ASSERT_EQ(s.batches_per_epoch(), 3u);
+    EXPECT_EQ(s.samples_per_epoch(), 42u);
+    const std::vector<PlannedBatch> plan = EpochPlan(s);
+    ASSERT_EQ(plan.size(), 3u);
+    EXPECT_EQ(plan[0].ids.size(), 16u);
+    EXPECT_EQ(plan[1].ids.size(), 16u);
+    EXPECT_EQ(plan[2].ids.size(), 10u);
+    std::vector<uint64_t> ids;
+    for (const PlannedBatch& b : plan) ids.insert(ids.end(), b.ids.begin(), b.ids.end());
+    EXPECT_EQ(ids, Identity(42)) << "epoch " << e;  // 0..41 once; each epoch starts at id 0
+  }
+}
+
+// B33 (b): 100 samples, batch 32, drop_last: 3 full batches, the same 3 every epoch.
+TEST(SamplerTest, FieldCase_B33_DropLastNoCarryOver) {
+  Sampler s = MustCreate(Options(100, 32, 1, 0, TailPolicy::kShort, true, false));
+  std::vector<PlannedBatch> first;
+  for (uint64_t e = 0; e < 3; ++e) {
+    s.SetEpoch(e);
+    ASSERT_EQ(s.batches_per_epoch(), 3u);
+    EXPECT_EQ(s.samples_per_epoch(), 96u);
+    const std::vector<PlannedBatch> plan = EpochPlan(s);
+    ASSERT_EQ(plan.size(), 3u);
+    for (const PlannedBatch& b : plan) EXPECT_EQ(b.ids.size(), 32u);
+    if (e == 0) {
+      first = plan;
+      EXPECT_EQ(plan[0].ids.front(), 0u);
+      EXPECT_EQ(plan[2].ids.back(), 95u);
+    } else {
+      for (size_t b = 0; b < 3; ++b) EXPECT_EQ(plan[b].ids, first[b].ids) << "epoch " << e;
+    }
+  }
+  // Shuffled: 3 full batches of 96 distinct samples every epoch.
+  Sampler shuffled = MustCreate(Options(100, 32, 1, 0, TailPolicy::kShort, true, true, 1));
+  for (uint64_t e = 0; e < 3; ++e) {
+    shuffled.SetEpoch(e);
+    std::set<uint64_t> ids;
+    for (const PlannedBatch& b : EpochPlan(shuffled)) {
+      EXPECT_EQ(b.ids.size(), 32u);
+      ids.insert(b.ids.begin(), b.ids.end());
+    }
+    EXPECT_EQ(ids.size(), 96u);
+  }
+}
+
+// B33 (c): 10 samples, batch 32.
+TEST(SamplerTest, FieldCase_B33_FewerSamplesThanOneBatch) {
+  Sampler dropped = MustCreate(Options(10, 32, 1, 0, TailPolicy::kShort, true, false));
+  EXPECT_EQ(dropped.batches_per_epoch(), 0u);
+  EXPECT_EQ(dropped.samples_per_epoch(), 0u);
+  EXPECT_TRUE(EpochPlan(dropped).empty());
+
+  Sampler kept = MustCreate(Options(10, 32, 1, 0, TailPolicy::kShort, false, false));
+  ASSERT_EQ(kept.batches_per_epoch(), 1u);
+  EXPECT_EQ(kept.BatchSize(0), 10u);
+  EXPECT_EQ(EpochPlan(kept)[0].ids, Identity(10));
+}
+
+// B34: 1001 samples, 4 ranks, batch 250, drop_last off.
+TEST(SamplerTest, FieldCase_B34_EqualStepsOnEveryRank) {
+  struct Case {
+    TailPolicy tail;
+    uint64_t per_rank[4];
+    uint64_t total;
+    uint64_t padded;
+  };
+  const Case cases[] = {
+      {TailPolicy::kShort, {251, 250, 250, 250}, 1001, 0},
+      {TailPolicy::kPad, {251, 251, 251, 251}, 1004, 3},
+      {TailPolicy::kDrop, {250, 250, 250, 250}, 1000, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(static_cast<int>(c.tail));
+    // Steps are known before any epoch is set, and equal on every rank.
+    std::vector<uint64_t> steps;
+    for (uint32_t r = 0; r < 4; ++r) {
+      Sampler s = MustCreate(Options(1001, 250, 4, r, c.tail, false, true, 3));
+      steps.push_back(s.batches_per_epoch());
+      EXPECT_EQ(s.samples_per_epoch(), c.per_rank[r]) << "rank " << r;
+    }
+    for (uint64_t st : steps) EXPECT_EQ(st, steps[0]);
+    EXPECT_EQ(steps[0], c.tail == TailPolicy::kDrop ? 1u : 2u);
+
+    const auto ranks = AllRanks(Options(1001, 250, 4, 0, c.tail, false, true, 3), 5);
+    std::set<uint64_t> real;
+    uint64_t total = 0, padded = 0;
+    for (uint32_t r = 0; r < 4; ++r) {
+      ASSERT_EQ(ranks[r].size(), steps[0]);
+      uint64_t count = 0;
+      for (const PlannedBatch& b : ranks[r]) {
+        count += b.ids.size();
+        for (size_t k = 0; k < b.ids.size(); ++k) {
+          if (b.padding[k]) {
+            ++padded;
+          } else {
+            EXPECT_TRUE(real.insert(b.ids[k]).second);
+          }
+        }
+      }
+      EXPECT_EQ(count, c.per_rank[r]) << "rank " << r;
+      total += count;
+    }
+    EXPECT_EQ(total, c.total);
+    EXPECT_EQ(padded, c.padded);
+    EXPECT_EQ(real.size(), c.total - c.padded);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
