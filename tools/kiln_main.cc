@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
     if (json) {
       std::cout << kiln::PackReportJson(*report) << "\n";
     } else {
-      std::printf("packed %llu of %llu images (%llu rejected) into %s: %zu shards, %.1f MB in "
+      std::printf("packed %llu of %llu images (%llu rejected) into %s: %zu files, %.1f MB in "
                   "%.2f s (%.0f images/s, %.1f MB/s)\n",
                   static_cast<unsigned long long>(report->packed),
                   static_cast<unsigned long long>(report->listed),
