@@ -48,6 +48,12 @@ class Dataset {
   // fails; out-of-range indices and damaged entries are ignored.
   virtual void Prefetch(uint64_t index, bool payload) const = 0;
 
+  // Returns where sample `index` lives, for messages: "<file> record <r> (offset <o>)" for
+  // shards; "<dir> sample <index>" by default.
+  virtual std::string SampleLocation(uint64_t index) const {
+    return dir() + " sample " + std::to_string(index);
+  }
+
   // Returns sample `index`'s key (the source path relative to the input root).
   // Errors: OutOfRange, Corruption naming file and record.
   virtual Result<std::string> Key(uint64_t index) const = 0;

@@ -122,4 +122,11 @@ void ShardDataset::Prefetch(uint64_t index, bool payload) const {
   for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(base + e.offset + l * 64);
 }
 
+std::string ShardDataset::SampleLocation(uint64_t index) const {
+  if (index >= num_samples()) return Dataset::SampleLocation(index);
+  const auto [shard, record] = Locate(index);
+  // The index entry itself may be what cannot be read: name its offset, not the payload's.
+  return shard->RecordLocation(record, shard->EntryOffset(record));
+}
+
 }  // namespace kiln

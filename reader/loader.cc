@@ -1,5 +1,7 @@
 #include "reader/loader.h"
 
+#include "formats/fault_guard.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -239,10 +241,20 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
   // Random reads miss the CPU cache: prefetch the index entry kEntryAhead samples ahead and the
   // payload kPayloadAhead samples ahead (its entry is in cache by then).
   constexpr uint32_t kEntryAhead = 8, kPayloadAhead = 4;
+  // A mapped file that shrinks or fails under us raises SIGBUS: report it against the sample
+  // being read instead of dying (field case B27).
+  MappedReadFaultScope fault_scope;
+  volatile uint32_t current = begin;
+  if (KILN_MAPPED_READ_FAULTED(fault_scope)) {
+    return Status::IOError(dataset_->SampleLocation(slot.indices[current]) +
+                           ": the mapped file could not be read (SIGBUS): it was truncated or "
+                           "replaced while open, or its storage failed");
+  }
   for (uint32_t k = begin; k < std::min(end, begin + kEntryAhead); ++k) {
     dataset_->Prefetch(slot.indices[k], k < begin + kPayloadAhead);
   }
   for (uint32_t k = begin; k < end; ++k) {
+    current = k;
     if (k + kEntryAhead < end) dataset_->Prefetch(slot.indices[k + kEntryAhead], false);
     if (k + kPayloadAhead < end) dataset_->Prefetch(slot.indices[k + kPayloadAhead], true);
     const uint64_t index = slot.indices[k];

@@ -1,0 +1,55 @@
+#include "formats/fault_guard.h"
+
+#include <signal.h>
+
+#include <mutex>
+
+namespace kiln {
+
+namespace {
+
+thread_local MappedReadFaultScope* tl_scope = nullptr;
+struct sigaction g_previous;
+
+void OnSigbus(int signal, siginfo_t* info, void* context) {
+  if (tl_scope != nullptr) HandleMappedReadFault(info->si_addr);  // does not return
+  // Not a guarded read: give the signal to whoever had it before. With the default action the
+  // faulting instruction runs again and the process dies as it would have without kiln.
+  if (g_previous.sa_flags & SA_SIGINFO) {
+    g_previous.sa_sigaction(signal, info, context);
+  } else if (g_previous.sa_handler != SIG_IGN && g_previous.sa_handler != SIG_DFL) {
+    g_previous.sa_handler(signal);
+  } else {
+    sigaction(SIGBUS, &g_previous, nullptr);
+  }
+}
+
+void InstallHandlerOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = OnSigbus;
+    sigemptyset(&action.sa_mask);
+    // SA_NODEFER: SIGBUS stays unblocked after the jump out of the handler, so a later fault on
+    // the same thread is caught too (sigsetjmp does not save the signal mask, for speed).
+    action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+    sigaction(SIGBUS, &action, &g_previous);
+  });
+}
+
+}  // namespace
+
+void HandleMappedReadFault(const void* address) {
+  MappedReadFaultScope* scope = tl_scope;
+  scope->fault_address_ = address;
+  siglongjmp(scope->env, 1);
+}
+
+MappedReadFaultScope::MappedReadFaultScope() : outer_(tl_scope) {
+  InstallHandlerOnce();
+  tl_scope = this;
+}
+
+MappedReadFaultScope::~MappedReadFaultScope() { tl_scope = outer_; }
+
+}  // namespace kiln
