@@ -17,7 +17,10 @@
 //
 // Rules: between arming and the end of the scope, code must not allocate, lock mutexes or
 // otherwise leave state half-changed if a read faults (copies, hashing and zstd decompression
-// into caller-owned buffers are fine). Only SIGBUS is handled; SIGSEGV still means a bug.
+// into caller-owned buffers are fine). The jump skips the destructors of objects built in the
+// frames it leaves: formally undefined behaviour in C++, harmless here because a fault can only
+// happen inside a read of mapped bytes, where those frames hold no live objects that own
+// resources (an empty std::string at most). Only SIGBUS is handled; SIGSEGV still means a bug.
 // Thread safety: scopes are per thread and nest.
 #ifndef KILN_FORMATS_FAULT_GUARD_H_
 #define KILN_FORMATS_FAULT_GUARD_H_

@@ -58,9 +58,17 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
                         AugmentedSchema(dataset->schema(), options.augment));
   if (sampler.batches_per_epoch() == 0 && dataset->num_samples() > 0) {
-    WarnOnce("the loader yields no batches: each rank's share of " +
-             std::to_string(dataset->num_samples()) + " samples is smaller than batch size " +
-             std::to_string(options.batch_size) + " and drop_last is set");
+    const uint64_t share = (dataset->num_samples() - std::min<uint64_t>(
+                                dataset->num_samples(), options.rank) + options.world_size - 1) /
+                           options.world_size;
+    WarnOnce(options.drop_last
+                 ? "the loader yields no batches: rank " + std::to_string(options.rank) +
+                       "'s share of the " + std::to_string(dataset->num_samples()) +
+                       " samples is smaller than batch size " +
+                       std::to_string(options.batch_size) + " and drop_last is set"
+                 : "the loader yields no batches: with " + std::to_string(options.world_size) +
+                       " ranks and this tail policy, rank " + std::to_string(options.rank) +
+                       " gets no samples (its own share would be " + std::to_string(share) + ")");
   }
   std::unique_ptr<Loader> loader(
       new Loader(std::move(dataset), options, std::move(sampler), out_schema));

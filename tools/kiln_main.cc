@@ -5,7 +5,9 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -25,13 +27,18 @@ constexpr int kExitDataProblem = 1;
 constexpr int kExitUsage = 2;
 
 bool g_json = false;  // --json of the parsed subcommand
+constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void OnInterrupt(int) { g_interrupted.store(true); }
 
 // Reports a failed command: the message on stderr and, with --json, {"ok": false, "error": ...}
 // on stdout so scripts always get one JSON object.
 int Fail(const kiln::Status& status) {
   std::fprintf(stderr, "kiln: %s\n", status.message().c_str());
-  const int code =
-      status.code() == kiln::StatusCode::kInvalidArgument ? kExitUsage : kExitDataProblem;
+  const int code = status.code() == kiln::StatusCode::kInvalidArgument ? kExitUsage
+                   : status.code() == kiln::StatusCode::kCancelled     ? kExitInterrupted
+                                                                       : kExitDataProblem;
   if (g_json) {
     std::cout << nlohmann::json{{"ok", false}, {"error", status.message()}, {"exit_code", code}}
                      .dump()
@@ -175,6 +182,10 @@ int main(int argc, char** argv) {
     kiln::Status s = kiln::ParsePackFlags(size, resize, crop, channels, layout, dtype, mean,
                                           std_dev, shard_size, compress, &o);
     if (!s.ok()) return Fail(s);
+    // Ctrl-C or SIGTERM: stop between images and clean up, rather than die mid-write.
+    std::signal(SIGINT, OnInterrupt);
+    std::signal(SIGTERM, OnInterrupt);
+    o.cancel = &g_interrupted;
     ProgressPrinter printer;
     kiln::Result<kiln::PackReport> report =
         kiln::Pack(o, [&](uint64_t done, uint64_t total) { printer(done, total); });

@@ -228,7 +228,8 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
         tbb::make_filter<void, size_t>(
             tbb::filter_mode::serial_in_order,
             [&](tbb::flow_control& fc) -> size_t {
-              if (next_item >= items.size() || stop.load()) {
+              if (next_item >= items.size() || stop.load() ||
+                  (options.cancel != nullptr && options.cancel->load())) {
                 fc.stop();
                 return 0;
               }
@@ -288,6 +289,11 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
                 }));
   });
   KILN_RETURN_IF_ERROR(fatal);  // `writer` is destroyed: the staging directory goes with it.
+  if (options.cancel != nullptr && options.cancel->load()) {
+    return Status::Cancelled("interrupted after " + std::to_string(done) + " of " +
+                             std::to_string(total) + " inputs; nothing was written to " +
+                             options.output);
+  }
   report.rejected = report.rejections.size();
   if (report.packed == 0) {
     std::string msg = "0 images could be packed from " + options.input + ": all " +

@@ -14,6 +14,7 @@
 #ifndef KILN_TOOLS_PACKER_H_
 #define KILN_TOOLS_PACKER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -49,6 +50,9 @@ struct PackOptions {
   std::optional<uint64_t> shuffle_seed;  // write-time shuffle (recorded in the manifest)
   OnError on_error = OnError::kSkip;
   bool overwrite = false;        // replace an existing dataset at `output`
+  // Polled between images: when it becomes true, Pack stops, removes its staging directory and
+  // returns Cancelled. For Ctrl-C handlers. Default: none.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct Rejection {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <set>
@@ -382,6 +383,20 @@ TEST(PackerTest, RejectedListEscapesTabsAndNewlines) {
   // One header line and one line for the bad file, with three tab-separated fields.
   EXPECT_EQ(std::count(tsv.begin(), tsv.end(), '\n'), 2);
   EXPECT_NE(tsv.find("bad\\nname\\t.jpg\t0\t"), std::string::npos) << tsv;
+}
+
+TEST(PackerTest, CancelStopsAndLeavesNothing) {
+  PackOptions o = FashionOptions(FreshDir("cancelled"), 2);
+  std::atomic<bool> cancel{false};
+  o.cancel = &cancel;
+  Result<PackReport> report = Pack(o, [&](uint64_t done, uint64_t) {
+    if (done == 100) cancel = true;  // as the Ctrl-C handler of `kiln pack` does
+  });
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kCancelled);
+  EXPECT_NE(report.status().message().find("interrupted"), std::string::npos);
+  EXPECT_FALSE(fs::exists(o.output));
+  EXPECT_FALSE(fs::exists(o.output + ".partial"));
 }
 
 }  // namespace
