@@ -9,7 +9,9 @@ function(kiln_set_sanitizers target)
   if(KILN_SANITIZE)
     string(REPLACE ";" "," _san "${KILN_SANITIZE}")
     target_compile_options(${target} PRIVATE -fsanitize=${_san} -fno-omit-frame-pointer)
-    target_link_options(${target} PRIVATE -fsanitize=${_san})
+    # PUBLIC: a program linking a sanitized static library needs the sanitizer runtime too,
+    # even when it does not call kiln_set_sanitizers itself (samples, bench, test helpers).
+    target_link_options(${target} PUBLIC -fsanitize=${_san})
   endif()
 endfunction()
 

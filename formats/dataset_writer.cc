@@ -10,6 +10,9 @@
 #if KILN_HAVE_LMDB
 #include "formats/lmdb_writer.h"
 #endif
+#if KILN_HAVE_HDF5
+#include "formats/hdf5_writer.h"
+#endif
 
 namespace kiln {
 
@@ -19,6 +22,17 @@ std::string ShardFileName(uint32_t index) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "shard-%05u.kiln", index);
   return buf;
+}
+
+bool IsFormatSupported(const std::string& format) {
+  if (format == "shards") return true;
+#if KILN_HAVE_LMDB
+  if (format == "lmdb") return true;
+#endif
+#if KILN_HAVE_HDF5
+  if (format == "hdf5") return true;
+#endif
+  return false;
 }
 
 Status RemoveTree(const std::string& path) {
@@ -36,10 +50,16 @@ static std::string StripTrailingSlashes(std::string path) {
 Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& out_dir,
                                                              const DatasetWriterOptions& options) {
   KILN_RETURN_IF_ERROR(options.schema.Validate());
-  if (options.format != "shards" && options.format != "lmdb") {
+  if (options.format != "shards" && options.format != "lmdb" && options.format != "hdf5") {
     return Status::InvalidArgument("unknown storage format '" + options.format +
-                                   "' (expected shards or lmdb)");
+                                   "' (expected shards, lmdb or hdf5)");
   }
+#if !KILN_HAVE_HDF5
+  if (options.format == "hdf5") {
+    return Status::NotSupported("this kiln build has no HDF5 support (rebuild with libhdf5-dev "
+                                "installed and KILN_WITH_HDF5 not OFF)");
+  }
+#endif
 #if !KILN_HAVE_LMDB
   if (options.format == "lmdb") {
     return Status::NotSupported("this kiln build has no LMDB support (rebuild with liblmdb-dev "
@@ -97,6 +117,13 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<LmdbWriter> lmdb,
                           LmdbWriter::Create(writer->staging_dir_, lo));
     writer->store_ = std::move(lmdb);
+  }
+#endif
+#if KILN_HAVE_HDF5
+  if (options.format == "hdf5") {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Hdf5Writer> hdf5,
+                          Hdf5Writer::Create(writer->staging_dir_, options.schema));
+    writer->store_ = std::move(hdf5);
   }
 #endif
   return writer;
@@ -161,6 +188,12 @@ Result<Manifest> DatasetWriter::Finish(Manifest manifest) {
     shard_.reset();
   }
   if (store_) {
+    Manifest inner = manifest;  // what kiln.json will say, but for the files themselves
+    inner.format = options_.format;
+    inner.schema = options_.schema;
+    inner.samples = samples_;
+    inner.record_alignment = options_.record_alignment;
+    store_->SetManifest(inner);
     KILN_ASSIGN_OR_RETURN(std::vector<ShardFileInfo> files, store_->Finish());
     for (const ShardFileInfo& f : files) finished_bytes_ += f.bytes;
     files_ = std::move(files);

@@ -32,9 +32,9 @@ struct DatasetWriterOptions {
   uint32_t record_alignment = kDefaultRecordAlignment;
   // Replace an existing dataset at the output path once the new one is complete. Default false.
   bool overwrite = false;
-  // Storage backend: "shards" (kiln's shard files) or "lmdb" (one LMDB environment; NotSupported
-  // in builds without LMDB). Default "shards". shard_size_bytes and record_alignment apply to
-  // shards only.
+  // Storage backend: "shards" (kiln's shard files), "lmdb" (one LMDB environment) or "hdf5"
+  // (one HDF5 file, formats/hdf5_format.md); lmdb and hdf5 are NotSupported in builds without
+  // them. Default "shards". shard_size_bytes and record_alignment apply to shards only.
   std::string format = "shards";
   // LMDB only: the map size the environment starts with, in bytes; it doubles whenever it fills,
   // so this is a tuning knob, never a limit. 0 = the default (256 MiB); else [64 KiB, 1 TiB].
@@ -90,6 +90,10 @@ inline constexpr char kStagingMarkerFileName[] = ".kiln-staging";
 
 // Returns the file name of shard `index`: "shard-00000.kiln".
 std::string ShardFileName(uint32_t index);
+
+// Returns true when this build can write and read datasets of storage `format` ("shards",
+// "lmdb", "hdf5"). LMDB and HDF5 are optional at build time.
+bool IsFormatSupported(const std::string& format);
 
 // Removes `path` and everything below it. Errors: IOError naming the path.
 Status RemoveTree(const std::string& path);

@@ -21,7 +21,7 @@ inline constexpr char kManifestFileName[] = "kiln.json";
 inline constexpr int kManifestVersion = 1;
 
 struct Manifest {
-  std::string format = "shards";  // storage backend: "shards" or "lmdb" (HDF5 to follow)
+  std::string format = "shards";  // storage backend: "shards", "lmdb" or "hdf5"
   std::string tool;               // "kiln <version>" that wrote the dataset
   TensorSchema schema;
   uint64_t samples = 0;                  // records in the dataset, all files together

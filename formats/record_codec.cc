@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -85,8 +86,13 @@ Status RecordDecoder::Decode(const uint8_t* stored, size_t stored_size, Codec co
       std::memcpy(out, stored, raw_size);
       return Status::Ok();
     case Codec::kZstd: {
+      const auto start = std::chrono::steady_clock::now();
       const size_t n =
           ZSTD_decompressDCtx(static_cast<ZSTD_DCtx*>(dctx_), out, raw_size, stored, stored_size);
+      zstd_ns_ += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::steady_clock::now() - start)
+                                            .count());
+      ++zstd_records_;
       if (ZSTD_isError(n)) return Status::Corruption(std::string("zstd: ") + ZSTD_getErrorName(n));
       if (n != raw_size) {
         return Status::Corruption("decoded " + std::to_string(n) + " bytes, expected " +

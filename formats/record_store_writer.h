@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "formats/manifest.h"
 #include "formats/record_codec.h"
 #include "formats/shard_writer.h"
 #include "formats/status.h"
@@ -24,6 +25,11 @@ class RecordStoreWriter {
 
   // Returns the bytes written so far (an estimate while writes are buffered).
   virtual uint64_t bytes_written() const = 0;
+
+  // Receives the dataset's manifest (every field but `files`, which describes the files Finish
+  // returns) just before Finish(), for backends that keep a copy inside their file (HDF5).
+  // Default: ignores it.
+  virtual void SetManifest(const Manifest& manifest) { (void)manifest; }
 
   // Makes every record durable, closes the files and returns them (size and whole-file XXH3-64
   // computed after closing) for the manifest. Errors: IOError naming the file.

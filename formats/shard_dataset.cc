@@ -8,6 +8,9 @@
 #if KILN_HAVE_LMDB
 #include "formats/lmdb_dataset.h"
 #endif
+#if KILN_HAVE_HDF5
+#include "formats/hdf5_dataset.h"
+#endif
 
 namespace kiln {
 
@@ -23,6 +26,13 @@ Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir) {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<LmdbDataset> lmdb,
                           LmdbDataset::Open(dir, std::move(manifest)));
     return std::unique_ptr<Dataset>(std::move(lmdb));
+  }
+#endif
+#if KILN_HAVE_HDF5
+  if (manifest.format == "hdf5") {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Hdf5Dataset> hdf5,
+                          Hdf5Dataset::Open(dir, std::move(manifest)));
+    return std::unique_ptr<Dataset>(std::move(hdf5));
   }
 #endif
   return Status::NotSupported(dir + ": storage format '" + manifest.format +

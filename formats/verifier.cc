@@ -15,6 +15,9 @@
 #if KILN_HAVE_LMDB
 #include "formats/lmdb_verifier.h"
 #endif
+#if KILN_HAVE_HDF5
+#include "formats/hdf5_verifier.h"
+#endif
 
 namespace kiln {
 
@@ -194,6 +197,12 @@ VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options)
 #if KILN_HAVE_LMDB
   if (manifest->format == "lmdb") {
     VerifyLmdbDataset(dir, *manifest, options, &report);
+    return report;
+  }
+#endif
+#if KILN_HAVE_HDF5
+  if (manifest->format == "hdf5") {
+    VerifyHdf5Dataset(dir, *manifest, options, &report);
     return report;
   }
 #endif

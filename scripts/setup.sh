@@ -22,6 +22,10 @@ KILN_DEBIAN_PACKAGES=(
   libjpeg-turbo-progs imagemagick python3 python3-numpy python3-pil zstd
   # LMDB interop tests: python3-lmdb reads our environments, mdb_stat inspects them
   python3-lmdb lmdb-utils
+  # Python package (python/): bindings, DLPack, and its tests and training sample
+  python3-dev pybind11-dev libdlpack-dev python3-pytest python3-torch python3-torchvision
+  # HDF5 interop tests: h5py (+ hdf5plugin for zstd chunks) reads our files, h5dump shows them
+  python3-h5py python3-hdf5plugin hdf5-tools
 )
 
 cd "$(dirname "$0")/.."

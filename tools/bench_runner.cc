@@ -1,8 +1,18 @@
 #include "tools/bench_runner.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <vector>
 
 #include "reader/sampler.h"
@@ -13,11 +23,203 @@ namespace {
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
+
+struct Usage {
+  double cpu_seconds = 0;
+  uint64_t major_faults = 0;
+  double peak_rss_mb = 0;
+};
+
+Usage GetUsage() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  Usage u;
+  u.cpu_seconds = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+                  ru.ru_stime.tv_usec / 1e6;
+  u.major_faults = static_cast<uint64_t>(ru.ru_majflt);
+  u.peak_rss_mb = ru.ru_maxrss * 1024.0 / 1e6;  // ru_maxrss is in KiB on Linux
+  return u;
+}
+
+// A field of /proc/self/status ("RssAnon", "RssFile") in 10^6 bytes; 0 where unavailable.
+double ProcStatusMb(const char* field) {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  double kib = 0;
+  const size_t len = std::strlen(field);
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
+      kib = std::atof(line + len + 1);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib * 1024.0 / 1e6;
+}
+
+std::vector<std::string> RegularFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) files.push_back(it->path().string());
+  }
+  return files;
+}
+
+std::string Percent(double part, double whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  return buf;
+}
 }  // namespace
+
+Status DropPageCache(const std::string& dir) {
+  for (const std::string& path : RegularFiles(dir)) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::IOError(path + ": cannot open to drop its cached pages");
+    ::fsync(fd);  // dirty pages cannot be dropped; a freshly packed dataset may have some
+    const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    if (rc != 0) return Status::IOError(path + ": posix_fadvise(DONTNEED) failed");
+  }
+  return Status::Ok();
+}
+
+double ResidentFraction(const std::string& dir) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t total = 0, resident = 0;
+  std::vector<unsigned char> vec;
+  for (const std::string& path : RegularFiles(dir)) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    if (size > 0) {
+      void* map = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
+      if (map != MAP_FAILED) {
+        const uint64_t pages = (static_cast<uint64_t>(size) + page - 1) / page;
+        vec.assign(pages, 0);
+        if (::mincore(map, static_cast<size_t>(size), vec.data()) == 0) {
+          total += pages;
+          for (unsigned char v : vec) resident += v & 1;
+        }
+        ::munmap(map, static_cast<size_t>(size));
+      }
+    }
+    ::close(fd);
+  }
+  return total ? static_cast<double>(resident) / total : 0.0;
+}
+
+void Diagnose(BenchReport* r) {
+  const double t = r->seconds;
+  char buf[512];
+  // The consumer rarely waits in the steady state (after the first batch, whose latency is
+  // reported on its own): the loader is ahead, whatever its stages cost.
+  const double steady_wait = r->consumer_wait_seconds - r->first_batch_wait_seconds;
+  const double steady_t = t - r->first_batch_wait_seconds;
+  if (steady_t > 0 && steady_wait < 0.10 * steady_t) {
+    r->bottleneck = "consumer";
+    std::snprintf(buf, sizeof(buf),
+                  "bottleneck: consumer. After the first batch it waited for batches only %s of "
+                  "the time (%s busy in its own work) while the fetch threads waited %.3f s for "
+                  "free slots: the loader is ahead; more threads or prefetch will not help",
+                  Percent(steady_wait, steady_t).c_str(),
+                  r->consumer_ms > 0 ? Percent(r->consumer_seconds, t).c_str() : "mostly",
+                  r->slot_wait_seconds);
+    r->verdict = buf;
+    return;
+  }
+  const double fetch = std::max(r->fetch_seconds, 1e-12);
+  const double busy = r->threads && t > 0 ? r->fetch_seconds / (r->threads * t) : 0;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // Storage is in play when the pages were dropped, many were not resident at open, or reads
+  // faulted to storage often; otherwise time off the CPU is preemption by other work.
+  const bool faulted =
+      r->cache == "cold" || r->resident_fraction < 0.95 || r->major_faults >= 64;
+  if (faulted && r->storage_wait_seconds > 0.3 * fetch) {
+    r->bottleneck = "storage";
+    std::snprintf(buf, sizeof(buf),
+                  "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
+                  "spent %s of their fetch time off the CPU with %llu major page faults (%s "
+                  "cache): reads from storage limit the rate; more threads or prefetch overlap "
+                  "more I/O",
+                  Percent(r->consumer_wait_seconds, t).c_str(),
+                  Percent(r->storage_wait_seconds, fetch).c_str(),
+                  static_cast<unsigned long long>(r->major_faults), r->cache.c_str());
+    r->verdict = buf;
+    return;
+  }
+  struct Stage {
+    const char* name;
+    double seconds;
+  };
+  const Stage stages[] = {{"decompression", r->decompress_seconds},
+                          {"augment", r->augment_seconds},
+                          {"copy", r->copy_seconds},
+                          {"upload", r->upload_seconds}};
+  const Stage* top = &stages[0];
+  for (const Stage& s : stages) {
+    if (s.seconds > top->seconds) top = &s;
+  }
+  r->bottleneck = top->name;
+  std::string why;
+  if (r->bottleneck == "decompression") {
+    std::snprintf(buf, sizeof(buf),
+                  "zstd took %s of the fetch time (%llu records, %.2f us each): store records "
+                  "raw (--compress none) if the data fits the page cache, or add threads",
+                  Percent(r->decompress_seconds, fetch).c_str(),
+                  static_cast<unsigned long long>(r->zstd_records),
+                  r->zstd_records ? r->decompress_seconds * 1e6 / r->zstd_records : 0.0);
+  } else if (r->bottleneck == "augment") {
+    std::snprintf(buf, sizeof(buf), "crop/flip took %s of the fetch time: add threads",
+                  Percent(r->augment_seconds, fetch).c_str());
+  } else {
+    std::snprintf(buf, sizeof(buf),
+                  "index lookup, checksum and copy into the batch slots took %s of the fetch time "
+                  "(%.0f MB/s per busy thread, %llu zstd records): memory bandwidth and latency "
+                  "limit the rate",
+                  Percent(r->copy_seconds, fetch).c_str(),
+                  r->fetch_seconds > 0 ? r->bytes / 1e6 / r->fetch_seconds : 0.0,
+                  static_cast<unsigned long long>(r->zstd_records));
+  }
+  why = buf;
+  // A starved process looks like an idle loader: say so when the CPU it got is far below what
+  // its threads could use (other load on the machine).
+  const double usable_cores = std::min<double>(cores, r->threads + 1.0);
+  if (t > 0 && r->cpu_seconds < 0.6 * usable_cores * t) {
+    double load = 0;
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+      if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+      std::fclose(f);
+    }
+    std::snprintf(buf, sizeof(buf),
+                  "; note: the process got only %.0f%% of one core while the consumer waited: "
+                  "other work competes for the CPU (load average %.1f on %u cores), so these "
+                  "figures understate the loader",
+                  100.0 * r->cpu_seconds / t, load, cores);
+    why += buf;
+  }
+  std::snprintf(buf, sizeof(buf),
+                "bottleneck: %s. The consumer waited %s of the time; fetch threads busy %s "
+                "(%u threads on %u cores, process CPU %.0f%% of one core); ",
+                top->name, Percent(r->consumer_wait_seconds, t).c_str(),
+                Percent(busy, 1.0).c_str(), r->threads, cores,
+                t > 0 ? 100.0 * r->cpu_seconds / t : 0.0);
+  r->verdict = buf + why;
+}
 
 Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options) {
   BenchReport r;
   r.dir = dir;
+  r.consumer_ms = options.consumer_ms;
+  if (options.cold) {
+    KILN_RETURN_IF_ERROR(DropPageCache(dir));
+    r.cache = "cold";
+  }
+  r.resident_fraction = ResidentFraction(dir);
+  const Usage open_usage = GetUsage();
   const auto open_start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, Loader::Open(dir, options.loader));
   r.open_seconds = SecondsSince(open_start);
@@ -30,6 +232,8 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   std::vector<uint8_t> seen(n, 0);
   uint64_t first_epoch_samples = 0;
   bool duplicates = false;
+  const auto consumer_step = std::chrono::duration<double, std::milli>(options.consumer_ms);
+  const Usage start_usage = GetUsage();
   const auto start = std::chrono::steady_clock::now();
   for (uint32_t e = 0; e < options.epochs; ++e) {
     loader->SetEpoch(options.loader.start_epoch + e);
@@ -37,7 +241,10 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
     while (true) {
       KILN_ASSIGN_OR_RETURN(bool more, loader->Next(&batch));
       if (!more) break;
-      if (r.batches == 0) r.first_batch_seconds = SecondsSince(open_start);
+      if (r.batches == 0) {
+        r.first_batch_seconds = SecondsSince(open_start);
+        r.first_batch_wait_seconds = loader->stats().consumer_wait_ns / 1e9;
+      }
       ++r.batches;
       r.samples += batch.size;
       r.bytes += batch.bytes();
@@ -52,16 +259,105 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
           }
         }
       }
+      if (options.consumer_ms > 0) {  // a training step that takes consumer_ms per batch
+        const auto step_start = std::chrono::steady_clock::now();
+        std::this_thread::sleep_for(consumer_step);
+        r.consumer_seconds += SecondsSince(step_start);
+      }
     }
   }
   r.seconds = SecondsSince(start);
+  const Usage end_usage = GetUsage();
   const LoaderStats stats = loader->stats();
+  r.cpu_seconds = end_usage.cpu_seconds - start_usage.cpu_seconds;
+  r.major_faults = end_usage.major_faults - open_usage.major_faults;
+  r.peak_rss_mb = end_usage.peak_rss_mb;
+  r.rss_anon_mb = ProcStatusMb("RssAnon");  // with the loader still open
+  r.rss_file_mb = ProcStatusMb("RssFile");
+  r.slot_wait_seconds = stats.slot_wait_ns / 1e9;
+  r.fetch_seconds = stats.fetch_ns / 1e9;
+  r.fetch_cpu_seconds = stats.fetch_cpu_ns / 1e9;
+  r.storage_wait_seconds = std::max(0.0, r.fetch_seconds - r.fetch_cpu_seconds);
+  r.decompress_seconds = stats.decompress_ns / 1e9;
+  r.augment_seconds = stats.augment_ns / 1e9;
+  r.zstd_records = stats.zstd_records;
+  // Copy is what remains of the on-CPU fetch time after zstd and crop/flip.
+  r.copy_seconds =
+      std::max(0.0, std::min(r.fetch_seconds, r.fetch_cpu_seconds) - r.decompress_seconds -
+                        r.augment_seconds);
+  r.consumer_wait_seconds = stats.consumer_wait_ns / 1e9;
   const uint64_t expected = loader->samples_per_epoch();
   r.every_sample_once = !duplicates && first_epoch_samples == expected;
   r.samples_per_s = r.seconds > 0 ? r.samples / r.seconds : 0;
   r.mb_per_s = r.seconds > 0 ? r.bytes / 1e6 / r.seconds : 0;
   r.consumer_wait_fraction = r.seconds > 0 ? stats.consumer_wait_ns / 1e9 / r.seconds : 0;
+  Diagnose(&r);
   return r;
+}
+
+Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options,
+                             uint32_t cores) {
+  SweepReport sweep;
+  std::vector<uint32_t> threads;
+  const uint32_t max_threads = std::min<uint32_t>(256, 2 * std::max(1u, cores));
+  for (uint32_t t = 1; t <= max_threads; t *= 2) threads.push_back(t);
+  if (threads.back() != max_threads) threads.push_back(max_threads);
+  for (uint32_t t : threads) {
+    for (uint32_t p : {1u, 2u, 4u, 8u}) {
+      BenchOptions o = options;
+      o.loader.num_threads = t;
+      o.loader.prefetch = p;
+      KILN_ASSIGN_OR_RETURN(BenchReport r, RunBench(dir, o));
+      sweep.runs.push_back(std::move(r));
+    }
+  }
+  double best = 0;
+  for (const BenchReport& r : sweep.runs) best = std::max(best, r.samples_per_s);
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {  // ordered by threads, then prefetch
+    if (sweep.runs[i].samples_per_s >= 0.97 * best) {
+      sweep.recommended = i;
+      break;
+    }
+  }
+  return sweep;
+}
+
+std::string SweepReportJson(const SweepReport& sweep) {
+  const BenchReport& best = sweep.runs[sweep.recommended];
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(BenchReportJson(best));
+  j["recommended"] = {{"threads", best.threads}, {"prefetch", best.prefetch}};
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const BenchReport& r : sweep.runs) {
+    rows.push_back({{"threads", r.threads},
+                    {"prefetch", r.prefetch},
+                    {"samples_per_s", r.samples_per_s},
+                    {"mb_per_s", r.mb_per_s},
+                    {"consumer_wait_fraction", r.consumer_wait_fraction},
+                    {"first_batch_seconds", r.first_batch_seconds},
+                    {"bottleneck", r.bottleneck},
+                    {"every_sample_once", r.every_sample_once}});
+  }
+  j["sweep"] = rows;
+  return j.dump();
+}
+
+std::string SweepReportText(const SweepReport& sweep) {
+  std::string out = "threads  prefetch  samples/s     MB/s  consumer wait  bottleneck\n";
+  char line[256];
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const BenchReport& r = sweep.runs[i];
+    std::snprintf(line, sizeof(line), "%7u  %8u  %9.0f  %7.1f  %12.0f%%  %s%s\n", r.threads,
+                  r.prefetch, r.samples_per_s, r.mb_per_s, 100 * r.consumer_wait_fraction,
+                  r.bottleneck.c_str(), i == sweep.recommended ? "  <- recommended" : "");
+    out += line;
+  }
+  const BenchReport& best = sweep.runs[sweep.recommended];
+  std::snprintf(line, sizeof(line),
+                "recommended: --threads %u --prefetch %u (%.0f samples/s; the fewest threads, "
+                "then the shallowest prefetch, within 3%% of the best; %s cache)\n",
+                best.threads, best.prefetch, best.samples_per_s, best.cache.c_str());
+  out += line;
+  return out;
 }
 
 std::string BenchReportJson(const BenchReport& r) {
@@ -83,6 +379,29 @@ std::string BenchReportJson(const BenchReport& r) {
   j["pinned"] = r.pinned;
   j["every_sample_once"] = r.every_sample_once;
   j["checksum"] = r.checksum;
+  j["cache"] = r.cache;
+  j["resident_fraction"] = r.resident_fraction;
+  j["slot_wait_seconds"] = r.slot_wait_seconds;
+  j["fetch_seconds"] = r.fetch_seconds;
+  j["fetch_cpu_seconds"] = r.fetch_cpu_seconds;
+  j["storage_wait_seconds"] = r.storage_wait_seconds;
+  j["decompress_seconds"] = r.decompress_seconds;
+  j["augment_seconds"] = r.augment_seconds;
+  j["copy_seconds"] = r.copy_seconds;
+  j["upload_seconds"] = r.upload_seconds;
+  j["upload"] = "none: the loader fills host memory; no GPU upload is timed";
+  j["consumer_wait_seconds"] = r.consumer_wait_seconds;
+  j["first_batch_wait_seconds"] = r.first_batch_wait_seconds;
+  j["consumer_seconds"] = r.consumer_seconds;
+  j["consumer_ms"] = r.consumer_ms;
+  j["zstd_records"] = r.zstd_records;
+  j["cpu_seconds"] = r.cpu_seconds;
+  j["major_faults"] = r.major_faults;
+  j["peak_rss_mb"] = r.peak_rss_mb;
+  j["rss_anon_mb"] = r.rss_anon_mb;
+  j["rss_file_mb"] = r.rss_file_mb;
+  j["bottleneck"] = r.bottleneck;
+  j["verdict"] = r.verdict;
   return j.dump();
 }
 
@@ -97,7 +416,19 @@ std::string BenchReportText(const BenchReport& r) {
                 r.samples_per_s, r.mb_per_s, r.threads, r.prefetch,
                 r.pinned ? "pinned" : "pageable", r.open_seconds * 1e3,
                 r.first_batch_seconds * 1e3, r.every_sample_once ? "yes" : "NO");
-  return line;
+  std::string out = line;
+  std::snprintf(line, sizeof(line),
+                "%s cache (%.0f%% of the files resident at open); stages (s, fetch threads "
+                "summed): slot wait %.3f, fetch %.3f = [off-CPU/storage %.3f, decompress %.3f, "
+                "augment %.3f, copy %.3f], upload 0 (no GPU); consumer: wait %.3f, work %.3f; "
+                "CPU %.2f s, %llu major faults, peak RSS %.1f MB\n",
+                r.cache.c_str(), 100 * r.resident_fraction, r.slot_wait_seconds, r.fetch_seconds,
+                r.storage_wait_seconds, r.decompress_seconds, r.augment_seconds, r.copy_seconds,
+                r.consumer_wait_seconds, r.consumer_seconds, r.cpu_seconds,
+                static_cast<unsigned long long>(r.major_faults), r.peak_rss_mb);
+  out += line;
+  out += r.verdict + "\n";
+  return out;
 }
 
 }  // namespace kiln

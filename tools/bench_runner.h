@@ -1,7 +1,8 @@
 // kiln::RunBench: drives a Loader over a dataset for `kiln bench` and measures throughput.
 //
-// The consumer touches nothing but the batch handles, so the figures are the loader's own rate
-// (what a training step that never waits would see). The first epoch also proves that every
+// The consumer touches nothing but the batch handles (and, with consumer_ms, sleeps per batch
+// like a training step), so the figures are the loader's own rate. Stage times come from
+// LoaderStats; Diagnose() names the bottleneck. The first epoch also proves that every
 // sample of this rank was delivered exactly once.
 // Thread safety: reentrant.
 #ifndef KILN_TOOLS_BENCH_RUNNER_H_
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "formats/status.h"
 #include "reader/loader.h"
@@ -18,6 +20,8 @@ namespace kiln {
 struct BenchOptions {
   LoaderOptions loader;
   uint32_t epochs = 3;  // epochs timed after opening. Default 3.
+  double consumer_ms = 0;  // simulated training step: the consumer sleeps this long per batch
+  bool cold = false;       // drop the dataset files' pages from the page cache before opening
 };
 
 struct BenchReport {
@@ -38,7 +42,55 @@ struct BenchReport {
   double consumer_wait_fraction = 0;  // share of `seconds` the consumer waited for batches
   bool every_sample_once = false;  // epoch 0 delivered each of this rank's samples exactly once
   uint64_t checksum = 0;           // XOR-folded hash of all labels and sample indices delivered
+
+  // Page cache: "cold" when the files' pages were dropped first (--cold), else "warm";
+  // resident_fraction is the share of the dataset's file bytes in the page cache at open.
+  std::string cache = "warm";
+  double resident_fraction = 0;
+  // Stages, in seconds. Fetch-thread stages are summed over threads (divide by threads x
+  // seconds for a busy share); consumer stages are on the consumer thread.
+  double slot_wait_seconds = 0;      // fetch threads waiting for a free batch slot (or, at an
+                                     // epoch's end, for work)
+  double fetch_seconds = 0;          // fetch threads reading samples (all of the below)
+  double fetch_cpu_seconds = 0;      //   of which on the CPU
+  double storage_wait_seconds = 0;   //   off the CPU (page faults waiting for storage, preemption)
+  double decompress_seconds = 0;     //   in zstd
+  double augment_seconds = 0;        //   in crop/flip (estimated from every 8th sample)
+  double copy_seconds = 0;           //   the rest: index lookup, checksum, copy into the slot
+  double upload_seconds = 0;         // host-to-device copies: 0, the loader does not upload
+  double consumer_wait_seconds = 0;  // consumer waiting for a batch
+  double first_batch_wait_seconds = 0;  // of which for the first batch
+  double consumer_seconds = 0;       // consumer's simulated work (--consumer-ms)
+  uint64_t zstd_records = 0;         // records decompressed
+  double cpu_seconds = 0;            // process user + system CPU time during the timed epochs
+  uint64_t major_faults = 0;         // page faults that read storage, during open + epochs
+  double peak_rss_mb = 0;            // process peak resident set (getrusage), 10^6 bytes
+  double rss_anon_mb = 0;            // anonymous resident memory at the end, loader open
+  double rss_file_mb = 0;            // file-backed resident memory (mapped dataset pages)
+  double consumer_ms = 0;
+  std::string bottleneck;  // storage, decompression, copy, augment, upload or consumer
+  std::string verdict;     // one line: the bottleneck and why
 };
+
+// Names the bottleneck of a finished run from its stage times (fills bottleneck and verdict).
+void Diagnose(BenchReport* report);
+
+// Drops every regular file's pages under `dir` from the page cache (fsync, then
+// posix_fadvise(POSIX_FADV_DONTNEED)). Errors: IOError naming the file.
+Status DropPageCache(const std::string& dir);
+// The share of the bytes of the regular files under `dir` resident in the page cache (mincore).
+double ResidentFraction(const std::string& dir);
+
+// `kiln bench --sweep`: runs over thread counts 1, 2, 4, ... up to 2x `cores` (and 2x cores
+// itself) and prefetch depths 1, 2, 4, 8.
+struct SweepReport {
+  std::vector<BenchReport> runs;
+  size_t recommended = 0;  // index in runs: the fewest threads, then the shallowest prefetch,
+                           // within 3% of the best rate
+};
+Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options, uint32_t cores);
+std::string SweepReportJson(const SweepReport& sweep);
+std::string SweepReportText(const SweepReport& sweep);
 
 // Errors: as Loader::Open, and the first error a batch carries.
 Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options);

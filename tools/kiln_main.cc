@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "formats/verifier.h"
@@ -106,8 +107,8 @@ int main(int argc, char** argv) {
   pack->add_option("--mean", mean, "Per-channel mean in [0,1] for float dtypes, e.g. 0.485,0.456,0.406");
   pack->add_option("--std", std_dev, "Per-channel std for float dtypes, e.g. 0.229,0.224,0.225");
   std::string format = "shards";
-  pack->add_option("--format", format, "Storage format: shards (default) or lmdb")
-      ->check(CLI::IsMember({"shards", "lmdb"}));
+  pack->add_option("--format", format, "Storage format: shards (default), lmdb or hdf5")
+      ->check(CLI::IsMember({"shards", "lmdb", "hdf5"}));
   pack->add_option("--shard-size", shard_size, "Maximum shard size, e.g. 64MiB (default 128MiB)");
   pack->add_option("--compress", compress, "none, zstd or zstd:LEVEL (per record)");
   pack->add_option("--threads", threads, "Worker threads (default: all cores)")
@@ -158,6 +159,15 @@ int main(int argc, char** argv) {
   bench->add_flag("--no-shuffle", no_shuffle, "Read in dataset order");
   bench->add_flag("--shuffle", "Shuffle (the default)");
   bench->add_flag("--json", json, "Print one JSON object on stdout");
+  bool bench_sweep = false;
+  bench->add_flag("--sweep", bench_sweep,
+                  "Run over thread counts 1, 2, 4, ... (up to 2x cores) and prefetch 1, 2, 4, 8; "
+                  "print a table and the recommended setting");
+  bench->add_flag("--cold", bench_options.cold,
+                  "Drop the dataset files' pages from the page cache before each run");
+  bench->add_option("--consumer-ms", bench_options.consumer_ms,
+                    "Simulated training step: sleep this many ms per batch (0)")
+      ->check(CLI::Range(0.0, 60000.0));
 
   try {
     app.parse(argc, argv);
@@ -250,6 +260,20 @@ int main(int argc, char** argv) {
   if (bench->parsed()) {
     bench_options.loader.shuffle = !no_shuffle;
     bench_options.loader.num_threads = bench_threads;
+    if (bench_sweep) {
+      kiln::Result<kiln::SweepReport> sweep = kiln::RunSweep(
+          dataset, bench_options, std::max(1u, std::thread::hardware_concurrency()));
+      if (!sweep.ok()) return Fail(sweep.status());
+      if (json) {
+        std::cout << kiln::SweepReportJson(*sweep) << "\n";
+      } else {
+        std::cout << kiln::BenchReportText(sweep->runs[sweep->recommended])
+                  << kiln::SweepReportText(*sweep);
+      }
+      bool all_once = true;
+      for (const kiln::BenchReport& r : sweep->runs) all_once &= r.every_sample_once;
+      return all_once ? kExitOk : kExitDataProblem;
+    }
     kiln::Result<kiln::BenchReport> report = kiln::RunBench(dataset, bench_options);
     if (!report.ok()) return Fail(report.status());
     std::cout << (json ? kiln::BenchReportJson(*report) + "\n" : kiln::BenchReportText(*report));

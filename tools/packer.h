@@ -45,7 +45,8 @@ struct PackOptions {
   DecodeOptions decode;          // channels are taken from preprocess.schema
   Compression compression;       // per-record. Default none.
   uint64_t shard_size_bytes = uint64_t{128} << 20;  // Default 128 MiB.
-  std::string format = "shards";  // "shards" or "lmdb" (formats/lmdb_format.md). Default shards.
+  // "shards", "lmdb" (formats/lmdb_format.md) or "hdf5" (formats/hdf5_format.md). Default shards.
+  std::string format = "shards";
   uint32_t threads = 0;          // 0 = every hardware thread
   std::optional<uint64_t> shuffle_seed;  // write-time shuffle (recorded in the manifest)
   OnError on_error = OnError::kSkip;

@@ -4,12 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <opencv2/imgcodecs.hpp>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -131,6 +133,84 @@ TEST_F(KilnCliTest, BenchReadsEverySampleAndReportsRates) {
   EXPECT_GT(j.at("mb_per_s").get<double>(), 0.0);
   EXPECT_GT(j.at("seconds").get<double>(), 0.0);
   EXPECT_TRUE(j.at("every_sample_once").get<bool>());
+}
+
+TEST_F(KilnCliTest, BenchJsonReportsStagesMemoryAndABottleneck) {
+  const CliRun r = Kiln("bench " + *dataset_ + " --epochs 2 --batch-size 100 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"samples", "seconds", "samples_per_s", "mb_per_s", "every_sample_once",
+                          "open_seconds", "first_batch_seconds", "consumer_wait_fraction",
+                          "slot_wait_seconds", "fetch_seconds", "fetch_cpu_seconds",
+                          "storage_wait_seconds", "decompress_seconds", "augment_seconds",
+                          "copy_seconds", "upload_seconds", "consumer_wait_seconds",
+                          "consumer_seconds", "zstd_records", "cpu_seconds", "major_faults",
+                          "peak_rss_mb", "resident_fraction"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j.at("cache"), "warm");
+  EXPECT_GT(j.at("first_batch_seconds").get<double>(), 0.0);
+  EXPECT_GT(j.at("peak_rss_mb").get<double>(), 0.0);
+  EXPECT_EQ(j.at("upload_seconds").get<double>(), 0.0);
+  // The test dataset is zstd-compressed (records zstd would not shrink are stored raw).
+  EXPECT_GT(j.at("zstd_records").get<uint64_t>(), 1000u);
+  EXPECT_LE(j.at("zstd_records").get<uint64_t>(), 2000u);
+  EXPECT_GT(j.at("decompress_seconds").get<double>(), 0.0);
+  EXPECT_LE(j.at("decompress_seconds").get<double>(), j.at("fetch_seconds").get<double>());
+  const std::string bottleneck = j.at("bottleneck");
+  EXPECT_TRUE(bottleneck == "storage" || bottleneck == "decompression" || bottleneck == "copy" ||
+              bottleneck == "augment" || bottleneck == "upload" || bottleneck == "consumer")
+      << bottleneck;
+  EXPECT_NE(j.at("verdict").get<std::string>().find("bottleneck: " + bottleneck),
+            std::string::npos);
+}
+
+TEST_F(KilnCliTest, BenchSlowConsumerIsTheBottleneck) {
+  // 20 ms per batch of 100 against a loader that fills one in well under a millisecond.
+  const CliRun r = Kiln("bench " + *dataset_ +
+                        " --epochs 2 --batch-size 100 --threads 2 --consumer-ms 20 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("bottleneck"), "consumer") << j.at("verdict");
+  EXPECT_GE(j.at("consumer_seconds").get<double>(), 20 * 0.020);
+  EXPECT_TRUE(j.at("every_sample_once").get<bool>());
+  const CliRun text = Kiln("bench " + *dataset_ + " --epochs 1 --batch-size 100 --consumer-ms 20");
+  EXPECT_NE(text.out.find("bottleneck: consumer"), std::string::npos) << text.out;
+}
+
+TEST_F(KilnCliTest, BenchColdSaysItWasCold) {
+  const CliRun r = Kiln("bench " + *dataset_ + " --epochs 1 --cold --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("cache"), "cold");
+  const CliRun text = Kiln("bench " + *dataset_ + " --epochs 1 --cold");
+  EXPECT_NE(text.out.find("cold cache"), std::string::npos) << text.out;
+}
+
+TEST_F(KilnCliTest, BenchSweepTablesThreadsByPrefetchAndRecommends) {
+  const CliRun r = Kiln("bench " + *dataset_ + " --epochs 1 --batch-size 100 --sweep --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& rows = j.at("sweep");
+  ASSERT_EQ(rows.size() % 4, 0u);
+  ASSERT_GE(rows.size(), 4u);
+  EXPECT_EQ(rows[0].at("threads"), 1);
+  const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_EQ(rows.back().at("threads").get<uint32_t>(), std::min(256u, 2 * cores));
+  bool found = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].at("prefetch").get<uint32_t>(), (1u << (i % 4)));
+    EXPECT_GT(rows[i].at("samples_per_s").get<double>(), 0.0);
+    EXPECT_TRUE(rows[i].at("every_sample_once").get<bool>());
+    found |= rows[i].at("threads") == j.at("recommended").at("threads") &&
+             rows[i].at("prefetch") == j.at("recommended").at("prefetch");
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(j.at("samples"), 1000);  // the recommended run's own keys stay at the top level
+  const CliRun text = Kiln("bench " + *dataset_ + " --epochs 1 --batch-size 100 --sweep");
+  ASSERT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("threads  prefetch"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("recommended: --threads"), std::string::npos) << text.out;
 }
 
 TEST_F(KilnCliTest, ShowWritesAGridPng) {

@@ -1,0 +1,90 @@
+"""kiln's exceptions: every kiln failure is a :class:`KilnError` carrying kiln's message.
+
+The message is kiln's own and says where: the file, and where it applies the record index and byte
+offset (``"... shard-00000.kiln record 12 at offset 8192: checksum mismatch ..."``). ``code`` is
+the kiln status code name (``"Corruption"``, ``"NotFound"``, ...). Subclasses let callers catch
+one kind, and each also derives from the closest built-in exception:
+
+====================  ==============================  ==========================
+kiln status code      exception                       also a
+====================  ==============================  ==========================
+InvalidArgument       :class:`InvalidArgumentError`   ``ValueError``
+NotFound              :class:`NotFoundError`          ``FileNotFoundError``
+Corruption            :class:`CorruptionError`        ``RuntimeError``
+IOError               :class:`KilnIOError`            ``OSError``
+NotSupported          :class:`NotSupportedError`      ``NotImplementedError``
+OutOfRange            :class:`OutOfRangeError`        ``IndexError``
+Cancelled, Internal   :class:`KilnError`              ``RuntimeError``
+====================  ==============================  ==========================
+"""
+
+
+class KilnError(RuntimeError):
+    """A kiln operation failed. ``str(e)`` is kiln's message; ``e.code`` its status code name."""
+
+    code = "Unknown"
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class InvalidArgumentError(KilnError, ValueError):
+    """An argument or option is out of range or malformed (the message names it)."""
+
+    code = "InvalidArgument"
+
+
+class NotFoundError(KilnError, FileNotFoundError):
+    """A file or directory does not exist, or a directory is not a kiln dataset."""
+
+    code = "NotFound"
+
+    def __init__(self, message, code=None):
+        KilnError.__init__(self, message, code)
+
+    def __str__(self):
+        return self.args[0] if self.args else ""
+
+
+class CorruptionError(KilnError):
+    """Bytes on disk do not match their format or checksum (file, record and offset named)."""
+
+    code = "Corruption"
+
+
+class KilnIOError(KilnError, OSError):
+    """The operating system refused an operation (open, read, write, rename)."""
+
+    code = "IOError"
+
+    def __init__(self, message, code=None):
+        KilnError.__init__(self, message, code)
+
+    def __str__(self):
+        return self.args[0] if self.args else ""
+
+
+class NotSupportedError(KilnError, NotImplementedError):
+    """A valid request this build or format version cannot serve."""
+
+    code = "NotSupported"
+
+
+class OutOfRangeError(KilnError, IndexError):
+    """An index or size beyond a valid bound."""
+
+    code = "OutOfRange"
+
+
+_BY_CODE = {
+    cls.code: cls
+    for cls in (InvalidArgumentError, NotFoundError, CorruptionError, KilnIOError,
+                NotSupportedError, OutOfRangeError)
+}
+
+
+def error_from_status(code, message):
+    """Returns the exception instance for a kiln status (used by the C++ extensions)."""
+    return _BY_CODE.get(code, KilnError)(message, code)

@@ -1,0 +1,381 @@
+"""kiln.Loader: shuffled batches of a packed dataset as torch tensors or NumPy arrays."""
+
+import os
+import threading
+
+from . import _core
+
+_TAILS = ("short", "drop", "pad")
+
+
+def _import_torch():
+    try:
+        import torch
+        import torch.utils.dlpack
+    except ImportError:
+        return None
+    return torch
+
+
+def _env_int(name, default):
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
+
+
+def _crop_size(crop):
+    if crop is None:
+        return 0, 0
+    if isinstance(crop, int):
+        return crop, crop
+    crop = tuple(crop)
+    if len(crop) != 2:
+        raise ValueError(f"crop must be an int or (height, width), got {crop!r}")
+    return int(crop[0]), int(crop[1])
+
+
+class Loader:
+    """Streams shuffled batches of a kiln dataset (made by ``kiln pack``) into a training loop.
+
+    ``Loader(path, batch_size=256, shuffle=True, seed=0, drop_last=False, num_threads=0,
+    prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
+    normalize=None, copy=False, tail="short", backend=None)``
+
+    A drop-in for the usual ``DataLoader`` loop::
+
+        loader = kiln.Loader("/data/fmnist", batch_size=256, num_threads=4)
+        for epoch in range(10):
+            loader.set_epoch(epoch)            # optional: see "Epochs" below
+            for images, labels in loader:      # one epoch
+                ...
+
+    Batches. Each step yields ``(images, labels)``:
+
+    - ``images``: shape ``[B, H, W, C]`` for a dataset packed with ``--layout hwc`` (the default)
+      or ``[B, C, H, W]`` for ``--layout chw``, where ``(H, W)`` is the stored size or the
+      ``crop`` size; dtype as packed (``uint8`` by default; ``float16``, ``float32``), or
+      ``float32`` with ``normalize``.
+    - ``labels``: ``int64``, shape ``[B]``.
+    - ``B`` is ``batch_size`` except for the last batch of an epoch (see ``drop_last`` and
+      ``tail``), which may be shorter; with ``world_size > 1`` and ``tail="short"`` it may be 0.
+
+    With torch importable they are ``torch.Tensor``s made through DLPack without a copy, on the
+    CPU (``device=None``) or on ``device``; otherwise NumPy ``ndarray``s that view the same
+    memory (their ``.base`` keeps the loader's memory alive). ``backend="numpy"`` or
+    ``"torch"`` forces one.
+
+    Lifetime of a batch. Without ``copy``, a yielded batch views one of the loader's
+    ``prefetch + 1`` batch slots: its contents are valid until the next batch is requested
+    (the next step of the ``for`` loop, or a new ``iter(loader)``); after that the slot is
+    refilled with later samples. The memory itself stays allocated while any batch view is
+    alive, so keeping a batch never crashes, but it silently changes. Keep a batch across steps
+    with ``copy=True`` (every batch owns its memory: one extra memcpy per batch) or with
+    ``images.clone()`` / ``np.array(images)``. Batches made by ``normalize`` or moved to a
+    ``device`` are new tensors and own their memory.
+
+    Epochs. Each ``for`` loop over the loader (each ``iter(loader)``) runs one epoch. The
+    sample order depends only on ``(seed, epoch)``: ``set_epoch(e)`` picks the epoch the next
+    loop runs (as with PyTorch's ``DistributedSampler.set_epoch``); without it the epoch
+    advances by itself, 0, 1, 2, ..., so a new loop never repeats the previous order by accident.
+    Starting a new loop abandons the previous loop's epoch; the old iterator then raises
+    ``RuntimeError``. Breaking out of a loop early is fine.
+
+    Arguments:
+        path: dataset directory (holding ``kiln.json``).
+        batch_size: samples per batch, >= 1. Default 256.
+        shuffle: a new permutation of the samples every epoch; False reads in dataset order.
+        seed: permutation and augmentation seed, identical on every rank. Default 0.
+        drop_last: drop each rank's last partial batch. Default False.
+        num_threads: fetch threads (threads, not processes; persistent across epochs);
+            0 = the machine's hardware threads. Default 0.
+        prefetch: batches filled ahead of the one you hold, 1 to 64. Default 2.
+        pin_memory: allocate batch slots in pinned (page-locked) memory when kiln was built
+            with CUDA and a device is present; otherwise page-aligned host memory. Default True.
+        device: None or ``"cpu"`` for CPU batches. ``"cuda"`` / ``"cuda:N"`` moves each batch
+            with ``tensor.to(device, non_blocking=True)`` (needs torch with
+            ``torch.cuda.is_available()``; a CUDA event is waited on before the slot is
+            reused). Without a CUDA device it raises ``RuntimeError``. The reader's own GPU
+            upload (CUDA stream per loader) is a separate kiln issue and not used yet.
+        rank, world_size: this process's share of each epoch for distributed training. Default
+            from the environment variables ``RANK`` and ``WORLD_SIZE`` that ``torchrun`` sets,
+            else 0 and 1. Every rank sees the same permutation and takes every
+            ``world_size``-th sample; every rank gets ``len(loader)`` batches.
+        crop: random crop to ``(height, width)`` (or an int for a square) at read time,
+            reproducible from ``(seed, epoch, sample)``. Default None.
+        flip: random horizontal flip with probability 1/2. Default False.
+        normalize: ``(mean, std)``, each a number or one value per channel, in [0, 1] units as
+            in torchvision: yields ``float32`` ``(x / 255 - mean) / std`` for ``uint8`` data
+            (``(x - mean) / std`` for float data). Done on the consumer side, in torch or NumPy,
+            on the CPU or after the move to ``device``; a fused GPU kernel is a separate issue.
+        copy: yield batches that own their memory (see "Lifetime"). Default False.
+        tail: what happens to the samples that do not split evenly over ``world_size`` ranks:
+            ``"short"`` (default; a rank with a smaller share gets a shorter last batch),
+            ``"drop"`` (skip them) or ``"pad"`` (repeat samples from the start, as PyTorch's
+            ``DistributedSampler`` does). See ``reader/sampler.h``.
+        backend: ``None`` (torch when importable, else NumPy), ``"torch"`` or ``"numpy"``.
+
+    Errors:
+        kiln.NotFoundError: no such directory, or no ``kiln.json`` in it.
+        kiln.CorruptionError: a damaged file at open (size, header, footer); or, during
+            iteration, a damaged record: raised by the step that reaches its batch, naming the
+            file, record and byte offset. The next step continues with the following batch.
+        kiln.InvalidArgumentError (a ``ValueError``): an option out of range (named).
+        RuntimeError: ``device="cuda"`` without a CUDA device.
+
+    Threads. The GIL is released while a step waits for its batch (and while copying), so
+    Python threads run in parallel with the fetch threads. Use one loader from one thread at a
+    time.
+    """
+
+    def __init__(self, path, batch_size=256, shuffle=True, seed=0, drop_last=False,
+                 num_threads=0, prefetch=2, pin_memory=True, device=None, rank=None,
+                 world_size=None, crop=None, flip=False, normalize=None, copy=False,
+                 tail="short", backend=None):
+        if tail not in _TAILS:
+            raise ValueError(f"tail must be one of {_TAILS}, got {tail!r}")
+        if rank is None:
+            rank = _env_int("RANK", 0)
+        if world_size is None:
+            world_size = _env_int("WORLD_SIZE", 1)
+        if backend not in (None, "torch", "numpy"):
+            raise ValueError(f"backend must be None, 'torch' or 'numpy', got {backend!r}")
+        self._torch = None if backend == "numpy" else _import_torch()
+        if backend == "torch" and self._torch is None:
+            raise ImportError("kiln.Loader(backend='torch') needs torch, which is not importable")
+        for name, value in (("batch_size", batch_size), ("num_threads", num_threads),
+                            ("prefetch", prefetch), ("rank", rank), ("world_size", world_size),
+                            ("seed", seed)):
+            if int(value) < 0:
+                raise ValueError(f"{name} must be >= 0, got {value}")
+        self._device = self._check_device(device)
+        crop_h, crop_w = _crop_size(crop)
+        self._core = _core.Loader(os.fspath(path), int(batch_size), bool(shuffle), int(seed),
+                                  bool(drop_last), int(num_threads), int(prefetch),
+                                  bool(pin_memory), int(rank), int(world_size), crop_h, crop_w,
+                                  bool(flip), tail, 0)
+        self._copy = bool(copy)
+        self._normalize = self._check_normalize(normalize)
+        self.path = os.fspath(path)
+        self.batch_size = int(batch_size)
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+        self._next_epoch = 0
+        self._epoch = None
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    # -- configuration --------------------------------------------------------------------
+
+    def _check_device(self, device):
+        if device is None:
+            return None
+        name = str(device)
+        if name == "cpu":
+            return None
+        if not name.startswith("cuda"):
+            raise ValueError(f"device must be None, 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+        torch = self._torch
+        if torch is None:
+            raise RuntimeError(f"kiln.Loader(device={name!r}) needs torch with CUDA; torch is "
+                               "not importable (the NumPy backend yields CPU arrays only)")
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"kiln.Loader(device={name!r}): torch.cuda.is_available() is False. kiln's own "
+                "GPU upload is not built yet (a separate issue); until then batches are moved "
+                "with tensor.to(device), which needs a CUDA device. Use device=None for CPU "
+                "batches.")
+        return torch.device(name)
+
+    def _check_normalize(self, normalize):
+        if normalize is None:
+            return None
+        try:
+            mean, std = normalize
+        except (TypeError, ValueError):
+            raise ValueError("normalize must be (mean, std)") from None
+        channels = self.sample_shape[-1 if self.layout == "hwc" else 0]
+        as_list = []
+        for name, v in (("mean", mean), ("std", std)):
+            values = [float(x) for x in v] if hasattr(v, "__iter__") else [float(v)]
+            if len(values) == 1:
+                values = values * channels
+            if len(values) != channels:
+                raise ValueError(f"normalize {name} has {len(values)} values; the samples have "
+                                 f"{channels} channels")
+            as_list.append(values)
+        if any(s == 0 for s in as_list[1]):
+            raise ValueError("normalize std must not be 0")
+        scale = 1.0 / 255.0 if self.dtype == "uint8" else 1.0
+        shape = (channels,) if self.layout == "hwc" else (channels, 1, 1)
+        if self._torch is not None:
+            t = self._torch
+            mean_t = t.tensor(as_list[0], dtype=t.float32).reshape(shape)
+            std_t = t.tensor(as_list[1], dtype=t.float32).reshape(shape)
+            if self._device is not None:
+                mean_t, std_t = mean_t.to(self._device), std_t.to(self._device)
+        else:
+            import numpy as np
+            mean_t = np.asarray(as_list[0], dtype=np.float32).reshape(shape)
+            std_t = np.asarray(as_list[1], dtype=np.float32).reshape(shape)
+        return scale, mean_t, std_t
+
+    # -- properties -----------------------------------------------------------------------
+
+    def __len__(self):
+        """Batches per epoch on this rank (the same on every rank)."""
+        return len(self._core)
+
+    @property
+    def samples_per_epoch(self):
+        """Samples this rank reads per epoch (padding included with tail="pad")."""
+        return self._core.samples_per_epoch
+
+    @property
+    def num_samples(self):
+        """Samples in the dataset."""
+        return self._core.num_samples
+
+    @property
+    def classes(self):
+        """Class names: label i is classes[i]."""
+        return self._core.classes
+
+    @property
+    def sample_shape(self):
+        """Shape of one sample as yielded before any normalize: (H, W, C) or (C, H, W)."""
+        return self._core.sample_schema["shape"]
+
+    @property
+    def dtype(self):
+        """Stored dtype name of the samples: "uint8", "float16" or "float32"."""
+        return self._core.sample_schema["dtype"]
+
+    @property
+    def layout(self):
+        """"hwc" or "chw"."""
+        return self._core.sample_schema["layout"]
+
+    @property
+    def num_threads(self):
+        """Fetch threads actually running."""
+        return self._core.num_threads
+
+    @property
+    def pinned(self):
+        """True when the batch slots are pinned (page-locked) memory."""
+        return self._core.pinned
+
+    @property
+    def epoch(self):
+        """The epoch of the current (or last) loop; None before the first loop."""
+        return self._epoch
+
+    def set_epoch(self, epoch):
+        """Makes the next ``for`` loop (``iter()``) run epoch ``epoch`` (>= 0)."""
+        epoch = int(epoch)
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self._next_epoch = epoch
+
+    def key(self, index):
+        """Returns sample ``index``'s key: its source path relative to the packed folder."""
+        return self._core.key(int(index))
+
+    def batch_indices(self):
+        """Returns the dataset indices of the batch last yielded (NumPy int64 [B], a copy), or
+        None between epochs."""
+        return self._core.indices()
+
+    def batch_is_padding(self):
+        """Returns which samples of the batch last yielded are padding (tail="pad"), as a NumPy
+        bool [B] copy, or None between epochs."""
+        return self._core.is_padding()
+
+    def stats(self):
+        """Cumulative reader counters: batches, samples, bytes, consumer_wait_ns, fetch_ns,
+        slot_wait_ns."""
+        return self._core.stats()
+
+    # -- iteration ------------------------------------------------------------------------
+
+    def __iter__(self):
+        with self._lock:
+            epoch = self._next_epoch
+            self._next_epoch = epoch + 1
+            self._generation += 1
+            generation = self._generation
+            self._epoch = epoch
+        self._core.set_epoch(epoch)
+        return _EpochIterator(self, generation, epoch)
+
+    def _apply_normalize(self, images):
+        scale, mean, std = self._normalize
+        if self._torch is not None:
+            out = images.to(self._torch.float32, copy=True)  # never in place on a slot
+            if scale != 1.0:
+                out.mul_(scale)
+            return out.sub_(mean).div_(std)
+        import numpy as np
+        out = images.astype(np.float32)
+        if scale != 1.0:
+            out *= np.float32(scale)
+        out -= mean
+        out /= std
+        return out
+
+    def __repr__(self):
+        return (f"kiln.Loader({self.path!r}, batch_size={self.batch_size}, "
+                f"samples={self.num_samples}, batches_per_epoch={len(self)}, "
+                f"rank={self.rank}, world_size={self.world_size}, "
+                f"backend={'torch' if self._torch is not None else 'numpy'})")
+
+
+class _EpochIterator:
+    """One epoch of a Loader. Not a generator: after a step raises (a damaged record), the next
+    step continues with the following batch."""
+
+    def __init__(self, loader, generation, epoch):
+        self._loader = loader
+        self._generation = generation
+        self._epoch = epoch
+        self._done = False
+        self._pending = None  # CUDA event of the last non-blocking copy out of a slot
+        torch = loader._torch
+        self._from_dlpack = torch.utils.dlpack.from_dlpack if torch is not None else None
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._loader)
+
+    def __next__(self):
+        loader = self._loader
+        if self._done:
+            raise StopIteration
+        if self._generation != loader._generation:
+            raise RuntimeError(f"this iterator over epoch {self._epoch} was superseded by a "
+                               "newer iter(loader); one loop at a time per loader")
+        if self._pending is not None:
+            self._pending.synchronize()  # the slot's copy to the GPU has finished
+            self._pending = None
+        item = loader._core.next(loader._copy, self._from_dlpack is not None)
+        if item is None:
+            self._done = True
+            raise StopIteration
+        images, labels = item
+        if self._from_dlpack is not None:
+            images = self._from_dlpack(images)
+            labels = self._from_dlpack(labels)
+            if loader._device is not None:
+                images = images.to(loader._device, non_blocking=True)
+                labels = labels.to(loader._device, non_blocking=True)
+                self._pending = loader._torch.cuda.Event()
+                self._pending.record()
+        if loader._normalize is not None:
+            images = loader._apply_normalize(images)
+        return images, labels

@@ -1,0 +1,364 @@
+// kiln._core: the reader and formats layers for Python. No OpenCV: this is what a training
+// process loads. The public API (argument defaults, torch conversion, docs) lives in
+// python/kiln/*.py; this module is the thin, typed layer beneath it.
+//
+// Batches leave as DLPack capsules (for torch.utils.dlpack.from_dlpack) or NumPy arrays. Either
+// way they point into the loader's batch slot (zero-copy) or into a buffer of their own (copy
+// mode), and hold a reference that keeps that memory allocated: a view never dangles, it only
+// sees the slot refilled once the loader has moved two batches on.
+#include <dlpack/dlpack.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "formats/dataset.h"
+#include "formats/verifier.h"
+#include "python/py_status.h"
+#include "reader/loader.h"
+
+namespace py = pybind11;
+
+namespace kiln::python {
+namespace {
+
+// Shared by the Python Loader and every batch view made from it, so that slot memory outlives
+// both the Python object and the last view. Destroying it joins the fetch threads, which never
+// touch Python: it is safe without the GIL (a DLPack deleter may run on any thread).
+struct LoaderState {
+  std::unique_ptr<Loader> loader;
+  std::mutex mu;  // serialises SetEpoch/Next: the Loader serves one consumer thread
+  Batch batch;            // guarded by mu: the batch the last Next() returned
+  bool has_batch = false;  // guarded by mu
+};
+
+std::shared_ptr<uint8_t> AllocateAligned(uint64_t bytes) {
+  constexpr uint64_t kAlign = 64;
+  const uint64_t rounded = bytes == 0 ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
+  void* p = std::aligned_alloc(kAlign, rounded);
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
+DLDataType ToDLDataType(DType dtype) {
+  switch (dtype) {
+    case DType::kUint8: return DLDataType{kDLUInt, 8, 1};
+    case DType::kFloat16: return DLDataType{kDLFloat, 16, 1};
+    case DType::kFloat32: return DLDataType{kDLFloat, 32, 1};
+  }
+  return DLDataType{kDLUInt, 8, 1};
+}
+
+const char* NumpyTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kUint8: return "uint8";
+    case DType::kFloat16: return "float16";
+    case DType::kFloat32: return "float32";
+  }
+  return "uint8";
+}
+
+// [batch, dims of one sample in layout order].
+std::vector<int64_t> BatchShape(uint32_t size, const TensorSchema& s) {
+  if (s.layout == Layout::kHWC) return {size, s.height, s.width, s.channels};
+  return {size, s.channels, s.height, s.width};
+}
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {  // in elements
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+// Owns what one DLManagedTensor points at: shape, strides and a reference to the memory.
+struct DLPackContext {
+  std::shared_ptr<void> owner;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+  DLManagedTensor managed{};
+};
+
+// Returns a "dltensor" capsule over `data` (a C-contiguous CPU tensor). The consumer (torch)
+// renames it "used_dltensor" and calls the deleter when its tensor dies; a capsule never consumed
+// calls the deleter itself.
+py::capsule MakeDLPackCapsule(void* data, DLDataType dtype, std::vector<int64_t> shape,
+                              std::shared_ptr<void> owner) {
+  auto* ctx = new DLPackContext;
+  ctx->owner = std::move(owner);
+  ctx->shape = std::move(shape);
+  ctx->strides = ContiguousStrides(ctx->shape);
+  DLTensor& t = ctx->managed.dl_tensor;
+  t.data = data;
+  t.device = DLDevice{kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(ctx->shape.size());
+  t.dtype = dtype;
+  t.shape = ctx->shape.data();
+  t.strides = ctx->strides.data();
+  t.byte_offset = 0;
+  ctx->managed.manager_ctx = ctx;
+  ctx->managed.deleter = [](DLManagedTensor* self) {
+    delete static_cast<DLPackContext*>(self->manager_ctx);
+  };
+  PyObject* capsule = PyCapsule_New(&ctx->managed, "dltensor", [](PyObject* cap) {
+    if (PyCapsule_IsValid(cap, "dltensor")) {  // never consumed
+      auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+      managed->deleter(managed);
+    }
+  });
+  if (capsule == nullptr) {
+    delete ctx;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::capsule>(capsule);
+}
+
+// Returns a NumPy array over `data` whose base object holds `owner`.
+py::array MakeNumpyArray(void* data, const char* dtype_name, const std::vector<int64_t>& shape,
+                         std::shared_ptr<void> owner) {
+  py::dtype dtype(dtype_name);
+  std::vector<int64_t> strides = ContiguousStrides(shape);
+  for (int64_t& s : strides) s *= dtype.itemsize();
+  auto* holder = new std::shared_ptr<void>(std::move(owner));
+  py::capsule base(holder, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
+  return py::array(dtype, shape, strides, data, base);
+}
+
+TailPolicy ParseTail(const std::string& tail) {
+  if (tail == "short") return TailPolicy::kShort;
+  if (tail == "drop") return TailPolicy::kDrop;
+  if (tail == "pad") return TailPolicy::kPad;
+  ThrowStatus(Status::InvalidArgument("tail '" + tail + "' must be short, drop or pad"));
+}
+
+py::dict SchemaDict(const TensorSchema& s) {
+  py::dict d;
+  d["dtype"] = std::string(DTypeName(s.dtype));
+  d["layout"] = std::string(LayoutName(s.layout));
+  std::vector<int64_t> shape = BatchShape(1, s);
+  shape.erase(shape.begin());
+  d["shape"] = py::tuple(py::cast(shape));
+  d["sample_bytes"] = s.sample_bytes();
+  return d;
+}
+
+class PyLoader {
+ public:
+  PyLoader(const std::string& path, uint32_t batch_size, bool shuffle, uint64_t seed,
+           bool drop_last, uint32_t num_threads, uint32_t prefetch, bool pin_memory,
+           uint32_t rank, uint32_t world_size, uint32_t crop_height, uint32_t crop_width,
+           bool flip, const std::string& tail, uint64_t start_epoch)
+      : state_(std::make_shared<LoaderState>()) {
+    LoaderOptions o;
+    o.batch_size = batch_size;
+    o.shuffle = shuffle;
+    o.seed = seed;
+    o.drop_last = drop_last;
+    o.tail_policy = ParseTail(tail);
+    o.rank = rank;
+    o.world_size = world_size;
+    o.num_threads = num_threads;
+    o.prefetch = prefetch;
+    o.pin_memory = pin_memory;
+    o.augment.crop_height = crop_height;
+    o.augment.crop_width = crop_width;
+    o.augment.flip = flip;
+    o.start_epoch = start_epoch;
+    Result<std::unique_ptr<Loader>> loader = Status::Internal("unset");
+    {
+      py::gil_scoped_release release;  // opening maps and checks every file: O(files)
+      loader = Loader::Open(path, o);
+    }
+    state_->loader = ValueOrThrow(std::move(loader));
+  }
+
+  void SetEpoch(uint64_t epoch) {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->has_batch = false;
+    state_->loader->SetEpoch(epoch);
+  }
+
+  // Returns (images, labels) for the next batch, or None at the end of the epoch.
+  py::object Next(bool copy, bool dlpack) {
+    Status status;
+    bool more = false;
+    Batch batch;
+    std::shared_ptr<uint8_t> images_copy, labels_copy;
+    {
+      // Waiting for the fetch threads (and copying) runs without the GIL.
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->has_batch = false;
+      Result<bool> r = state_->loader->Next(&batch);
+      if (!r.ok()) {
+        status = r.status();
+      } else if (*r) {
+        more = true;
+        state_->batch = batch;
+        state_->has_batch = true;
+        if (copy) {
+          images_copy = AllocateAligned(batch.bytes());
+          labels_copy = AllocateAligned(uint64_t{batch.size} * sizeof(int64_t));
+          if (images_copy && labels_copy) {
+            std::memcpy(images_copy.get(), batch.data, batch.bytes());
+            std::memcpy(labels_copy.get(), batch.labels, batch.size * sizeof(int64_t));
+          }
+        }
+      }
+    }
+    if (!status.ok()) ThrowStatus(status);
+    if (!more) return py::none();
+    if (copy && (!images_copy || !labels_copy)) throw std::bad_alloc();
+
+    void* images = copy ? images_copy.get() : const_cast<uint8_t*>(batch.data);
+    void* labels = copy ? static_cast<void*>(labels_copy.get())
+                        : static_cast<void*>(const_cast<int64_t*>(batch.labels));
+    std::shared_ptr<void> images_owner = copy ? std::shared_ptr<void>(images_copy)
+                                              : std::shared_ptr<void>(state_);
+    std::shared_ptr<void> labels_owner = copy ? std::shared_ptr<void>(labels_copy)
+                                              : std::shared_ptr<void>(state_);
+    const std::vector<int64_t> shape = BatchShape(batch.size, batch.schema);
+    const std::vector<int64_t> label_shape = {batch.size};
+    if (dlpack) {
+      return py::make_tuple(
+          MakeDLPackCapsule(images, ToDLDataType(batch.schema.dtype), shape, images_owner),
+          MakeDLPackCapsule(labels, DLDataType{kDLInt, 64, 1}, label_shape, labels_owner));
+    }
+    return py::make_tuple(MakeNumpyArray(images, NumpyTypeName(batch.schema.dtype), shape,
+                                         images_owner),
+                          MakeNumpyArray(labels, "int64", label_shape, labels_owner));
+  }
+
+  // Returns a copy of the dataset indices (int64 [size]) of the batch last returned, or None.
+  py::object Indices() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->has_batch) return py::none();
+    const Batch& b = state_->batch;
+    py::array_t<int64_t> out(b.size);
+    for (uint32_t i = 0; i < b.size; ++i) out.mutable_at(i) = static_cast<int64_t>(b.sample_indices[i]);
+    return out;
+  }
+
+  // Returns a copy of the padding flags (bool [size]) of the batch last returned, or None.
+  py::object IsPadding() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->has_batch) return py::none();
+    const Batch& b = state_->batch;
+    py::array_t<bool> out(b.size);
+    for (uint32_t i = 0; i < b.size; ++i) out.mutable_at(i) = b.is_padding[i] != 0;
+    return out;
+  }
+
+  std::string Key(uint64_t index) const { return ValueOrThrow(loader().dataset().Key(index)); }
+
+  py::dict Stats() const {
+    const LoaderStats s = loader().stats();
+    py::dict d;
+    d["batches"] = s.batches;
+    d["samples"] = s.samples;
+    d["bytes"] = s.bytes;
+    d["consumer_wait_ns"] = s.consumer_wait_ns;
+    d["fetch_ns"] = s.fetch_ns;
+    d["slot_wait_ns"] = s.slot_wait_ns;
+    return d;
+  }
+
+  const Loader& loader() const { return *state_->loader; }
+
+ private:
+  std::shared_ptr<LoaderState> state_;
+};
+
+// The same JSON object as `kiln inspect --json` (tools/inspector.cc), built from the formats
+// layer alone so that inspecting never loads the converter's OpenCV.
+std::string InspectJson(const std::string& dir) {
+  Result<std::unique_ptr<Dataset>> opened = Status::Internal("unset");
+  {
+    py::gil_scoped_release release;
+    opened = Dataset::Open(dir);
+  }
+  std::unique_ptr<Dataset> dataset = ValueOrThrow(std::move(opened));
+  const Manifest& m = dataset->manifest();
+  uint64_t bytes = 0;
+  for (const ShardFileInfo& f : m.files) bytes += f.bytes;
+  nlohmann::ordered_json j;
+  j["dir"] = dir;
+  j["format"] = m.format;
+  j["tool"] = m.tool;
+  j["samples"] = m.samples;
+  std::vector<int64_t> shape = BatchShape(1, m.schema);
+  shape.erase(shape.begin());
+  j["shape"] = shape;
+  j["dtype"] = DTypeName(m.schema.dtype);
+  j["layout"] = LayoutName(m.schema.layout);
+  j["sample_bytes"] = m.schema.sample_bytes();
+  j["classes"] = m.classes;
+  j["compression"] = m.compression;
+  j["shuffle_seed"] = m.shuffle_seed ? nlohmann::ordered_json(*m.shuffle_seed)
+                                     : nlohmann::ordered_json(nullptr);
+  j["bytes"] = bytes;
+  j["preprocessing"] = nlohmann::ordered_json::parse(m.preprocessing_json, nullptr, false);
+  j["source"] = nlohmann::ordered_json::parse(m.source_json, nullptr, false);
+  nlohmann::ordered_json files = nlohmann::ordered_json::array();
+  for (const ShardFileInfo& f : m.files) {
+    files.push_back({{"file", f.file}, {"samples", f.samples}, {"bytes", f.bytes}});
+  }
+  j["files"] = files;
+  return j.dump();
+}
+
+std::string VerifyJson(const std::string& dir, bool deep) {
+  VerifyOptions options;
+  options.deep = deep;
+  py::gil_scoped_release release;
+  return VerifyReportToJson(VerifyDataset(dir, options));
+}
+
+}  // namespace
+}  // namespace kiln::python
+
+PYBIND11_MODULE(_core, m) {
+  using kiln::python::PyLoader;
+  m.doc() = "kiln's reader and formats layers (no OpenCV). Use the `kiln` package, not this.";
+
+  py::class_<PyLoader>(m, "Loader")
+      .def(py::init<const std::string&, uint32_t, bool, uint64_t, bool, uint32_t, uint32_t, bool,
+                    uint32_t, uint32_t, uint32_t, uint32_t, bool, const std::string&, uint64_t>(),
+           py::arg("path"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"),
+           py::arg("drop_last"), py::arg("num_threads"), py::arg("prefetch"),
+           py::arg("pin_memory"), py::arg("rank"), py::arg("world_size"),
+           py::arg("crop_height"), py::arg("crop_width"), py::arg("flip"), py::arg("tail"),
+           py::arg("start_epoch"))
+      .def("set_epoch", &PyLoader::SetEpoch, py::arg("epoch"))
+      .def("next", &PyLoader::Next, py::arg("copy"), py::arg("dlpack"),
+           "(images, labels) as DLPack capsules or NumPy arrays, or None at the epoch's end. "
+           "Releases the GIL while waiting.")
+      .def("indices", &PyLoader::Indices)
+      .def("is_padding", &PyLoader::IsPadding)
+      .def("key", &PyLoader::Key, py::arg("index"))
+      .def("stats", &PyLoader::Stats)
+      .def("__len__", [](const PyLoader& l) { return l.loader().batches_per_epoch(); })
+      .def_property_readonly("samples_per_epoch",
+                             [](const PyLoader& l) { return l.loader().samples_per_epoch(); })
+      .def_property_readonly("epoch", [](const PyLoader& l) { return l.loader().epoch(); })
+      .def_property_readonly("num_samples",
+                             [](const PyLoader& l) { return l.loader().dataset().num_samples(); })
+      .def_property_readonly(
+          "classes", [](const PyLoader& l) { return l.loader().dataset().manifest().classes; })
+      .def_property_readonly("dir", [](const PyLoader& l) { return l.loader().dataset().dir(); })
+      .def_property_readonly("num_threads",
+                             [](const PyLoader& l) { return l.loader().num_threads(); })
+      .def_property_readonly("pinned", [](const PyLoader& l) { return l.loader().pinned(); })
+      .def_property_readonly("sample_schema", [](const PyLoader& l) {
+        return kiln::python::SchemaDict(l.loader().sample_schema());
+      });
+
+  m.def("inspect_json", &kiln::python::InspectJson, py::arg("path"));
+  m.def("verify_json", &kiln::python::VerifyJson, py::arg("path"), py::arg("deep"));
+}

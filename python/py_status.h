@@ -1,0 +1,45 @@
+// Raising kiln::Status as a Python exception, shared by the kiln._core and kiln._tools modules.
+//
+// A non-OK Status becomes an instance of the class that kiln._errors.error_from_status picks for
+// its code (kiln.CorruptionError, kiln.NotFoundError, ...; all subclasses of kiln.KilnError),
+// carrying kiln's message unchanged (file, record, offset) and the code name as `.code`.
+// Thread safety: call with the GIL held.
+#ifndef KILN_PYTHON_PY_STATUS_H_
+#define KILN_PYTHON_PY_STATUS_H_
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "formats/status.h"
+
+namespace kiln::python {
+
+// Sets the Python error for `status` (not OK) and throws pybind11::error_already_set, which
+// pybind11 turns into the pending Python exception when the bound function returns.
+[[noreturn]] inline void ThrowStatus(const Status& status) {
+  namespace py = pybind11;
+  const std::string code(StatusCodeName(status.code()));
+  py::object error;
+  try {
+    error = py::module_::import("kiln._errors").attr("error_from_status")(code, status.message());
+  } catch (py::error_already_set&) {
+    // kiln._errors missing (the extension imported outside its package): a plain RuntimeError.
+    PyErr_Clear();
+    PyErr_SetString(PyExc_RuntimeError, (code + ": " + status.message()).c_str());
+    throw py::error_already_set();
+  }
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+  throw py::error_already_set();
+}
+
+// Returns the value of `result` or raises its status.
+template <typename T>
+T ValueOrThrow(Result<T> result) {
+  if (!result.ok()) ThrowStatus(result.status());
+  return std::move(result).value();
+}
+
+}  // namespace kiln::python
+
+#endif  // KILN_PYTHON_PY_STATUS_H_

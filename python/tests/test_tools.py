@@ -1,0 +1,56 @@
+"""kiln.pack, kiln.verify and kiln.inspect against the `kiln` command line."""
+import json
+import os
+import subprocess
+
+import pytest
+
+import kiln
+
+from conftest import SAMPLES
+
+
+def test_pack_report(tmp_path):
+    out = str(tmp_path / "fm")
+    report = kiln.pack(SAMPLES, out, size=(28, 28), channels=1, threads=2, shuffle_seed=11,
+                       compress="zstd")
+    assert report["listed"] == report["packed"] == 1000 and report["rejections"] == []
+    info = kiln.inspect(out)
+    assert info["shuffle_seed"] == 11 and info["compression"].startswith("zstd")
+    assert kiln.verify(out, deep=True)["ok"]
+    with pytest.raises(kiln.InvalidArgumentError):
+        kiln.pack(SAMPLES, out, size=28, channels=1)        # exists, no overwrite
+    again = kiln.pack(SAMPLES, out, size=28, channels=1, overwrite=True, threads=2)
+    assert again["packed"] == 1000
+
+
+def test_pack_errors(tmp_path):
+    with pytest.raises(kiln.NotFoundError):
+        kiln.pack(str(tmp_path / "nothing"), str(tmp_path / "out"), size=28)
+    with pytest.raises(kiln.InvalidArgumentError, match="size"):
+        kiln.pack(SAMPLES, str(tmp_path / "out"), size="0x5")
+    with pytest.raises(kiln.InvalidArgumentError):
+        kiln.pack(SAMPLES, str(tmp_path / "out"), size=28, on_error="ignore")
+
+
+def test_verify_and_inspect(packed):
+    report = kiln.verify(packed)
+    assert report["ok"] and report["samples"] == 1000 and report["problems"] == []
+    assert report["records_checked"] == 1000
+    info = kiln.inspect(packed)
+    assert info["samples"] == 1000 and info["shape"] == [28, 28, 1] and info["dtype"] == "uint8"
+    assert info["classes"][3] == "3_Dress" and len(info["files"]) == 1
+    assert not kiln.verify(os.path.join(packed, "nope"))["ok"]
+    with pytest.raises(kiln.NotFoundError):
+        kiln.inspect(os.path.join(packed, "nope"))
+
+
+def test_same_answers_as_the_cli(packed):
+    cli = os.environ.get("KILN_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("KILN_CLI (the kiln binary) not given")
+    out = subprocess.run([cli, "inspect", packed, "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == kiln.inspect(packed)
+    out = subprocess.run([cli, "verify", packed, "--json"], capture_output=True, text=True)
+    assert json.loads(out.stdout) == kiln.verify(packed)

