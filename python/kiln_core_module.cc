@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
+#include "formats/inspector.h"
 #include "formats/verifier.h"
 #include "python/py_status.h"
 #include "reader/loader.h"
@@ -275,42 +276,14 @@ class PyLoader {
   std::shared_ptr<LoaderState> state_;
 };
 
-// The same JSON object as `kiln inspect --json` (tools/inspector.cc), built from the formats
-// layer alone so that inspecting never loads the converter's OpenCV.
+// The same JSON object as `kiln inspect --json`: both call formats/inspector.h.
 std::string InspectJson(const std::string& dir) {
-  Result<std::unique_ptr<Dataset>> opened = Status::Internal("unset");
+  Result<std::string> text = Status::Internal("unset");
   {
     py::gil_scoped_release release;
-    opened = Dataset::Open(dir);
+    text = Inspect(dir, /*json=*/true);
   }
-  std::unique_ptr<Dataset> dataset = ValueOrThrow(std::move(opened));
-  const Manifest& m = dataset->manifest();
-  uint64_t bytes = 0;
-  for (const ShardFileInfo& f : m.files) bytes += f.bytes;
-  nlohmann::ordered_json j;
-  j["dir"] = dir;
-  j["format"] = m.format;
-  j["tool"] = m.tool;
-  j["samples"] = m.samples;
-  std::vector<int64_t> shape = BatchShape(1, m.schema);
-  shape.erase(shape.begin());
-  j["shape"] = shape;
-  j["dtype"] = DTypeName(m.schema.dtype);
-  j["layout"] = LayoutName(m.schema.layout);
-  j["sample_bytes"] = m.schema.sample_bytes();
-  j["classes"] = m.classes;
-  j["compression"] = m.compression;
-  j["shuffle_seed"] = m.shuffle_seed ? nlohmann::ordered_json(*m.shuffle_seed)
-                                     : nlohmann::ordered_json(nullptr);
-  j["bytes"] = bytes;
-  j["preprocessing"] = nlohmann::ordered_json::parse(m.preprocessing_json, nullptr, false);
-  j["source"] = nlohmann::ordered_json::parse(m.source_json, nullptr, false);
-  nlohmann::ordered_json files = nlohmann::ordered_json::array();
-  for (const ShardFileInfo& f : m.files) {
-    files.push_back({{"file", f.file}, {"samples", f.samples}, {"bytes", f.bytes}});
-  }
-  j["files"] = files;
-  return j.dump();
+  return ValueOrThrow(std::move(text));
 }
 
 std::string VerifyJson(const std::string& dir, bool deep) {

@@ -17,7 +17,7 @@
 #include "formats/verifier.h"
 #include "tools/bench_runner.h"
 #include "tools/cli_parsing.h"
-#include "tools/inspector.h"
+#include "formats/inspector.h"
 #include "tools/packer.h"
 #include "tools/sample_renderer.h"
 

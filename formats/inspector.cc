@@ -1,4 +1,4 @@
-#include "tools/inspector.h"
+#include "formats/inspector.h"
 
 #include <nlohmann/json.hpp>
 #include <sstream>

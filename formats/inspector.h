@@ -1,8 +1,9 @@
-// kiln::Inspect: describes a packed dataset for `kiln inspect`: format, samples, schema,
-// classes, per-file sizes and the preprocessing parameters recorded in its manifest.
+// kiln::Inspect: describes a packed dataset for `kiln inspect` and Python's kiln.inspect:
+// format, samples, schema, classes, per-file sizes and the preprocessing parameters recorded in
+// its manifest. It lives in formats/ so that Python can call it without loading OpenCV.
 // Thread safety: reentrant.
-#ifndef KILN_TOOLS_INSPECTOR_H_
-#define KILN_TOOLS_INSPECTOR_H_
+#ifndef KILN_FORMATS_INSPECTOR_H_
+#define KILN_FORMATS_INSPECTOR_H_
 
 #include <string>
 
@@ -17,4 +18,4 @@ Result<std::string> Inspect(const std::string& dir, bool json);
 
 }  // namespace kiln
 
-#endif  // KILN_TOOLS_INSPECTOR_H_
+#endif  // KILN_FORMATS_INSPECTOR_H_
