@@ -2,10 +2,14 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <set>
+
+#include "formats/mapped_file.h"
 
 #if KILN_HAVE_LMDB
 #include "formats/lmdb_writer.h"
@@ -126,6 +130,42 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
     writer->store_ = std::move(hdf5);
   }
 #endif
+  return writer;
+}
+
+Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
+    const std::string& out_dir, const DatasetWriterOptions& options,
+    const std::vector<ShardFileInfo>& files) {
+  if (options.format != "shards") {
+    return Status::NotSupported("resuming is implemented for the shards format only");
+  }
+  KILN_RETURN_IF_ERROR(options.schema.Validate());
+  const std::string out = StripTrailingSlashes(out_dir);
+  std::unique_ptr<DatasetWriter> writer(new DatasetWriter(out, options));
+  const std::string& staging = writer->staging_dir_;
+  std::error_code ec;
+  if (!fs::exists(staging + "/" + kStagingMarkerFileName, ec)) {
+    return Status::NotFound("nothing to resume: " + staging + " is not a kiln staging directory");
+  }
+  std::set<std::string> keep = {kStagingMarkerFileName};
+  for (const ShardFileInfo& f : files) {
+    const std::string path = staging + "/" + f.file;
+    Result<std::unique_ptr<MappedFile>> mapped = MappedFile::Open(path);
+    if (!mapped.ok()) return mapped.status().WithContext("cannot resume");
+    const uint64_t hash = (*mapped)->size() ? XXH3_64bits((*mapped)->data(), (*mapped)->size()) : 0;
+    if ((*mapped)->size() != f.bytes || hash != f.xxh3_64) {
+      return Status::Corruption("cannot resume: " + path +
+                                " changed since it was written (size or hash differs)");
+    }
+    keep.insert(f.file);
+    writer->samples_ += f.samples;
+    writer->finished_bytes_ += f.bytes;
+  }
+  for (const auto& entry : fs::directory_iterator(staging, ec)) {
+    if (keep.count(entry.path().filename().string()) == 0) fs::remove_all(entry.path(), ec);
+  }
+  writer->files_ = files;
+  writer->owns_staging_ = true;
   return writer;
 }
 

@@ -48,6 +48,16 @@ class DatasetWriter {
   // exists without kiln's marker, or for bad options; IOError naming the path.
   static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& out_dir,
                                                        const DatasetWriterOptions& options);
+  // Continues an interrupted run of the shard format: keeps the finished shards `files` (which
+  // hold the first `sum(files.samples)` samples) in the staging directory `<out_dir>.partial`,
+  // after checking that each exists with its recorded size and whole-file hash, removes
+  // everything else there, and appends from the next shard on. Because shards roll over at the
+  // same records, the finished dataset is byte-identical to one written without interruption.
+  // Errors: NotFound when there is no kiln staging directory; Corruption naming a kept shard
+  // that changed; NotSupported for other formats.
+  static Result<std::unique_ptr<DatasetWriter>> Resume(const std::string& out_dir,
+                                                       const DatasetWriterOptions& options,
+                                                       const std::vector<ShardFileInfo>& files);
   ~DatasetWriter();
   DatasetWriter(const DatasetWriter&) = delete;
   DatasetWriter& operator=(const DatasetWriter&) = delete;
@@ -60,6 +70,8 @@ class DatasetWriter {
   Status AddFile(const std::string& name, const std::string& contents);
 
   uint64_t samples() const { return samples_; }
+  // Shards closed so far, in order; each is complete under its final name in staging_dir().
+  const std::vector<ShardFileInfo>& finished_files() const { return files_; }
   uint64_t bytes_written() const;  // bytes in finished shards plus the open one
 
   // Closes the last shard, fills `manifest`'s schema, samples, files and record_alignment, writes
@@ -67,6 +79,11 @@ class DatasetWriter {
   Result<Manifest> Finish(Manifest manifest);
 
   const std::string& staging_dir() const { return staging_dir_; }
+
+  // Leaves the staging directory (its finished shards and side files) in place when this
+  // unfinished writer is destroyed, so that a later Resume() can continue. The open shard's
+  // temporary file is still removed.
+  void KeepStagingForResume() { owns_staging_ = false; }
 
  private:
   DatasetWriter(std::string out_dir, const DatasetWriterOptions& options);

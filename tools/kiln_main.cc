@@ -118,6 +118,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"skip", "fail"}));
   pack->add_option("--max-pixels", max_pixels, "Refuse images with more pixels (0: no limit)");
   pack->add_flag("--overwrite", overwrite, "Replace an existing dataset at OUTPUT");
+  bool resume = false;
+  pack->add_flag("--resume", resume,
+                 "Continue an interrupted pack of the same inputs and options (shards format)");
   pack->add_flag("--json", json, "Print one JSON object on stdout");
 
   // kiln verify
@@ -185,6 +188,7 @@ int main(int argc, char** argv) {
     o.root = root;
     o.threads = threads;
     o.overwrite = overwrite;
+    o.resume = resume;
     o.format = format;
     o.on_error = on_error == "fail" ? kiln::OnError::kFail : kiln::OnError::kSkip;
     o.decode.max_pixels = max_pixels;
@@ -200,6 +204,12 @@ int main(int argc, char** argv) {
     kiln::Result<kiln::PackReport> report =
         kiln::Pack(o, [&](uint64_t done, uint64_t total) { printer(done, total); });
     if (!report.ok()) return Fail(report.status());
+    if (!report->resume_note.empty()) {
+      std::fprintf(stderr, "kiln pack: --resume: %s\n", report->resume_note.c_str());
+    } else if (report->resumed_inputs > 0) {
+      std::fprintf(stderr, "kiln pack: resumed after %llu inputs of an interrupted run\n",
+                   static_cast<unsigned long long>(report->resumed_inputs));
+    }
     for (const kiln::Rejection& r : report->rejections) {
       std::fprintf(stderr, "kiln pack: rejected %s%s: %s\n", r.path.c_str(),
                    r.line ? (" (line " + std::to_string(r.line) + ")").c_str() : "",

@@ -7,8 +7,10 @@
 #include <tbb/parallel_pipeline.h>
 #include <tbb/task_arena.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
+#include <optional>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -26,6 +28,106 @@ namespace {
 
 constexpr char kToolName[] = "kiln 0.1.0";
 constexpr char kRejectedFileName[] = "rejected.tsv";
+// In the staging directory: what the finished shards hold, so that --resume can continue.
+constexpr char kJournalFileName[] = "progress.json";
+
+// Hashes everything that decides the output bytes: options and the ordered listing. A resumed
+// run must match it exactly.
+uint64_t Fingerprint(const PackOptions& o, const std::vector<std::string>& classes,
+                     const std::vector<SourceItem>& items, const std::vector<Rejection>& problems) {
+  const PreprocessOptions& p = o.preprocess;
+  nlohmann::json j;
+  j["format"] = o.format;
+  j["schema"] = {static_cast<int>(p.schema.dtype), static_cast<int>(p.schema.layout),
+                 p.schema.height, p.schema.width, p.schema.channels};
+  j["preprocess"] = {p.resize_shorter, static_cast<int>(p.crop), p.mean, p.std, p.max_pixels};
+  j["decode"] = {o.decode.max_pixels, o.decode.background};
+  j["compression"] = o.compression.ToString();
+  j["shard_size"] = o.shard_size_bytes;
+  j["shuffle_seed"] = o.shuffle_seed ? static_cast<int64_t>(*o.shuffle_seed) : -1;
+  j["classes"] = classes;
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  const std::string head = j.dump();
+  XXH3_64bits_update(state, head.data(), head.size());
+  for (const SourceItem& item : items) {
+    const std::string line = item.path + '\0' + item.key + '\0' + std::to_string(item.label) + '\n';
+    XXH3_64bits_update(state, line.data(), line.size());
+  }
+  for (const Rejection& r : problems) {
+    const std::string line = r.path + '\0' + r.reason + '\n';
+    XXH3_64bits_update(state, line.data(), line.size());
+  }
+  const uint64_t hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hash;
+}
+
+std::string JournalJson(uint64_t fingerprint, uint64_t items_done,
+                        const std::vector<ShardFileInfo>& files,
+                        const std::vector<Rejection>& rejections, uint64_t input_bytes) {
+  nlohmann::ordered_json j;
+  j["fingerprint"] = HexDigest(fingerprint);
+  j["items_done"] = items_done;
+  j["input_bytes"] = input_bytes;
+  nlohmann::ordered_json f = nlohmann::ordered_json::array();
+  for (const ShardFileInfo& s : files) {
+    f.push_back({{"file", s.file}, {"samples", s.samples}, {"bytes", s.bytes},
+                 {"xxh3_64", HexDigest(s.xxh3_64)}});
+  }
+  j["files"] = f;
+  nlohmann::ordered_json r = nlohmann::ordered_json::array();
+  for (const Rejection& x : rejections) {
+    r.push_back({{"path", x.path}, {"line", x.line}, {"reason", x.reason}});
+  }
+  j["rejections"] = r;
+  return j.dump();
+}
+
+// What a journal promises; loaded only when its fingerprint matches.
+struct Journal {
+  uint64_t items_done = 0;
+  uint64_t input_bytes = 0;
+  std::vector<ShardFileInfo> files;
+  std::vector<Rejection> rejections;
+};
+
+// Reads `<staging>/progress.json`. Returns an empty optional (with `why`) when there is nothing
+// usable to resume.
+std::optional<Journal> ReadJournal(const std::string& staging, uint64_t fingerprint,
+                                   std::string* why) {
+  Result<std::string> text = ReadFileToString(staging + "/" + kJournalFileName);
+  if (!text.ok()) {
+    *why = "no interrupted run to resume at " + staging;
+    return std::nullopt;
+  }
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  try {
+    if (j.is_discarded() || j.at("fingerprint").get<std::string>() != HexDigest(fingerprint)) {
+      *why = "the interrupted run at " + staging + " used other inputs or options";
+      return std::nullopt;
+    }
+    Journal journal;
+    journal.items_done = j.at("items_done").get<uint64_t>();
+    journal.input_bytes = j.at("input_bytes").get<uint64_t>();
+    for (const auto& f : j.at("files")) {
+      ShardFileInfo info;
+      info.file = f.at("file").get<std::string>();
+      info.samples = f.at("samples").get<uint64_t>();
+      info.bytes = f.at("bytes").get<uint64_t>();
+      info.xxh3_64 = std::strtoull(f.at("xxh3_64").get<std::string>().c_str(), nullptr, 16);
+      journal.files.push_back(std::move(info));
+    }
+    for (const auto& r : j.at("rejections")) {
+      journal.rejections.push_back({r.at("path").get<std::string>(), r.at("line").get<uint64_t>(),
+                                    r.at("reason").get<std::string>()});
+    }
+    return journal;
+  } catch (const std::exception& e) {
+    *why = "the progress journal at " + staging + " is unreadable (" + e.what() + ")";
+    return std::nullopt;
+  }
+}
 
 // Reads a whole regular file. Never blocks on fifos or devices: they are refused by type.
 Status ReadImageFile(const std::string& path, std::string* out) {
@@ -204,8 +306,38 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
   wo.shard_size_bytes = options.shard_size_bytes;
   wo.overwrite = options.overwrite;
   wo.format = options.format;
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer,
-                        DatasetWriter::Create(options.output, wo));
+  const uint64_t fingerprint = Fingerprint(options, classes, items, report.rejections);
+  std::unique_ptr<DatasetWriter> writer;
+  size_t first_item = 0;
+  if (options.resume) {
+    std::string staging = options.output;
+    while (staging.size() > 1 && staging.back() == '/') staging.pop_back();
+    staging += ".partial";
+    std::optional<Journal> journal = ReadJournal(staging, fingerprint, &report.resume_note);
+    if (journal && options.format != "shards") {
+      report.resume_note = "resuming is implemented for the shards format only";
+      journal.reset();
+    }
+    if (journal) {
+      Result<std::unique_ptr<DatasetWriter>> resumed =
+          DatasetWriter::Resume(options.output, wo, journal->files);
+      if (resumed.ok()) {
+        writer = std::move(resumed).value();
+        first_item = journal->items_done;
+        report.rejections = journal->rejections;
+        report.input_bytes = journal->input_bytes;
+        for (const ShardFileInfo& f : journal->files) report.packed += f.samples;
+        report.resumed_inputs = first_item + listing.problems.size();
+      } else {
+        report.resume_note = resumed.status().message();
+      }
+    }
+    if (!writer) report.resume_note += "; packing from the start";
+  }
+  if (!writer) {
+    KILN_ASSIGN_OR_RETURN(writer, DatasetWriter::Create(options.output, wo));
+  }
+  size_t journaled_files = writer->finished_files().size();
 
   const uint32_t threads =
       options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -215,8 +347,8 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
 
   Status fatal;  // written by the serial stages only
   std::atomic<bool> stop{false};
-  size_t next_item = 0;
-  uint64_t done = listing.problems.size();
+  size_t next_item = first_item;
+  uint64_t done = listing.problems.size() + first_item;
   const uint64_t total = report.listed;
 
   // --threads may exceed the core count (I/O-bound inputs); lift oneTBB's default cap.
@@ -270,6 +402,20 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
                     }
                     ++report.packed;
                     report.input_bytes += w.input_bytes;
+                    if (writer->finished_files().size() != journaled_files) {
+                      // A shard just closed: the inputs before this one are all in finished
+                      // shards or rejected. Record that for --resume.
+                      journaled_files = writer->finished_files().size();
+                      Status j = WriteFileAtomically(
+                          writer->staging_dir() + "/" + kJournalFileName,
+                          JournalJson(fingerprint, w.item, writer->finished_files(),
+                                      report.rejections, report.input_bytes - w.input_bytes));
+                      if (!j.ok()) {
+                        fatal = j;
+                        stop = true;
+                        return;
+                      }
+                    }
                   } else {
                     // Messages from the decoder may already start with the path.
                     std::string reason = w.status.message();
@@ -290,9 +436,15 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
   });
   KILN_RETURN_IF_ERROR(fatal);  // `writer` is destroyed: the staging directory goes with it.
   if (options.cancel != nullptr && options.cancel->load()) {
-    return Status::Cancelled("interrupted after " + std::to_string(done) + " of " +
-                             std::to_string(total) + " inputs; nothing was written to " +
-                             options.output);
+    std::string msg = "interrupted after " + std::to_string(done) + " of " +
+                      std::to_string(total) + " inputs; nothing was written to " + options.output;
+    if (!writer->finished_files().empty() && options.format == "shards") {
+      writer->KeepStagingForResume();
+      msg += "; the " + std::to_string(writer->finished_files().size()) +
+             " finished shards stay in " + writer->staging_dir() +
+             ": run the same command with --resume to continue, or delete it";
+    }
+    return Status::Cancelled(msg);
   }
   report.rejected = report.rejections.size();
   if (report.packed == 0) {

@@ -51,6 +51,11 @@ struct PackOptions {
   std::optional<uint64_t> shuffle_seed;  // write-time shuffle (recorded in the manifest)
   OnError on_error = OnError::kSkip;
   bool overwrite = false;        // replace an existing dataset at `output`
+  // Continue an interrupted pack of the same inputs and options (shards format): the shards it
+  // finished in `<output>.partial` are kept and the rest is written; the result is
+  // byte-identical to an uninterrupted run. With nothing to resume (or different inputs or
+  // options), packs from the start and says so in PackReport::resume_note. Default false.
+  bool resume = false;
   // Polled between images: when it becomes true, Pack stops, removes its staging directory and
   // returns Cancelled. For Ctrl-C handlers. Default: none.
   const std::atomic<bool>* cancel = nullptr;
@@ -71,6 +76,8 @@ struct PackReport {
   uint64_t output_bytes = 0;  // bytes of the dataset's shard files
   double seconds = 0;
   std::vector<Rejection> rejections;  // in listing order
+  uint64_t resumed_inputs = 0;  // inputs taken over from an interrupted run (--resume)
+  std::string resume_note;      // why --resume started from the beginning, if it did
   Manifest manifest;
 };
 
