@@ -97,6 +97,17 @@ void WriteSample(const cv::Mat& crop, const PreprocessOptions& options, uint8_t*
     }
     return;
   }
+  if (schema.dtype == DType::kUint8 && schema.layout == Layout::kCHW) {
+    // uint8 values map to themselves: deinterleave straight into the channel planes (one pass,
+    // vectorised by OpenCV) instead of a table lookup and memcpy call per element.
+    std::vector<cv::Mat> planes;
+    for (size_t c = 0; c < channels; ++c) {
+      planes.emplace_back(static_cast<int>(height), static_cast<int>(width), CV_8UC1,
+                          out + c * height * width);
+    }
+    cv::split(crop, planes);  // planes already have crop's size and type: no reallocation
+    return;
+  }
   const std::vector<uint8_t> table = BuildElementTable(options);
   for (size_t y = 0; y < height; ++y) {
     const uint8_t* row = crop.ptr<uint8_t>(static_cast<int>(y));

@@ -444,7 +444,9 @@ TEST(PackerTest, ResumeWithOtherOptionsStartsOver) {
   o.shard_size_bytes = 64 << 10;
   std::atomic<bool> cancel{false};
   o.cancel = &cancel;
-  ASSERT_FALSE(Pack(o, [&](uint64_t done, uint64_t) { cancel = done == 500; }).ok());
+  ASSERT_FALSE(Pack(o, [&](uint64_t done, uint64_t) {
+    if (done == 500) cancel = true;
+  }).ok());
   o.cancel = nullptr;
   o.resume = true;
   o.shuffle_seed = 5;  // a different output: the kept shards must not be reused
