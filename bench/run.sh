@@ -5,7 +5,7 @@
 # scaling from 10^3 to 10^6 samples. Writes WORKDIR/results.jsonl (one JSON object per
 # measurement), WORKDIR/report.md (tables for BENCHMARKS.md) and bench/charts/*.png.
 #
-#   bench/run.sh [WORKDIR]        (default /tmp/kiln-bench; about 15 minutes on 2 cores)
+#   bench/run.sh [WORKDIR]        (default /tmp/kiln-bench; 4-6 minutes on 2 cores, load 3-9)
 #
 # Env: KILN_BUILD_DIR (default build; must hold tools/kiln and bench/make_synthetic_dataset,
 # a Release build), BENCH_SECONDS (time limit per Python peer measurement, default 8),

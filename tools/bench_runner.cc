@@ -134,11 +134,14 @@ void Diagnose(BenchReport* r) {
   const double fetch = std::max(r->fetch_seconds, 1e-12);
   const double busy = r->threads && t > 0 ? r->fetch_seconds / (r->threads * t) : 0;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  // Storage is in play when the pages were dropped, many were not resident at open, or reads
-  // faulted to storage often; otherwise time off the CPU is preemption by other work.
-  const bool faulted =
-      r->cache == "cold" || r->resident_fraction < 0.95 || r->major_faults >= 64;
-  if (faulted && r->storage_wait_seconds > 0.3 * fetch) {
+  // Storage is in play when the pages were dropped, reads faulted to storage often, or most of
+  // the files were not resident at open and some reads faulted (readahead makes one major fault
+  // bring in many pages); otherwise time off the CPU is preemption by other work.
+  const bool faulted = r->cache == "cold" || r->major_faults >= 64 ||
+                       (r->resident_fraction < 0.5 && r->major_faults > 0);
+  const double cpu_stage =
+      std::max({r->decompress_seconds, r->augment_seconds, r->copy_seconds});
+  if (faulted && r->storage_wait_seconds > 0.3 * fetch && r->storage_wait_seconds > cpu_stage) {
     r->bottleneck = "storage";
     std::snprintf(buf, sizeof(buf),
                   "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
