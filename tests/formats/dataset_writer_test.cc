@@ -3,7 +3,11 @@
 #include "formats/dataset_writer.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <filesystem>
@@ -346,6 +350,37 @@ TEST(DatasetWriterTest, LeftoverStagingDirectoryIsRemoved) {
   ASSERT_TRUE((*writer)->Add(Record(schema, 0)).ok());
   ASSERT_TRUE((*writer)->Finish(Manifest{}).ok());
   EXPECT_EQ(Names(out), (std::vector<std::string>{"kiln.json", "shard-00000.kiln"}));
+}
+
+// Issue 7: a full disk gives an error naming the path, and no dataset under the output name. A
+// file-size limit (RLIMIT_FSIZE) in a forked child stands in for the full disk: the write fails
+// with EFBIG as it would with ENOSPC.
+TEST(DatasetWriterTest, FullDiskNamesThePathAndLeavesNoDataset) {
+  TempDir tmp;
+  const std::string out = tmp / "ds";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);  // get EFBIG from write() instead of being killed
+    struct rlimit limit = {256 << 10, 256 << 10};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(10);
+    const TensorSchema schema = Schema(64, 64, 3);  // 12 KiB records
+    auto writer = DatasetWriter::Create(out, Options(schema, uint64_t{64} << 20));
+    if (!writer.ok()) ::_exit(11);
+    Status status;
+    for (uint64_t i = 0; i < 1000 && status.ok(); ++i) status = (*writer)->Add(Record(schema, i));
+    if (status.ok()) status = (*writer)->Finish(Manifest{}).status();
+    if (status.ok()) ::_exit(12);
+    if (status.message().find(out + ".partial/shard-00000.kiln") == std::string::npos) ::_exit(13);
+    if (status.code() != StatusCode::kIOError) ::_exit(14);
+    writer->reset();
+    ::_exit(fs::exists(out) || fs::exists(out + ".partial") ? 15 : 0);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "10 setrlimit, 11 create, 12 no error, 13 path not named, "
+                                        "14 wrong code, 15 output left behind";
 }
 
 TEST(DatasetWriterTest, EmptyDataset) {
