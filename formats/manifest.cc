@@ -104,6 +104,20 @@ std::string Manifest::ToJson() const {
   return j.dump(2) + "\n";
 }
 
+namespace {
+// Returns `j[key]` when it is an unsigned integer no larger than `max`; otherwise throws (caught
+// in FromJson). nlohmann's get<uint32_t>() would accept 2.5, wrap -3 and convert floats with
+// undefined behaviour.
+uint64_t UnsignedField(const ordered_json& j, const char* key, uint64_t max) {
+  const ordered_json& v = j.at(key);
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > max) {
+    throw std::out_of_range(std::string("field '") + key + "' must be an unsigned integer <= " +
+                            std::to_string(max) + ", not " + v.dump());
+  }
+  return v.get<uint64_t>();
+}
+}  // namespace
+
 Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& origin) {
   ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
@@ -126,17 +140,19 @@ Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& 
     Result<Layout> layout = ParseLayout(s.at("layout").get<std::string>());
     if (!layout.ok()) return Status::Corruption(origin + ": " + layout.status().message());
     m.schema.layout = *layout;
-    m.schema.height = s.at("height").get<uint32_t>();
-    m.schema.width = s.at("width").get<uint32_t>();
-    m.schema.channels = s.at("channels").get<uint32_t>();
+    m.schema.height = static_cast<uint32_t>(UnsignedField(s, "height", UINT32_MAX));
+    m.schema.width = static_cast<uint32_t>(UnsignedField(s, "width", UINT32_MAX));
+    m.schema.channels = static_cast<uint32_t>(UnsignedField(s, "channels", UINT32_MAX));
     Status schema_ok = m.schema.Validate();
     if (!schema_ok.ok()) return Status::Corruption(origin + ": " + schema_ok.message());
-    m.samples = j.at("samples").get<uint64_t>();
+    m.samples = UnsignedField(j, "samples", UINT64_MAX);
     m.classes = j.at("classes").get<std::vector<std::string>>();
     m.compression = j.value("compression", "none");
-    m.record_alignment = j.value("record_alignment", kDefaultRecordAlignment);
+    m.record_alignment = static_cast<uint32_t>(
+        j.contains("record_alignment") ? UnsignedField(j, "record_alignment", UINT32_MAX)
+                                       : kDefaultRecordAlignment);
     if (j.contains("shuffle_seed") && !j["shuffle_seed"].is_null()) {
-      m.shuffle_seed = j["shuffle_seed"].get<uint64_t>();
+      m.shuffle_seed = UnsignedField(j, "shuffle_seed", UINT64_MAX);
     }
     m.preprocessing_json = j.value("preprocessing", ordered_json::object()).dump();
     m.source_json = j.value("source", ordered_json::object()).dump();
@@ -147,8 +163,8 @@ Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& 
         return Status::Corruption(origin + ": file name '" + info.file +
                                   "' must be a plain name inside the dataset directory");
       }
-      info.samples = f.at("samples").get<uint64_t>();
-      info.bytes = f.at("bytes").get<uint64_t>();
+      info.samples = UnsignedField(f, "samples", UINT64_MAX);
+      info.bytes = UnsignedField(f, "bytes", UINT64_MAX);
       const std::string hex = f.at("xxh3_64").get<std::string>();
       char* end = nullptr;
       info.xxh3_64 = std::strtoull(hex.c_str(), &end, 16);

@@ -83,7 +83,7 @@ Status RecordDecoder::Decode(const uint8_t* stored, size_t stored_size, Codec co
         return Status::Corruption("raw record of " + std::to_string(stored_size) +
                                   " bytes, expected " + std::to_string(raw_size));
       }
-      std::memcpy(out, stored, raw_size);
+      if (raw_size > 0) std::memcpy(out, stored, raw_size);
       return Status::Ok();
     case Codec::kZstd: {
       const auto start = std::chrono::steady_clock::now();

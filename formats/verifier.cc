@@ -23,6 +23,9 @@ namespace kiln {
 
 namespace {
 
+// The largest sample deep verification decodes without a manifest to vouch for it: 1 GiB.
+constexpr uint64_t kMaxDeepSampleBytes = uint64_t{1} << 30;
+
 // ShardReader's messages read "PATH: reason" or "PATH (where): reason"; a problem carries the
 // path and offset in fields of their own, so its reason is the part after them.
 std::string ReasonWithoutLocation(const std::string& msg, const std::string& path) {
@@ -116,7 +119,17 @@ class Checker {
       Problem(path, -1, static_cast<int64_t>(shard.footer().index_offset),
               "index checksum mismatch: labels, keys or record locations are damaged");
     }
-    std::vector<uint8_t> scratch(options_.deep ? h.schema.sample_bytes() : 0);
+    // Deep mode decodes into a buffer sized by the manifest's schema (the header's may be
+    // damaged and claim gigabytes); records of another size were reported above.
+    const TensorSchema& decode_schema = schema ? *schema : h.schema;
+    const bool deep = options_.deep && decode_schema.sample_bytes() <= kMaxDeepSampleBytes &&
+                      decode_schema.sample_bytes() == h.schema.sample_bytes();
+    if (options_.deep && !deep) {
+      Problem(path, -1, 24, "records not decoded: the header's sample size " +
+                                std::to_string(h.schema.sample_bytes()) + " bytes is implausible "
+                                "or differs from the manifest's");
+    }
+    std::vector<uint8_t> scratch(deep ? decode_schema.sample_bytes() : 0);
     for (uint64_t i = 0; i < shard.record_count(); ++i) {
       const ShardIndexEntry e = shard.entry(i);
       const std::string entry_problem = shard.EntryProblem(e);
@@ -143,7 +156,7 @@ class Checker {
                     HexDigest(computed) + ")");
         continue;
       }
-      if (options_.deep) {
+      if (deep) {
         Status s = decoder_.Decode(shard.stored(e), e.stored_size, e.codec, scratch.data(),
                                    scratch.size());
         if (!s.ok()) {
