@@ -36,7 +36,99 @@ void WarnOnce(const std::string& message) {
   if (printed->insert(message).second) std::fprintf(stderr, "kiln: %s\n", message.c_str());
 }
 
+// Device state of one slot (LoaderOptions::device >= 0). Touched only by the consumer thread
+// (Next, SetEpoch, Batch::WaitOn) and the destructor.
+struct DeviceSlotState {
+  DeviceBuffer memory;    // data_bytes of samples, then the labels
+  CudaEvent copied;       // recorded on the upload stream after the batch's copies
+  CudaEvent released;     // recorded on the consumer stream when the batch is released
+  bool copy_issued = false;        // `copied` recorded for the batch now held
+  bool released_recorded = false;  // `released` recorded at least once
+  cudaStream_t consumer_stream = nullptr;  // from the last WaitOn; nullptr = legacy default
+};
+
 }  // namespace
+
+struct Loader::DeviceRing {
+  int device = -1;
+  uint64_t data_bytes = 0;  // offset of the labels in each slot's device memory
+  CudaStream stream;        // the upload stream (non-blocking)
+  std::vector<DeviceSlotState> slots;
+  Status error;             // a failure at a release, returned by the next Next()
+};
+
+Status Batch::WaitOn(cudaStream_t consumer_stream) const {
+  if (device_slot_ == nullptr) {
+    return Status::InvalidArgument("Batch::WaitOn: batch " + std::to_string(index) +
+                                   " of epoch " + std::to_string(epoch) +
+                                   " has no device copy (LoaderOptions::device is -1, the loader "
+                                   "fell back to host batches, or the batch failed)");
+  }
+  auto* state = static_cast<DeviceSlotState*>(device_slot_);
+  KILN_RETURN_IF_ERROR(CudaStreamWaitEvent(consumer_stream, state->copied.get()));
+  state->consumer_stream = consumer_stream;
+  return Status::Ok();
+}
+
+Status Loader::CreateDeviceRing(uint64_t data_bytes, uint64_t label_bytes) {
+  auto ring = std::make_unique<DeviceRing>();
+  ring->device = options_.device;
+  ring->data_bytes = data_bytes;
+  KILN_ASSIGN_OR_RETURN(ring->stream, CudaStream::Create(options_.device));  // sets the device
+  ring->slots.resize(slots_.size());
+  for (DeviceSlotState& state : ring->slots) {
+    KILN_ASSIGN_OR_RETURN(state.memory, DeviceBuffer::Allocate(data_bytes + label_bytes));
+    KILN_ASSIGN_OR_RETURN(state.copied, CudaEvent::Create());
+    KILN_ASSIGN_OR_RETURN(state.released, CudaEvent::Create());
+  }
+  device_ = std::move(ring);
+  return Status::Ok();
+}
+
+Status Loader::UploadLocked(size_t slot_index, uint32_t size, Batch* batch) {
+  DeviceSlotState& state = device_->slots[slot_index];
+  const Slot& slot = slots_[slot_index];
+  cudaStream_t stream = device_->stream.get();
+  // Step 1: the device buffer's previous batch must be finished with on the consumer's stream.
+  if (state.released_recorded) {
+    KILN_RETURN_IF_ERROR(CudaStreamWaitEvent(stream, state.released.get()));
+  }
+  auto* memory = static_cast<uint8_t*>(state.memory.data());
+  KILN_RETURN_IF_ERROR(CudaCopyToDeviceAsync(memory, slot.data,
+                                             uint64_t{size} * out_schema_.sample_bytes(), stream));
+  KILN_RETURN_IF_ERROR(CudaCopyToDeviceAsync(memory + device_->data_bytes, slot.labels,
+                                             uint64_t{size} * sizeof(int64_t), stream));
+  KILN_RETURN_IF_ERROR(state.copied.Record(stream));
+  state.copy_issued = true;
+  state.consumer_stream = nullptr;
+  batch->device_data = memory;
+  batch->device_labels = reinterpret_cast<const int64_t*>(memory + device_->data_bytes);
+  batch->ready_event = state.copied.get();
+  batch->device = device_->device;
+  batch->device_slot_ = &state;
+  return Status::Ok();
+}
+
+void Loader::ReleaseDeviceSlotLocked(size_t slot_index) {
+  if (device_ == nullptr) return;
+  DeviceSlotState& state = device_->slots[slot_index];
+  if (!state.copy_issued) return;
+  state.copy_issued = false;
+  // Step 2: later uploads into this device buffer wait for the consumer's work enqueued so far.
+  Status status = state.released.Record(state.consumer_stream);
+  if (status.ok()) {
+    state.released_recorded = true;
+  } else {
+    // Without the event, wait for the consumer's stream on the host instead.
+    status = status.WithContext("releasing batch slot " + std::to_string(slot_index));
+    (void)CudaStreamSynchronize(state.consumer_stream);
+  }
+  // Step 3: the host slot is refilled only after its copy has completed.
+  Status copied = state.copied.Synchronize();
+  if (!copied.ok() && status.ok()) status = copied.WithContext("waiting for the upload of slot " +
+                                                                 std::to_string(slot_index));
+  if (!status.ok() && device_->error.ok()) device_->error = std::move(status);
+}
 
 Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
@@ -49,6 +141,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   if (options.prefetch < 1 || options.prefetch > 64) {
     return Status::InvalidArgument("prefetch " + std::to_string(options.prefetch) +
                                    " must be in [1, 64]");
+  }
+  if (options.device < -1) {
+    return Status::InvalidArgument("device " + std::to_string(options.device) +
+                                   " must be -1 (host batches) or a CUDA device index");
   }
   if (options.num_threads > 256) {
     return Status::InvalidArgument("num_threads " + std::to_string(options.num_threads) +
@@ -103,6 +199,15 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
     slot.indices.resize(slot_samples);
     slot.is_padding.resize(slot_samples);
   }
+  if (options.device >= 0) {
+    std::string reason;
+    if (CudaDeviceAvailable(&reason)) {
+      KILN_RETURN_IF_ERROR(loader->CreateDeviceRing(data_bytes, label_bytes));
+    } else {
+      WarnOnce("device " + std::to_string(options.device) + " requested but " + reason +
+               "; the loader serves host batches");
+    }
+  }
   const uint32_t threads =
       options.num_threads != 0 ? options.num_threads
                                : std::max(1u, std::thread::hardware_concurrency());
@@ -134,9 +239,19 @@ Loader::~Loader() {
   }
   work_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
+  if (device_ != nullptr) {
+    // Device memory is freed only after the uploads and the consumer's work on it finished.
+    if (holding_) ReleaseDeviceSlotLocked((next_batch_ - 1) % slots_.size());
+    (void)device_->stream.Synchronize();
+    for (DeviceSlotState& state : device_->slots) {
+      if (state.released_recorded) (void)state.released.Synchronize();
+    }
+  }
 }
 
 void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock) {
+  // The abandoned batch the consumer holds: its host slot is about to be refilled.
+  if (holding_) ReleaseDeviceSlotLocked((next_batch_ - 1) % slots_.size());
   // No new claims, then wait for chunks in flight: they write slots and read the permutation.
   total_tasks_ = 0;
   idle_cv_.wait(lock, [this] { return busy_ == 0; });
@@ -174,9 +289,15 @@ LoaderStats Loader::stats() const {
 Result<bool> Loader::Next(Batch* batch) {
   std::unique_lock<std::mutex> lock(mu_);
   if (holding_) {
+    ReleaseDeviceSlotLocked((next_batch_ - 1) % slots_.size());  // before the host slot is free
     holding_ = false;
     ++released_;
     work_cv_.notify_all();
+  }
+  if (device_ != nullptr && !device_->error.ok()) {
+    Status error = std::move(device_->error);
+    device_->error = Status::Ok();
+    return error;
   }
   if (!epoch_started_) StartEpochLocked(epoch_ + 1, lock);
   if (next_batch_ >= sampler_.batches_per_epoch()) {
@@ -199,7 +320,13 @@ Result<bool> Loader::Next(Batch* batch) {
   batch->sample_indices = slot.indices.data();
   batch->is_padding = slot.is_padding.data();
   batch->pinned = buffer_->pinned();
+  batch->device_data = nullptr;
+  batch->device_labels = nullptr;
+  batch->ready_event = nullptr;
+  batch->device = -1;
+  batch->device_slot_ = nullptr;
   if (!slot.status.ok()) return slot.status;
+  if (device_ != nullptr) KILN_RETURN_IF_ERROR(UploadLocked(b % slots_.size(), slot.size, batch));
   ++stats_.batches;
   stats_.samples += slot.size;
   stats_.bytes += batch->bytes();

@@ -20,6 +20,36 @@
 // Thread safety: one consumer thread calls SetEpoch/Next; the fetch threads are internal.
 // Lifetimes: a Batch's pointers stay valid until the next call to Next() or SetEpoch(), or the
 // Loader's destruction, whichever comes first. Copy what you keep.
+//
+// Device batches (LoaderOptions::device >= 0, kiln built with the CUDA runtime, a device
+// present): the loader also owns one non-blocking CUDA stream (the upload stream), one device
+// buffer per slot (the same ring: batch b uses host slot and device buffer b % (prefetch + 1)),
+// and per slot a `copied` event and a `released` event. Next() issues the upload of the batch it
+// hands out: cudaMemcpyAsync of data and labels, host slot -> device buffer, on the upload
+// stream, then records `copied` on it; it never synchronises the host with the copy. The
+// consumer orders its work after the copy with Batch::WaitOn(stream) (cudaStreamWaitEvent: no
+// host synchronisation) and enqueues kernels that read batch.device_data on that stream.
+//
+// The protocol that keeps a slow training step correct (steps are enqueued asynchronously, so
+// the GPU may still be reading batch b when the host asks for batch b + 1):
+//   1. Upload of batch b, on the upload stream: wait for `released[s]` (the consumer's work on
+//      the batch that last used device buffer s), copy, record `copied[s]`.
+//   2. Release of batch b (the next Next() or SetEpoch(), or the Loader's destruction): the
+//      loader records `released[s]` on the consumer stream given to the last WaitOn for b (the
+//      legacy default stream when WaitOn was not called), so the device buffer is overwritten
+//      only after every kernel the consumer enqueued on b before releasing it has finished.
+//   3. The host slot goes back to the fetch threads only after `copied[s]` has completed: the
+//      release waits for it on the host (cudaEventSynchronize). That copy was issued one step
+//      earlier and has usually finished; when it has not, the wait is backpressure: the host can
+//      run at most prefetch + 1 batches ahead of the GPU, never over a batch still in flight.
+// Consumers that read a batch on several streams join them into the one passed to WaitOn.
+// Upload runs on the consumer's thread inside Next(), so uploads follow batch order; fetching
+// into the other slots continues meanwhile. Create() makes `device` current on its thread, and
+// the consumer thread must have it current while it calls Next() (uploads are enqueued there).
+// Without a usable device (no CUDA runtime in this build, no driver, no device) a loader with
+// device >= 0 prints one warning per process and serves host batches exactly as with
+// device = -1 (device_data null). The Loader's destructor waits for the consumer's work on the
+// batch it holds (its `released` event) before freeing device memory.
 #ifndef KILN_READER_LOADER_H_
 #define KILN_READER_LOADER_H_
 
@@ -35,6 +65,7 @@
 #include "formats/shard_format.h"
 #include "formats/status.h"
 #include "reader/augmenter.h"
+#include "reader/cuda_handles.h"
 #include "reader/host_buffer.h"
 #include "reader/sampler.h"
 
@@ -53,6 +84,10 @@ struct LoaderOptions {
   bool pin_memory = true;        // pinned slots when a CUDA device is present. Default true.
   AugmentOptions augment;        // random crop and flip. Default off.
   uint64_t start_epoch = 0;      // the epoch the first Next() serves (resume). Default 0.
+  // CUDA device that receives every batch (see "Device batches" above); -1 for host batches
+  // only. Falls back to host batches, with one warning, where no usable device exists.
+  // Range [-1, device count). Default -1.
+  int device = -1;
 };
 
 // One batch: `size` samples in one contiguous block, sample k at data + k * sample_bytes.
@@ -66,7 +101,22 @@ struct Batch {
   const uint64_t* sample_indices = nullptr;   // [size] dataset indices
   const uint8_t* is_padding = nullptr;        // [size] 1 for padding (TailPolicy::kPad)
   bool pinned = false;                        // data lives in pinned memory
+  // Device batches only (null and -1 otherwise); valid for the same time as `data`, and to be
+  // read only by work ordered after ready_event (see WaitOn):
+  const void* device_data = nullptr;          // [size, schema shape], like data, on `device`
+  const int64_t* device_labels = nullptr;     // [size], on `device`
+  void* ready_event = nullptr;                // cudaEvent_t, completes when the upload is done
+  int device = -1;                            // the CUDA device holding device_data
   uint64_t bytes() const { return uint64_t{size} * schema.sample_bytes(); }
+
+  // Makes `consumer_stream` (nullptr: the legacy default stream) wait for this batch's upload
+  // without blocking the host (cudaStreamWaitEvent), and names it as the stream whose work the
+  // loader waits for before reusing the device buffer (step 2 above). Call it before enqueueing
+  // work that reads device_data. Errors: InvalidArgument for a batch without a device copy;
+  // CudaStatus("cudaStreamWaitEvent").
+  Status WaitOn(cudaStream_t consumer_stream) const;
+
+  void* device_slot_ = nullptr;               // internal: the loader's per-slot device state
 };
 
 // Cumulative counters since Create(), for `kiln bench`.
@@ -91,8 +141,9 @@ class Loader {
  public:
   // Builds a loader over `dataset` (shared: the loader keeps it alive), allocates its slots and
   // starts its threads, which begin filling epoch options.start_epoch at once.
-  // Errors: InvalidArgument for out-of-range options (naming the option); OutOfRange when slot
-  // memory cannot be allocated.
+  // Errors: InvalidArgument for out-of-range options (naming the option; also a `device` index
+  // at or above the device count when devices exist); OutOfRange when slot memory (host or
+  // device) cannot be allocated; CudaStatus errors naming the CUDA call for device batches.
   static Result<std::unique_ptr<Loader>> Create(std::shared_ptr<const Dataset> dataset,
                                                 const LoaderOptions& options);
   // Opens the dataset in `dir` (Dataset::Open) and builds a loader over it.
@@ -119,6 +170,8 @@ class Loader {
   uint64_t samples_per_epoch() const { return sampler_.samples_per_epoch(); }
   const TensorSchema& sample_schema() const { return out_schema_; }
   bool pinned() const { return buffer_->pinned(); }
+  // True when batches are uploaded to options().device (false after a fallback).
+  bool device_batches() const { return device_ != nullptr; }
   uint32_t num_threads() const { return static_cast<uint32_t>(threads_.size()); }
   const Dataset& dataset() const { return *dataset_; }
   const LoaderOptions& options() const { return options_; }
@@ -142,6 +195,11 @@ class Loader {
   void WorkerLoop();
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
                    std::vector<uint8_t>* scratch, uint64_t* augment_ns);
+  struct DeviceRing;  // upload stream, device buffers and events (loader.cc)
+  Status CreateDeviceRing(uint64_t data_bytes, uint64_t label_bytes);
+  Status UploadLocked(size_t slot_index, uint32_t size, Batch* batch);
+  // Steps 2 and 3 of the protocol for the batch the consumer holds in slot `slot_index`.
+  void ReleaseDeviceSlotLocked(size_t slot_index);
 
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions options_;
@@ -150,6 +208,7 @@ class Loader {
   uint32_t chunks_per_batch_ = 1;
   uint32_t chunk_samples_ = 1;
   std::unique_ptr<HostBuffer> buffer_;
+  std::unique_ptr<DeviceRing> device_;  // null for host batches; used by the consumer thread
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
 

@@ -1,0 +1,110 @@
+// kiln::NormalizeKernel: the optional fused GPU step after upload. Turns a device batch of
+// uint8 HWC samples into normalised float32 or float16 CHW samples, applying the random crop and
+// horizontal flip of reader/augmenter.h on the GPU:
+//
+//   out[b, c, y, x] = (in[b, top + y, left + x', c] - mean[c]) / std[c],
+//   x' = flip ? out_width - 1 - x : x,
+//
+// with (top, left, flip) = DrawAugmentParams(stored, augment, seed, batch.epoch,
+// batch.sample_indices[b]): drawn on the host, exactly as the CPU path draws them, and uploaded
+// with the batch. So a loader with augment off followed by this kernel gives the same samples
+// as a loader with the same AugmentOptions followed by NormalizeSampleOnHost: bit-identical for
+// float32 (both compute one IEEE subtraction and one IEEE division in float), and within
+// float16 rounding (relative 2^-11) for float16.
+//
+// Build: the kernel is compiled when CMake found nvcc (KILN_HAVE_CUDA_KERNELS); otherwise
+// Create returns NotSupported. NormalizedSchema and NormalizeSampleOnHost (the CPU reference)
+// are always built.
+// Ownership: a NormalizeKernel owns a small device buffer for the per-sample parameters.
+// Thread safety: one thread at a time; see Run for stream ordering.
+#ifndef KILN_READER_NORMALIZE_KERNEL_H_
+#define KILN_READER_NORMALIZE_KERNEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "formats/status.h"
+#include "formats/tensor_schema.h"
+#include "reader/augmenter.h"
+#include "reader/cuda_handles.h"
+#include "reader/loader.h"
+
+namespace kiln {
+
+constexpr uint32_t kMaxNormalizeChannels = 4;
+
+struct NormalizeOptions {
+  // Output element type: DType::kFloat32 or DType::kFloat16 (IEEE binary16, round to nearest
+  // even). Default float32.
+  DType out_dtype = DType::kFloat32;
+  // Per-channel mean and standard deviation in uint8 units (0..255), for channels
+  // [0, kMaxNormalizeChannels); std must be non-zero. Default 0 and 1 (values pass unchanged).
+  float mean[kMaxNormalizeChannels] = {0.f, 0.f, 0.f, 0.f};
+  float std[kMaxNormalizeChannels] = {1.f, 1.f, 1.f, 1.f};
+};
+
+// Returns the schema of normalised samples: out_dtype, CHW, the crop size of `augment` (or the
+// stored size). Errors: InvalidArgument when `stored` is not uint8 HWC with 1 to 4 channels, a
+// std is zero, out_dtype is not a float type, or AugmentedSchema rejects the crop.
+Result<TensorSchema> NormalizedSchema(const TensorSchema& stored, const AugmentOptions& augment,
+                                      const NormalizeOptions& options);
+
+// The CPU reference: normalises one uint8 HWC sample `in` of schema `in_schema` (already
+// cropped and flipped, as the loader's slots hold it) into float32 CHW `out`
+// ([channels, height, width] floats), with the formula in the file comment.
+void NormalizeSampleOnHost(const uint8_t* in, const TensorSchema& in_schema,
+                           const NormalizeOptions& options, float* out);
+
+class NormalizeKernel {
+ public:
+  // Prepares the kernel for device batches of `stored` samples (the loader's sample_schema(),
+  // uint8 HWC) of up to `max_batch_size` samples, with crop/flip `augment` drawn from `seed`
+  // (pass the loader's seed and give the loader AugmentOptions{} so the crop happens here).
+  // Allocates on the current device. Errors: those of NormalizedSchema; NotSupported when kiln
+  // was built without nvcc; CudaStatus errors (cudaMalloc).
+  static Result<std::unique_ptr<NormalizeKernel>> Create(const TensorSchema& stored,
+                                                         const AugmentOptions& augment,
+                                                         const NormalizeOptions& options,
+                                                         uint32_t max_batch_size, uint64_t seed);
+  ~NormalizeKernel();
+  NormalizeKernel(const NormalizeKernel&) = delete;
+  NormalizeKernel& operator=(const NormalizeKernel&) = delete;
+
+  // Schema of one output sample (see NormalizedSchema).
+  const TensorSchema& output_schema() const { return out_schema_; }
+  // Bytes of output for `samples` samples.
+  uint64_t output_bytes(uint32_t samples) const {
+    return uint64_t{samples} * out_schema_.sample_bytes();
+  }
+
+  // Enqueues on `stream`: the upload of the batch's per-sample parameters, then the kernel that
+  // reads batch.device_data and writes batch.size samples to `device_out` (output_bytes(size)
+  // bytes of device memory). Calls batch.WaitOn(stream) first, so the kernel runs after the
+  // batch's upload and the loader reuses the device buffer only after it. Does not block the
+  // host except for the parameter copy's staging (pageable, a few KiB). Successive calls must
+  // use the same stream (the parameter buffer is reused in stream order).
+  // Errors: InvalidArgument when the batch has no device copy, its schema is not `stored`, or
+  // it has more than max_batch_size samples; CudaStatus errors naming the call.
+  Status Run(const Batch& batch, void* device_out, cudaStream_t stream);
+
+  // Same as Run on a raw device batch `device_in` of `size` stored samples, with explicit
+  // per-sample parameters (host memory, `size` entries); no WaitOn.
+  Status RunRaw(const void* device_in, uint32_t size, const AugmentParams* params,
+                void* device_out, cudaStream_t stream);
+
+ private:
+  NormalizeKernel() = default;
+  TensorSchema stored_;
+  TensorSchema out_schema_;
+  AugmentOptions augment_;
+  NormalizeOptions options_;
+  uint32_t max_batch_size_ = 0;
+  uint64_t seed_ = 0;
+  DeviceBuffer params_;                  // max_batch_size_ x {top, left, flip} uint32
+  std::vector<uint32_t> host_params_;    // staging for the parameter copy
+};
+
+}  // namespace kiln
+
+#endif  // KILN_READER_NORMALIZE_KERNEL_H_

@@ -1,0 +1,36 @@
+# Loaded by scripts/gpu-check.sh through CMAKE_PROJECT_INCLUDE: once the top-level CMakeLists
+# has found its dependencies, points their imported targets at static archives, so the GPU
+# check's binaries need nothing on the GPU node but glibc and the NVIDIA driver (libcuda.so.1,
+# which the static CUDA runtime opens at run time). Build-time only; never installed.
+set(KILN_STATIC_ZSTD "/usr/lib/x86_64-linux-gnu/libzstd.a" CACHE FILEPATH "static zstd")
+set(KILN_STATIC_XXHASH "/usr/lib/x86_64-linux-gnu/libxxhash.a" CACHE FILEPATH "static xxHash")
+
+function(kiln_gpu_check_static_deps)
+  foreach(lib IN ITEMS "${KILN_STATIC_ZSTD}" "${KILN_STATIC_XXHASH}")
+    if(NOT EXISTS "${lib}")
+      message(FATAL_ERROR "gpu-check: ${lib} is missing (Debian: libzstd-dev, libxxhash-dev)")
+    endif()
+  endforeach()
+  # zstd's package config imports the shared library for configuration NONE (Debian).
+  get_target_property(_cfgs zstd::libzstd_shared IMPORTED_CONFIGURATIONS)
+  foreach(cfg IN LISTS _cfgs ITEMS "")
+    if(cfg)
+      set_property(TARGET zstd::libzstd_shared PROPERTY IMPORTED_LOCATION_${cfg} "${KILN_STATIC_ZSTD}")
+      set_property(TARGET zstd::libzstd_shared PROPERTY IMPORTED_SONAME_${cfg})
+    endif()
+  endforeach()
+  set_property(TARGET zstd::libzstd_shared PROPERTY IMPORTED_LOCATION "${KILN_STATIC_ZSTD}")
+  set_property(TARGET xxHash::xxhash PROPERTY IMPORTED_LOCATION "${KILN_STATIC_XXHASH}")
+  # The static CUDA runtime (dlopens libcuda.so.1 at run time).
+  if(TARGET CUDA::cudart AND TARGET CUDA::cudart_static)
+    get_target_property(_static CUDA::cudart_static IMPORTED_LOCATION)
+    set_property(TARGET CUDA::cudart PROPERTY IMPORTED_LOCATION "${_static}")
+    set_property(TARGET CUDA::cudart PROPERTY IMPORTED_SONAME)
+    set_property(TARGET CUDA::cudart APPEND PROPERTY INTERFACE_LINK_LIBRARIES
+      Threads::Threads ${CMAKE_DL_LIBS} rt)
+  endif()
+  message(STATUS "gpu-check: zstd, xxHash and the CUDA runtime linked statically")
+endfunction()
+
+cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL kiln_gpu_check_static_deps)
+set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
