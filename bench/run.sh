@@ -10,13 +10,17 @@
 # Env: KILN_BUILD_DIR (default build; must hold tools/kiln and bench/make_synthetic_dataset,
 # a Release build), BENCH_SECONDS (time limit per Python peer measurement, default 8),
 # BENCH_SKIP_SCALING=1 to skip the 10^3..10^6 runs.
-# Needs Debian's python3-torch python3-torchvision python3-ffcv python3-numba python3-h5py
-# python3-lmdb python3-opencv python3-pil python3-matplotlib, libjpeg-turbo-progs, imagemagick,
-# dataset-fashion-mnist and (for ~3,000 photo tiles) plasma-workspace-wallpapers.
+# Installs what it needs (scripts/setup.sh plus the peers: python3-ffcv python3-numba
+# python3-opencv python3-matplotlib plasma-workspace-wallpapers), as root or through sudo;
+# the wallpapers give the photo tiles (about 2,000 here).
 # Not part of the test suite. A peer that fails is recorded with its error and the run goes on.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+
+# One command does all the setup: kiln's own packages and build, then the peers' packages.
+KILN_SETUP_EXTRA_PACKAGES="python3-ffcv python3-numba python3-opencv python3-matplotlib plasma-workspace-wallpapers" \
+  scripts/setup.sh || exit 1
 work=${1:-/tmp/kiln-bench}
 build=${KILN_BUILD_DIR:-build}
 kiln=$repo/$build/tools/kiln

@@ -28,6 +28,10 @@ KILN_DEBIAN_PACKAGES=(
   python3-h5py python3-hdf5plugin hdf5-tools
 )
 
+# KILN_SETUP_EXTRA_PACKAGES: more packages for one caller (bench/run.sh adds the peers' own).
+read -r -a extra_packages <<<"${KILN_SETUP_EXTRA_PACKAGES:-}"
+KILN_DEBIAN_PACKAGES+=("${extra_packages[@]}")
+
 cd "$(dirname "$0")/.."
 build_dir=${KILN_BUILD_DIR:-build}
 
