@@ -1,9 +1,5 @@
 #include "formats/hdf5_verifier.h"
 
-#include <sys/stat.h>
-#include <xxhash.h>
-
-#include <cerrno>
 #include <memory>
 #include <vector>
 
@@ -11,6 +7,7 @@
 #include "formats/hdf5_format.h"
 #include "formats/mapped_file.h"
 #include "formats/record_codec.h"
+#include "formats/verifier_checks.h"
 
 namespace kiln {
 
@@ -30,45 +27,11 @@ void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
   auto problem = [&](const std::string& file, int64_t record, int64_t offset, std::string why) {
     report->problems.push_back({file, record, offset, std::move(why)});
   };
-  const std::string manifest_path = dir + "/" + kManifestFileName;
-  if (manifest.files.size() != 1 || manifest.files[0].file != kHdf5DataFileName) {
-    problem(manifest_path, -1, -1, "an hdf5 dataset lists exactly one file, data.h5");
-  }
-  for (const ShardFileInfo& f : manifest.files) {
-    if (f.file == kHdf5DataFileName && f.samples != manifest.samples) {
-      problem(manifest_path, -1, -1,
-              "data.h5 is listed with " + std::to_string(f.samples) +
-                  " samples but the manifest says " + std::to_string(manifest.samples));
-    }
-  }
-  ++report->files_checked;
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    problem(path, -1, -1, "missing: " + Status::FromErrno("cannot stat", path, errno).message());
-    return;
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  CheckSingleFileManifest(dir, manifest, kHdf5DataFileName, "hdf5", report);
   const ShardFileInfo* expected = manifest.files.empty() ? nullptr : &manifest.files[0];
-  if (expected != nullptr && size != expected->bytes) {
-    problem(path, -1, static_cast<int64_t>(std::min(size, expected->bytes)),
-            "file is " + std::to_string(size) + " bytes but the manifest says " +
-                std::to_string(expected->bytes) + (size < expected->bytes ? " (truncated)" : ""));
-  }
-  Result<std::unique_ptr<MappedFile>> mapped = MappedFile::Open(path);
-  if (!mapped.ok()) {
-    problem(path, -1, -1, mapped.status().message());
-    return;
-  }
-  const MappedFile& file = **mapped;
-  report->bytes_checked += file.size();
-  if (expected != nullptr && file.size() > 0) {
-    const uint64_t hash = XXH3_64bits(file.data(), file.size());
-    if (hash != expected->xxh3_64) {
-      problem(path, -1, -1,
-              "whole-file hash mismatch (manifest " + HexDigest(expected->xxh3_64) +
-                  ", computed " + HexDigest(hash) + ")");
-    }
-  }
+  const std::unique_ptr<MappedFile> mapped = CheckFileAgainstManifest(path, expected, report);
+  if (!mapped) return;
+  const MappedFile& file = *mapped;
   Result<Hdf5Layout> inspected = Hdf5File::Inspect(path, manifest.schema, manifest.samples, true);
   if (!inspected.ok()) {
     problem(path, -1, -1, inspected.status().message() + "; samples were not checked");
@@ -110,8 +73,8 @@ void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
     const uint64_t computed = RecordChecksum(base + c.offset, c.size, label);
     if (computed != want) {
       problem(path, record, offset,
-              "checksum mismatch (stored " + HexDigest(want) + ", computed " +
-                  HexDigest(computed) + ")");
+              "checksum mismatch (stored " + HexDigest(want) + ", computed " + HexDigest(computed) +
+                  ")");
       continue;
     }
     if (options.deep) {

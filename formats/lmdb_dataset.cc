@@ -18,12 +18,6 @@ namespace kiln {
 
 namespace {
 
-std::string Hex64(uint64_t v) {
-  char buf[19];
-  std::snprintf(buf, sizeof(buf), "0x%016" PRIx64, v);
-  return buf;
-}
-
 // Finds the start of the mapping that holds `inside` in /proc/self/maps, so error messages can
 // give byte offsets in data.mdb. Returns 0 when unknown (not Linux, or no match).
 uintptr_t MappingStart(const void* inside) {
@@ -61,12 +55,12 @@ struct LmdbDataset::State {
   // (null before). The environment is read-only and never written while open, so a value stays
   // at its address until mdb_env_close: later reads skip the B-tree search. calloc'd, so only
   // the pages of samples actually read are ever touched (Open stays O(1) in samples).
-  std::unique_ptr<std::atomic<const uint8_t*>[], void (*)(void*)> located{nullptr, std::free};
+  std::unique_ptr<std::atomic<const uint8_t*>[], void (*)(void*)> located { nullptr, std::free };
   // Per run of kLocateRun samples: 0 not walked, 1 a thread is walking it, 2 walked. The first
   // miss in a run walks the whole run with a cursor (sequential, ~20 ns a sample) instead of
   // searching the B-tree once per sample (~500 ns of cache misses each): the first shuffled
   // epoch then costs about what later ones do.
-  std::unique_ptr<std::atomic<uint8_t>[], void (*)(void*)> run_state{nullptr, std::free};
+  std::unique_ptr<std::atomic<uint8_t>[], void (*)(void*)> run_state { nullptr, std::free };
 
   std::mutex mu;
   std::vector<MDB_txn*> all;   // every read transaction alive; guarded by mu
@@ -229,7 +223,7 @@ Result<void*> LmdbDataset::ThreadTxn() const {
 
 std::string LmdbDataset::Location(uint64_t index, const uint8_t* value) const {
   std::string where = data_path() + " record " + std::to_string(index) + " (key " +
-                      Hex64(index) + ", offset ";
+                      FormatChecksum(index) + ", offset ";
   const uintptr_t p = reinterpret_cast<uintptr_t>(value);
   if (value != nullptr && state_->map_start != 0 && p >= state_->map_start &&
       p - state_->map_start < state_->data_bytes) {
@@ -307,15 +301,16 @@ Status LmdbDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* 
   if (!h.ok()) return h.status().WithContext(Location(index, value) + ": bad value header");
   const uint64_t sample_bytes = schema().sample_bytes();
   if (h->raw_size != sample_bytes) {
-    return Status::Corruption(Location(index, value) + ": raw size " +
-                              std::to_string(h->raw_size) + " differs from the schema's " +
-                              std::to_string(sample_bytes) + " bytes");
+    return Status::Corruption(Location(index, value) + ": raw size " + std::to_string(h->raw_size) +
+                              " differs from the schema's " + std::to_string(sample_bytes) +
+                              " bytes");
   }
   const uint8_t* stored = LmdbValueStored(value, *h);
   const uint64_t computed = RecordChecksum(stored, h->stored_size, h->label);
   if (computed != h->checksum) {
     return Status::Corruption(Location(index, stored) + ": checksum mismatch (stored " +
-                              Hex64(h->checksum) + ", computed " + Hex64(computed) + ")");
+                              FormatChecksum(h->checksum) + ", computed " +
+                              FormatChecksum(computed) + ")");
   }
   Status s = decoder->Decode(stored, h->stored_size, h->codec, out, h->raw_size);
   if (!s.ok()) return s.WithContext(Location(index, stored));

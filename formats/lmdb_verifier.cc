@@ -1,9 +1,5 @@
 #include "formats/lmdb_verifier.h"
 
-#include <sys/stat.h>
-#include <xxhash.h>
-
-#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -12,6 +8,7 @@
 #include "formats/lmdb_format.h"
 #include "formats/mapped_file.h"
 #include "formats/record_codec.h"
+#include "formats/verifier_checks.h"
 
 namespace kiln {
 
@@ -36,48 +33,10 @@ void VerifyLmdbDataset(const std::string& dir, const Manifest& manifest,
   auto problem = [&](const std::string& file, int64_t record, int64_t offset, std::string why) {
     report->problems.push_back({file, record, offset, std::move(why)});
   };
-  const std::string manifest_path = dir + "/" + kManifestFileName;
-  if (manifest.files.size() != 1 || manifest.files[0].file != kLmdbDataFileName) {
-    problem(manifest_path, -1, -1, "an lmdb dataset lists exactly one file, data.mdb");
-  }
-  for (const ShardFileInfo& f : manifest.files) {
-    if (f.file != kLmdbDataFileName) continue;
-    if (f.samples != manifest.samples) {
-      problem(manifest_path, -1, -1,
-              "data.mdb is listed with " + std::to_string(f.samples) +
-                  " samples but the manifest says " + std::to_string(manifest.samples));
-    }
-  }
-  ++report->files_checked;
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    problem(path, -1, -1, "missing: " + Status::FromErrno("cannot stat", path, errno).message());
-    return;
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  CheckSingleFileManifest(dir, manifest, kLmdbDataFileName, "lmdb", report);
   const ShardFileInfo* expected = manifest.files.empty() ? nullptr : &manifest.files[0];
-  if (expected != nullptr && size != expected->bytes) {
-    problem(path, -1, static_cast<int64_t>(std::min(size, expected->bytes)),
-            "file is " + std::to_string(size) + " bytes but the manifest says " +
-                std::to_string(expected->bytes) + (size < expected->bytes ? " (truncated)" : ""));
-  }
-  std::unique_ptr<MappedFile> mapped;
-  if (Result<std::unique_ptr<MappedFile>> f = MappedFile::Open(path); f.ok()) {
-    mapped = std::move(*f);
-    report->bytes_checked += size;
-    if (expected != nullptr && size > 0) {
-      const uint64_t hash = XXH3_64bits(mapped->data(), size);
-      if (hash != expected->xxh3_64) {
-        problem(path, -1, -1,
-                "whole-file hash mismatch (manifest " + HexDigest(expected->xxh3_64) +
-                    ", computed " + HexDigest(hash) + ")");
-      }
-    }
-  } else {
-    problem(path, -1, -1, f.status().message());
-    return;
-  }
-
+  const std::unique_ptr<MappedFile> mapped = CheckFileAgainstManifest(path, expected, report);
+  if (!mapped) return;
   Result<std::unique_ptr<LmdbEnv>> opened = LmdbEnv::OpenReadOnly(dir);
   if (!opened.ok()) {
     problem(path, -1, -1, opened.status().message() + "; records were not checked");

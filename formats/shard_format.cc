@@ -18,7 +18,7 @@ std::string_view CodecName(Codec codec) {
   return "invalid";
 }
 
-static std::string Hex(uint64_t v) {
+std::string FormatChecksum(uint64_t v) {
   char buf[19];
   std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
   return buf;
@@ -55,8 +55,8 @@ Result<ShardHeader> DecodeShardHeader(const uint8_t* in) {
   }
   const uint64_t stored = LoadLE64(in + 56), computed = XXH3_64bits(in, 56);
   if (stored != computed) {
-    return Status::Corruption("header checksum mismatch (stored " + Hex(stored) + ", computed " +
-                              Hex(computed) + ")");
+    return Status::Corruption("header checksum mismatch (stored " + FormatChecksum(stored) +
+                              ", computed " + FormatChecksum(computed) + ")");
   }
   if (LoadLE32(in + 12) != 0) return Status::Corruption("nonzero header flags");
   if (LoadLE32(in + 16) != kShardHeaderBytes) return Status::Corruption("bad header size");
@@ -121,8 +121,8 @@ Result<ShardFooter> DecodeShardFooter(const uint8_t* in, uint64_t file_size) {
   }
   const uint64_t stored = LoadLE64(in + 48), computed = XXH3_64bits(in, 48);
   if (stored != computed) {
-    return Status::Corruption("footer checksum mismatch (stored " + Hex(stored) + ", computed " +
-                              Hex(computed) + ")");
+    return Status::Corruption("footer checksum mismatch (stored " + FormatChecksum(stored) +
+                              ", computed " + FormatChecksum(computed) + ")");
   }
   ShardFooter f;
   f.index_offset = LoadLE64(in + 0);
@@ -140,11 +140,10 @@ Result<ShardFooter> DecodeShardFooter(const uint8_t* in, uint64_t file_size) {
                   f.keys_size <= footer_offset - f.keys_offset &&
                   footer_offset - (f.keys_offset + f.keys_size) < 8;
   if (!ok) {
-    return Status::Corruption("footer fields out of bounds (index at " +
-                              std::to_string(f.index_offset) + ", " +
-                              std::to_string(f.record_count) + " records, keys at " +
-                              std::to_string(f.keys_offset) + "+" + std::to_string(f.keys_size) +
-                              ", file size " + std::to_string(file_size) + ")");
+    return Status::Corruption(
+        "footer fields out of bounds (index at " + std::to_string(f.index_offset) + ", " +
+        std::to_string(f.record_count) + " records, keys at " + std::to_string(f.keys_offset) +
+        "+" + std::to_string(f.keys_size) + ", file size " + std::to_string(file_size) + ")");
   }
   return f;
 }

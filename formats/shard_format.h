@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "formats/status.h"
@@ -97,6 +98,9 @@ Result<ShardFooter> DecodeShardFooter(const uint8_t* in, uint64_t file_size);
 // Section 4: the per-record checksum, XXH3-64 of the stored bytes with the label (as a
 // two's-complement uint64) as seed, so that a damaged label is caught like damaged pixels.
 uint64_t RecordChecksum(const void* stored, size_t stored_size, int64_t label);
+
+// Returns "0x" and the 16 hex digits of a checksum, as every kiln message prints checksums.
+std::string FormatChecksum(uint64_t checksum);
 
 // Returns `value` rounded up to a multiple of `alignment` (a power of two).
 inline uint64_t AlignUp(uint64_t value, uint64_t alignment) {

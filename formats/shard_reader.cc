@@ -6,14 +6,6 @@
 
 namespace kiln {
 
-namespace {
-std::string Hex(uint64_t v) {
-  char buf[19];
-  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-}  // namespace
-
 Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   const uint64_t size = file->size();
@@ -23,8 +15,7 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) 
   }
   Result<ShardHeader> header = DecodeShardHeader(file->data());
   if (!header.ok()) return header.status().WithContext(path + " (offset 0)");
-  Result<ShardFooter> footer =
-      DecodeShardFooter(file->data() + size - kShardFooterBytes, size);
+  Result<ShardFooter> footer = DecodeShardFooter(file->data() + size - kShardFooterBytes, size);
   if (!footer.ok()) {
     return footer.status().WithContext(path + " (footer at offset " +
                                        std::to_string(size - kShardFooterBytes) + ")");
@@ -76,7 +67,8 @@ Status ShardReader::CheckRecord(uint64_t i) const {
   const uint64_t computed = RecordChecksum(stored(e), e.stored_size, e.label);
   if (computed != e.checksum) {
     return Status::Corruption(RecordLocation(i, e.offset) + ": checksum mismatch (stored " +
-                              Hex(e.checksum) + ", computed " + Hex(computed) + ")");
+                              FormatChecksum(e.checksum) + ", computed " +
+                              FormatChecksum(computed) + ")");
   }
   return Status::Ok();
 }
@@ -97,8 +89,9 @@ Status ShardReader::VerifyIndexChecksum() const {
   const uint64_t computed = XXH3_64bits(file_->data() + begin, end - begin);
   if (computed != footer_.index_checksum) {
     return Status::Corruption(path() + " (index at offset " + std::to_string(begin) +
-                              "): index checksum mismatch (stored " + Hex(footer_.index_checksum) +
-                              ", computed " + Hex(computed) + ")");
+                              "): index checksum mismatch (stored " +
+                              FormatChecksum(footer_.index_checksum) + ", computed " +
+                              FormatChecksum(computed) + ")");
   }
   return Status::Ok();
 }

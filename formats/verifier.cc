@@ -12,6 +12,7 @@
 #include "formats/dataset_writer.h"
 #include "formats/manifest.h"
 #include "formats/shard_reader.h"
+#include "formats/verifier_checks.h"
 #if KILN_HAVE_LMDB
 #include "formats/lmdb_verifier.h"
 #endif
@@ -54,52 +55,29 @@ class Checker {
   // Checks one shard file. `expected` is null when there is no manifest to compare with.
   void CheckShard(const std::string& path, const ShardFileInfo* expected, uint32_t shard_index,
                   uint64_t first_sample, const TensorSchema* schema) {
-    ++report_->files_checked;
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
-      Problem(path, -1, -1, "missing: " + Status::FromErrno("cannot stat", path, errno).message());
-      return;
-    }
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    if (expected && size != expected->bytes) {
-      Problem(path, -1, static_cast<int64_t>(std::min(size, expected->bytes)),
-              "file is " + std::to_string(size) + " bytes but the manifest says " +
-                  std::to_string(expected->bytes) + (size < expected->bytes ? " (truncated)" : ""));
-    }
-    Result<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
-    if (!file.ok()) {
-      Problem(path, -1, -1, file.status().message());
-      return;
-    }
-    report_->bytes_checked += size;
-    if (expected && size > 0) {
-      const uint64_t hash = XXH3_64bits((*file)->data(), size);
-      if (hash != expected->xxh3_64) {
-        Problem(path, -1, -1,
-                "whole-file hash mismatch (manifest " + HexDigest(expected->xxh3_64) +
-                    ", computed " + HexDigest(hash) + ")");
-      }
-    }
-    file->reset();
+    std::unique_ptr<MappedFile> file = CheckFileAgainstManifest(path, expected, report_);
+    if (!file) return;
+    const uint64_t size = file->size();
+    file.reset();  // ShardReader maps the file itself
     Result<std::unique_ptr<ShardReader>> opened = ShardReader::Open(path);
     if (!opened.ok()) {
       const std::string& msg = opened.status().message();
       const bool footer = msg.find("footer") != std::string::npos || size < 128;
       Problem(path, -1, footer ? static_cast<int64_t>(size >= 64 ? size - 64 : 0) : 0,
-              ReasonWithoutLocation(msg, path) +
-                  "; records in this file were not checked");
+              ReasonWithoutLocation(msg, path) + "; records in this file were not checked");
       return;
     }
     const ShardReader& shard = **opened;
     const ShardHeader& h = shard.header();
     if (manifest_ && h.record_alignment != manifest_->record_alignment) {
-      Problem(path, -1, 20, "record alignment " + std::to_string(h.record_alignment) +
-                                " differs from the manifest's " +
-                                std::to_string(manifest_->record_alignment));
+      Problem(path, -1, 20,
+              "record alignment " + std::to_string(h.record_alignment) +
+                  " differs from the manifest's " + std::to_string(manifest_->record_alignment));
     }
     if (schema && h.schema != *schema) {
-      Problem(path, -1, 24, "shard schema " + h.schema.ShapeString() + " differs from the manifest's " +
-                                schema->ShapeString());
+      Problem(path, -1, 24,
+              "shard schema " + h.schema.ShapeString() + " differs from the manifest's " +
+                  schema->ShapeString());
     }
     if (expected) {
       if (h.shard_index != shard_index || h.first_sample != first_sample) {
@@ -110,8 +88,8 @@ class Checker {
       }
       if (shard.record_count() != expected->samples) {
         Problem(path, -1, static_cast<int64_t>(size - 64 + 8),
-                "footer says " + std::to_string(shard.record_count()) +
-                    " records, manifest says " + std::to_string(expected->samples));
+                "footer says " + std::to_string(shard.record_count()) + " records, manifest says " +
+                    std::to_string(expected->samples));
       }
     }
     Status index_ok = shard.VerifyIndexChecksum();
@@ -125,9 +103,11 @@ class Checker {
     const bool deep = options_.deep && decode_schema.sample_bytes() <= kMaxDeepSampleBytes &&
                       decode_schema.sample_bytes() == h.schema.sample_bytes();
     if (options_.deep && !deep) {
-      Problem(path, -1, 24, "records not decoded: the header's sample size " +
-                                std::to_string(h.schema.sample_bytes()) + " bytes is implausible "
-                                "or differs from the manifest's");
+      Problem(path, -1, 24,
+              "records not decoded: the header's sample size " +
+                  std::to_string(h.schema.sample_bytes()) +
+                  " bytes is implausible "
+                  "or differs from the manifest's");
     }
     std::vector<uint8_t> scratch(deep ? decode_schema.sample_bytes() : 0);
     for (uint64_t i = 0; i < shard.record_count(); ++i) {
@@ -191,6 +171,58 @@ std::vector<std::string> ShardFilesIn(const std::string& dir) {
 
 }  // namespace
 
+std::unique_ptr<MappedFile> CheckFileAgainstManifest(const std::string& path,
+                                                     const ShardFileInfo* expected,
+                                                     VerifyReport* report) {
+  auto problem = [&](int64_t offset, std::string why) {
+    report->problems.push_back({path, -1, offset, std::move(why)});
+  };
+  ++report->files_checked;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    problem(-1, "missing: " + Status::FromErrno("cannot stat", path, errno).message());
+    return nullptr;
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (expected && size != expected->bytes) {
+    problem(static_cast<int64_t>(std::min(size, expected->bytes)),
+            "file is " + std::to_string(size) + " bytes but the manifest says " +
+                std::to_string(expected->bytes) + (size < expected->bytes ? " (truncated)" : ""));
+  }
+  Result<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
+  if (!file.ok()) {
+    problem(-1, file.status().message());
+    return nullptr;
+  }
+  report->bytes_checked += (*file)->size();
+  if (expected && (*file)->size() > 0) {
+    const uint64_t hash = XXH3_64bits((*file)->data(), (*file)->size());
+    if (hash != expected->xxh3_64) {
+      problem(-1, "whole-file hash mismatch (manifest " + HexDigest(expected->xxh3_64) +
+                      ", computed " + HexDigest(hash) + ")");
+    }
+  }
+  return std::move(file).value();
+}
+
+void CheckSingleFileManifest(const std::string& dir, const Manifest& manifest,
+                             const std::string& file_name, const std::string& format,
+                             VerifyReport* report) {
+  const std::string manifest_path = dir + "/" + kManifestFileName;
+  if (manifest.files.size() != 1 || manifest.files[0].file != file_name) {
+    report->problems.push_back(
+        {manifest_path, -1, -1, "an " + format + " dataset lists exactly one file, " + file_name});
+  }
+  for (const ShardFileInfo& f : manifest.files) {
+    if (f.file == file_name && f.samples != manifest.samples) {
+      report->problems.push_back({manifest_path, -1, -1,
+                                  file_name + " is listed with " + std::to_string(f.samples) +
+                                      " samples but the manifest says " +
+                                      std::to_string(manifest.samples)});
+    }
+  }
+}
+
 VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options) {
   VerifyReport report;
   report.dir = dir;
@@ -236,8 +268,8 @@ VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options)
   }
   if (first_sample != manifest->samples) {
     checker.Problem(manifest_path, -1, -1,
-                    "files list " + std::to_string(first_sample) + " samples but the manifest says " +
-                        std::to_string(manifest->samples));
+                    "files list " + std::to_string(first_sample) +
+                        " samples but the manifest says " + std::to_string(manifest->samples));
   }
   for (const std::string& name : ShardFilesIn(dir)) {
     if (listed.count(name) == 0) {

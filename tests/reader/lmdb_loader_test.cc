@@ -128,7 +128,9 @@ TEST(LmdbLoader, FieldCase_B25_ReaderSlotsBoundedOverEpochs) {
       }
       if (abandon && samples >= 500) break;  // the iterator is dropped half-way
     }
-    if (!abandon) EXPECT_EQ(samples, 1000u);
+    if (!abandon) {
+      EXPECT_EQ(samples, 1000u);
+    }
     loader->reset();  // joins the fetch threads: their transactions go back to the pool
     EXPECT_EQ(ds->active_read_transactions(), 0u) << "epoch " << epoch;
     EXPECT_LE(ds->read_transactions(), threads + 1) << "epoch " << epoch;
