@@ -17,29 +17,12 @@
 
 #include "formats/dataset.h"
 #include "formats/shard_reader.h"
+#include "tests/formats/temp_dir.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = (fs::temp_directory_path() /
-             ("kiln_dw_" + std::to_string(::getpid()) + "_" + info->name()))
-                .string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 TensorSchema Schema(uint32_t h, uint32_t w, uint32_t c) {
   TensorSchema s;

@@ -25,36 +25,12 @@
 #include "formats/hdf5_file.h"
 #include "formats/hdf5_format.h"
 #include "formats/verifier.h"
+#include "tests/formats/temp_dir.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = (fs::temp_directory_path() /
-             ("kiln_hdf5_" + std::to_string(::getpid()) + "_" + info->name()))
-                .string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(path_, ec);
-         it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
-    }
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 TensorSchema Schema(uint32_t h, uint32_t w, uint32_t c, DType dtype = DType::kUint8,
                     Layout layout = Layout::kHWC) {

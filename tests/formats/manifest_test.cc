@@ -1,5 +1,6 @@
 // Tests for formats/manifest.h: JSON round trip, every parse error, atomic write and Read.
 #include "formats/manifest.h"
+#include "tests/formats/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,23 +14,6 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = (fs::temp_directory_path() /
-             ("kiln_manifest_" + std::to_string(::getpid()) + "_" + info->name()))
-                .string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 Manifest Sample() {
   Manifest m;

@@ -18,28 +18,12 @@
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
 #include "formats/shard_reader.h"
+#include "tests/formats/temp_dir.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = (fs::temp_directory_path() /
-             ("kiln_verify_" + std::to_string(::getpid()) + "_" + info->name()))
-                .string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 std::vector<uint8_t> ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
