@@ -54,7 +54,9 @@ class Dataset {
     return dir() + " sample " + std::to_string(index);
   }
 
-  // Returns sample `index`'s key (the source path relative to the input root).
+  // Returns sample `index`'s key (the source path relative to the input root), checked: a
+  // damaged key is an error, never returned (shards check the index checksum once per shard,
+  // LMDB the value header, HDF5 the keys checksum once per file).
   // Errors: OutOfRange, Corruption naming file and record.
   virtual Result<std::string> Key(uint64_t index) const = 0;
 

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "formats/dataset.h"
@@ -43,7 +44,9 @@ class Hdf5Dataset final : public Dataset {
   // stored bytes ("checksum mismatch", "zstd: ...").
   Status ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,
                     int64_t* label) const override;
-  // Returns the key stored in `keys` (NUL padding removed). Errors: OutOfRange.
+  // Returns the key stored in `keys` (NUL padding removed), after checking, on the first call,
+  // the keys checksum (version 2 files; O(samples * key width) once). Errors: OutOfRange;
+  // Corruption naming data.h5, the sample and the keys' offset.
   Result<std::string> Key(uint64_t index) const override;
   // Loads the label and checksum (`payload` false) or the stored bytes into the CPU cache.
   void Prefetch(uint64_t index, bool payload) const override;
@@ -59,6 +62,9 @@ class Hdf5Dataset final : public Dataset {
   std::string path_;
   std::unique_ptr<Hdf5Layout> layout_;
   std::unique_ptr<MappedFile> file_;
+  // The keys checksum's result, computed by the first Key call.
+  mutable std::once_flag keys_checked_;
+  mutable Status keys_status_;
 };
 
 }  // namespace kiln

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 
+#include <xxhash.h>
+
 #include "formats/hdf5_format.h"
 
 namespace kiln {
@@ -154,6 +156,7 @@ class Inspector {
                                     " bytes (kiln writes none)");
       }
     }
+    KILN_RETURN_IF_ERROR(Version(&out->version));
     out->samples = n_;
     out->sample_bytes = schema_.sample_bytes();
     KILN_RETURN_IF_ERROR(Images(out));
@@ -432,6 +435,47 @@ class Inspector {
     }
     out->key_width = static_cast<uint32_t>(width);
     KILN_ASSIGN_OR_RETURN(out->keys_offset, ContiguousOffset(d.get(), kHdf5KeysName, n_ * width));
+    // The keys checksum (section 3): checked whenever present, required from version 2.
+    if (H5Aexists(d.get(), kHdf5KeysChecksumAttr) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      if (out->version >= 2) {
+        return Status::Corruption(Where(kHdf5KeysName) + ": attribute '" + kHdf5KeysChecksumAttr +
+                                  "' is missing (required from kiln_hdf5_version 2)");
+      }
+      return Status::Ok();
+    }
+    Hdf5Id attr(H5Aopen(d.get(), kHdf5KeysChecksumAttr, H5P_DEFAULT));
+    Hdf5Id space(attr.valid() ? H5Aget_space(attr.get()) : H5I_INVALID_HID);
+    if (!space.valid() || H5Sget_simple_extent_type(space.get()) != H5S_SCALAR ||
+        H5Aread(attr.get(), H5T_NATIVE_UINT64, &out->keys_checksum) < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return Status::Corruption(Where(kHdf5KeysName) + ": attribute '" + kHdf5KeysChecksumAttr +
+                                "' is not a readable scalar uint64");
+    }
+    out->has_keys_checksum = true;
+    return Status::Ok();
+  }
+
+  // Reads kiln_hdf5_version (section 3): 1 or 2, else NotSupported.
+  Status Version(int32_t* version) {
+    if (H5Aexists(file_.get(), kHdf5VersionAttr) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return Status::Corruption(path_ + ": attribute '" + kHdf5VersionAttr +
+                                "' is missing (not a kiln HDF5 file?)");
+    }
+    Hdf5Id attr(H5Aopen(file_.get(), kHdf5VersionAttr, H5P_DEFAULT));
+    Hdf5Id space(attr.valid() ? H5Aget_space(attr.get()) : H5I_INVALID_HID);
+    if (!space.valid() || H5Sget_simple_extent_type(space.get()) != H5S_SCALAR ||
+        H5Aread(attr.get(), H5T_NATIVE_INT32, version) < 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return Status::Corruption(path_ + ": attribute '" + kHdf5VersionAttr +
+                                "' is not a readable scalar integer");
+    }
+    if (*version < kHdf5OldestVersion || *version > kHdf5Version) {
+      return Status::NotSupported(path_ + ": kiln_hdf5_version " + std::to_string(*version) +
+                                  " (this kiln reads " + std::to_string(kHdf5OldestVersion) +
+                                  " to " + std::to_string(kHdf5Version) + ")");
+    }
     return Status::Ok();
   }
 
@@ -467,6 +511,21 @@ class Inspector {
 };
 
 }  // namespace
+
+Status CheckHdf5KeysChecksum(const Hdf5Layout& layout, const uint8_t* data,
+                             const std::string& path) {
+  if (!layout.has_keys_checksum) return Status::Ok();
+  const uint64_t bytes = layout.samples * layout.key_width;
+  const uint64_t computed = XXH3_64bits(data + layout.keys_offset, bytes);
+  if (computed != layout.keys_checksum) {
+    return Status::Corruption(path + ": dataset '" + kHdf5KeysName + "' (offset " +
+                              std::to_string(layout.keys_offset) +
+                              "): keys checksum mismatch (stored " +
+                              FormatChecksum(layout.keys_checksum) + ", computed " +
+                              FormatChecksum(computed) + ")");
+  }
+  return Status::Ok();
+}
 
 Result<Hdf5Layout> Hdf5File::Inspect(const std::string& path, const TensorSchema& schema,
                                      uint64_t samples, bool read_manifest_attr) {

@@ -100,6 +100,11 @@ struct Hdf5Layout {
   uint64_t checksums_offset = 0;  // uint64 LE [N]
   uint64_t keys_offset = 0;       // key_width bytes per sample, NUL-padded
   uint32_t key_width = 0;
+  int32_t version = 0;  // kiln_hdf5_version
+  // XXH3-64 of the keys dataset's samples * key_width bytes (attribute `xxh3_64` of `keys`);
+  // required from version 2, absent in version 1 files.
+  bool has_keys_checksum = false;
+  uint64_t keys_checksum = 0;
   std::string manifest_attr;  // the kiln_manifest attribute (only when asked for)
 
   // Returns sample i's stored bytes: offset in the file, size and codec. i < samples.
@@ -108,6 +113,13 @@ struct Hdf5Layout {
     return {images_offset + i * sample_bytes, static_cast<uint32_t>(sample_bytes), Codec::kNone};
   }
 };
+
+// Checks the keys checksum of a mapped data.h5 (`data` is its first byte, laid out as `layout`
+// says): Ok when it matches, or when the file has none (version 1). O(samples * key width).
+// Errors: Corruption "<path>: dataset 'keys' (offset O): keys checksum mismatch (stored X,
+// computed Y)". Does not call HDF5; thread-safe.
+Status CheckHdf5KeysChecksum(const Hdf5Layout& layout, const uint8_t* data,
+                             const std::string& path);
 
 class Hdf5File {
  public:
@@ -118,7 +130,7 @@ class Hdf5File {
   // queries in O(N) each), checks each range lies inside the file, closes the file and returns
   // the offsets. Takes the HDF5 lock. Errors: NotFound; Corruption naming the path and the
   // dataset or sample; NotSupported (layouts kiln does not write: external storage, a user block,
-  // other filters); IOError naming the path.
+  // other filters, a kiln_hdf5_version other than 1 or 2); IOError naming the path.
   static Result<Hdf5Layout> Inspect(const std::string& path, const TensorSchema& schema,
                                     uint64_t samples, bool read_manifest_attr);
 };

@@ -52,6 +52,13 @@ void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
                 " of " + manifest.schema.ShapeString());
   }
   const uint8_t* base = file.data();
+  Status keys = CheckHdf5KeysChecksum(l, base, path);
+  if (!keys.ok()) {
+    std::string why = keys.message();
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+    problem(path, -1, static_cast<int64_t>(l.keys_offset),
+            why + ": a key is damaged (keys have no per-sample checksum)");
+  }
   std::vector<uint8_t> scratch(options.deep ? l.sample_bytes : 0);
   RecordDecoder decoder;
   for (uint64_t i = 0; i < l.samples; ++i) {

@@ -247,6 +247,15 @@ Status Hdf5Writer::WriteFile(const std::string& path) {
     H5Tset_cset(type.get(), H5T_CSET_UTF8);
     H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
     KILN_RETURN_IF_ERROR(write_vector(kHdf5KeysName, type.get(), type.get(), keys.data()));
+    // Section 3: the keys checksum, so a reader can trust a key without hashing the whole file.
+    const uint64_t keys_checksum = XXH3_64bits(keys.data(), keys.size());
+    Hdf5Id space(H5Screate(H5S_SCALAR));
+    Hdf5Id attr(H5Acreate_by_name(file.get(), kHdf5KeysName, kHdf5KeysChecksumAttr,
+                                  H5T_STD_U64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                                  H5P_DEFAULT));
+    if (!attr.valid() || H5Awrite(attr.get(), H5T_NATIVE_UINT64, &keys_checksum) < 0) {
+      return Hdf5Error("cannot write attribute 'keys/xxh3_64'", path);
+    }
   }
 
   // Attributes of the root group.

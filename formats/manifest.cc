@@ -8,12 +8,38 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <xxhash.h>
 
 #include "formats/shard_format.h"
 
 namespace kiln {
 
 using nlohmann::ordered_json;
+
+namespace {
+// XXH3-64 of the canonical form of `doc` (an object): sorted keys, compact, without the checksum
+// key. nlohmann::json (std::map) sorts keys; its dump() escapes only what JSON requires and
+// prints each number the way it was parsed (integers exactly, doubles in their shortest
+// round-trip form), so parsing and dumping a manifest again gives the same bytes.
+uint64_t CanonicalChecksum(const ordered_json& doc) {
+  nlohmann::json canonical = nlohmann::json::parse(doc.dump());
+  canonical.erase(kManifestChecksumKey);
+  const std::string bytes = canonical.dump();
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+}  // namespace
+
+Result<uint64_t> ManifestChecksum(const std::string& text, const std::string& origin) {
+  ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::Corruption(origin + ": not a JSON object");
+  }
+  try {
+    return CanonicalChecksum(j);
+  } catch (const std::exception& e) {  // invalid UTF-8 in a string
+    return Status::Corruption(origin + ": " + e.what());
+  }
+}
 
 std::string HexDigest(uint64_t value) {
   char buf[17];
@@ -101,6 +127,7 @@ std::string Manifest::ToJson() const {
                       {"xxh3_64", HexDigest(f.xxh3_64)}});
   }
   j["files"] = shards;
+  j[kManifestChecksumKey] = HexDigest(CanonicalChecksum(j));
   return j.dump(2) + "\n";
 }
 
@@ -126,9 +153,10 @@ Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& 
   // nlohmann reports type errors by exception; they stay inside this function.
   try {
     const int version = j.at("kiln_manifest_version").get<int>();
-    if (version != kManifestVersion) {
+    if (version < kOldestManifestVersion || version > kManifestVersion) {
       return Status::NotSupported(origin + ": manifest version " + std::to_string(version) +
-                                  " (this kiln reads " + std::to_string(kManifestVersion) + ")");
+                                  " (this kiln reads " + std::to_string(kOldestManifestVersion) +
+                                  " to " + std::to_string(kManifestVersion) + ")");
     }
     Manifest m;
     m.format = j.at("format").get<std::string>();
@@ -172,6 +200,21 @@ Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& 
         return Status::Corruption(origin + ": bad xxh3_64 '" + hex + "' for " + info.file);
       }
       m.files.push_back(std::move(info));
+    }
+    // The checksum is checked after the fields, so that a malformed field is reported by name;
+    // it then catches every change that still parses (a class name, a count, a hash).
+    if (!j.contains(kManifestChecksumKey) && version >= 2) {
+      return Status::Corruption(origin + ": no " + kManifestChecksumKey +
+                                " (required from manifest version 2)");
+    }
+    if (j.contains(kManifestChecksumKey)) {
+      const std::string stored = j.at(kManifestChecksumKey).get<std::string>();
+      const uint64_t computed = CanonicalChecksum(j);
+      if (stored != HexDigest(computed)) {
+        return Status::Corruption(origin + ": manifest checksum mismatch (stored " + stored +
+                                  ", computed " + HexDigest(computed) +
+                                  "): the manifest was damaged or edited");
+      }
     }
     return m;
   } catch (const std::exception& e) {

@@ -18,7 +18,11 @@
 namespace kiln {
 
 inline constexpr char kManifestFileName[] = "kiln.json";
-inline constexpr int kManifestVersion = 1;
+// Version 2 adds `manifest_xxh3_64` (formats/manifest.md, "Manifest checksum"); version 1
+// manifests, which have none, are still read.
+inline constexpr int kManifestVersion = 2;
+inline constexpr int kOldestManifestVersion = 1;
+inline constexpr char kManifestChecksumKey[] = "manifest_xxh3_64";
 
 struct Manifest {
   std::string format = "shards";  // storage backend: "shards", "lmdb" or "hdf5"
@@ -35,7 +39,9 @@ struct Manifest {
 
   // Serialises to pretty-printed JSON text (stable key order).
   std::string ToJson() const;
-  // Parses JSON text. Errors: Corruption naming `origin` and the bad or missing field.
+  // Parses JSON text and checks `manifest_xxh3_64` (required from version 2; checked whenever
+  // present). Errors: Corruption naming `origin` and the bad or missing field, or "manifest
+  // checksum mismatch (stored ..., computed ...)"; NotSupported for another version.
   static Result<Manifest> FromJson(const std::string& text, const std::string& origin);
 
   // Reads `<dir>/kiln.json`. Errors: NotFound ("... is not a kiln dataset: no kiln.json"),
@@ -45,6 +51,13 @@ struct Manifest {
   // Errors: IOError naming the path.
   Status Write(const std::string& dir) const;
 };
+
+// The manifest checksum of a manifest's JSON text, as `manifest_xxh3_64` stores it: XXH3-64
+// (seed 0) of the canonical form, i.e. the document without its `manifest_xxh3_64` key, dumped
+// by nlohmann::json with sorted keys, no whitespace and UTF-8 unescaped (formats/manifest.md).
+// Whitespace and key order do not change it; any changed name, number or string does.
+// Errors: Corruption naming `origin` when the text is not a JSON object or not valid UTF-8.
+Result<uint64_t> ManifestChecksum(const std::string& text, const std::string& origin);
 
 // Returns the 16 lower-case hex digits of `value`.
 std::string HexDigest(uint64_t value);

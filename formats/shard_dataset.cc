@@ -108,13 +108,8 @@ Result<std::string> ShardDataset::Key(uint64_t index) const {
                               std::to_string(num_samples()));
   }
   const auto [shard, record] = Locate(index);
-  const ShardIndexEntry e = shard->entry(record);
-  const std::string problem = shard->EntryProblem(e);
-  if (!problem.empty()) {
-    return Status::Corruption(shard->RecordLocation(record, shard->EntryOffset(record)) +
-                              ": bad index entry: " + problem);
-  }
-  return std::string(shard->key(e));
+  KILN_ASSIGN_OR_RETURN(std::string_view key, shard->CheckedKey(record));
+  return std::string(key);
 }
 
 void ShardDataset::Prefetch(uint64_t index, bool payload) const {

@@ -96,4 +96,22 @@ Status ShardReader::VerifyIndexChecksum() const {
   return Status::Ok();
 }
 
+Result<std::string_view> ShardReader::CheckedKey(uint64_t i) const {
+  if (i >= record_count()) {
+    return Status::OutOfRange(path() + ": record " + std::to_string(i) + " of " +
+                              std::to_string(record_count()));
+  }
+  const ShardIndexEntry e = entry(i);
+  const std::string problem = EntryProblem(e);
+  if (!problem.empty()) {
+    return Status::Corruption(RecordLocation(i, EntryOffset(i)) + ": bad index entry: " + problem);
+  }
+  std::call_once(index_checked_, [this] { index_status_ = VerifyIndexChecksum(); });
+  if (!index_status_.ok()) {
+    return Status::Corruption(RecordLocation(i, EntryOffset(i)) +
+                              ": key cannot be trusted: " + index_status_.message());
+  }
+  return key(e);
+}
+
 }  // namespace kiln

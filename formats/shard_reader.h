@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -59,6 +60,12 @@ class ShardReader {
             e.key_size};
   }
 
+  // Returns record `i`'s key after checking its entry and, on the first call for this shard, the
+  // footer's index checksum (keys have no per-record checksum, shard_format.md section 4): a
+  // damaged key is never returned. O(records) once per shard, O(1) after; thread-safe.
+  // Errors: OutOfRange; Corruption naming path, record and entry offset.
+  Result<std::string_view> CheckedKey(uint64_t i) const;
+
   // Checks entry and checksum of record `i`, then decodes its raw_size bytes into `out` and
   // stores its label in `*label`. Errors: OutOfRange; Corruption naming path, record and offset
   // ("checksum mismatch", bounds, zstd).
@@ -78,6 +85,9 @@ class ShardReader {
   std::unique_ptr<MappedFile> file_;
   ShardHeader header_;
   ShardFooter footer_;
+  // VerifyIndexChecksum's result, computed by the first CheckedKey call.
+  mutable std::once_flag index_checked_;
+  mutable Status index_status_;
 };
 
 }  // namespace kiln

@@ -20,6 +20,8 @@ KILN_DEBIAN_PACKAGES=(
   dataset-fashion-mnist opencv-doc golang-1.19-src golang-github-disintegration-imaging-dev
   # tools the data scripts use
   libjpeg-turbo-progs imagemagick python3 python3-numpy python3-pil zstd
+  # xxhsum: the manifest interop test checks kiln.json's hashes without kiln
+  xxhash
   # LMDB interop tests: python3-lmdb reads our environments, mdb_stat inspects them
   python3-lmdb lmdb-utils
   # Python package (python/): bindings, DLPack, and its tests and training sample

@@ -231,6 +231,50 @@ TEST(DatasetTest, DamagedHeaderNamesTheShard) {
   EXPECT_NE(ds.status().message().find("header checksum"), std::string::npos);
 }
 
+// Issue 7: a key has no checksum of its own (shard_format.md section 4); Key checks the index
+// checksum once per shard, so a damaged key is an error naming shard and record, never returned.
+// Samples of that shard still read (their records are intact), and other shards' keys too.
+TEST(DatasetTest, DamagedKeyIsNeverReturned) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 60, 2048);
+  auto ds = Dataset::Open(dir);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  const auto& shards = dynamic_cast<const ShardDataset&>(**ds);
+  ASSERT_GE(shards.shard_count(), 2u);
+  const ShardReader& first = shards.shard(0);
+  const ShardIndexEntry e = first.entry(1);
+  const uint64_t at = first.footer().keys_offset + e.key_offset + 2;
+  const uint64_t in_first = first.record_count();
+  ds->reset();
+  {
+    std::fstream f(dir + "/shard-00000.kiln", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    const char c = static_cast<char>(f.get() ^ 0x01);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(c);
+  }
+  ds = Dataset::Open(dir);  // O(1) open does not hash the index
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  for (uint64_t i = 0; i < in_first; ++i) {
+    Result<std::string> key = (*ds)->Key(i);
+    ASSERT_FALSE(key.ok()) << "sample " << i << ": " << *key;
+    EXPECT_EQ(key.status().code(), StatusCode::kCorruption);
+    EXPECT_NE(key.status().message().find("shard-00000.kiln record " + std::to_string(i)),
+              std::string::npos) << key.status().message();
+    EXPECT_NE(key.status().message().find("index checksum mismatch"), std::string::npos)
+        << key.status().message();
+  }
+  Result<std::string> other = (*ds)->Key(in_first);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(*other, KeyOf(in_first));
+  RecordDecoder dec;
+  std::vector<uint8_t> out(Schema().sample_bytes());
+  int64_t label;
+  ASSERT_TRUE((*ds)->ReadSample(1, &dec, out.data(), &label).ok());
+  EXPECT_EQ(out, Raw(1));
+}
+
 TEST(DatasetTest, NotADataset) {
   TempDir tmp;
   auto none = Dataset::Open(tmp / "nope");

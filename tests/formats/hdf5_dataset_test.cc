@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -500,6 +501,95 @@ TEST(Hdf5Dataset, FlippedByteIsNamedByVerifierAndReader) {
     EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
     EXPECT_TRUE((*ds)->ReadSample(16, &dec, buf.data(), &label).ok());
   }
+}
+
+// Issue 7: keys have no per-sample checksum; the keys checksum attribute (hdf5_format.md
+// section 3) makes Key fail, naming data.h5 and the keys' offset, instead of returning a damaged
+// key, while samples still read; verify names the same offset.
+TEST(Hdf5Dataset, DamagedKeyIsNeverReturned) {
+  TempDir tmp;
+  WriteSpec spec;
+  spec.n = 40;
+  const std::string out = tmp / "keys";
+  ASSERT_TRUE(WriteHdf5(out, spec).ok());
+  const Hdf5Layout l = LayoutOf(out);
+  ASSERT_TRUE(l.has_keys_checksum);
+  ASSERT_EQ(l.version, 2);
+  std::vector<uint8_t> file = ReadAll(out + "/data.h5");
+  file[l.keys_offset + 7 * l.key_width + 2] ^= 0x01;  // sample 7's key, third byte
+  WriteAll(out + "/data.h5", file);
+
+  auto ds = Dataset::Open(out);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  for (uint64_t i : {uint64_t{7}, uint64_t{0}}) {  // every key: the damage is not localised
+    Result<std::string> key = (*ds)->Key(i);
+    ASSERT_FALSE(key.ok()) << *key;
+    EXPECT_EQ(key.status().code(), StatusCode::kCorruption);
+    EXPECT_NE(key.status().message().find("data.h5 sample " + std::to_string(i)),
+              std::string::npos) << key.status().message();
+    EXPECT_NE(key.status().message().find("keys checksum mismatch"), std::string::npos)
+        << key.status().message();
+  }
+  RecordDecoder dec;
+  std::vector<uint8_t> buf(spec.schema.sample_bytes());
+  int64_t label;
+  EXPECT_TRUE((*ds)->ReadSample(7, &dec, buf.data(), &label).ok());  // pixels are intact
+  EXPECT_EQ(buf, Raw(spec.schema, 7));
+
+  const VerifyReport report = VerifyDataset(out, VerifyOptions{});
+  bool named = false;
+  for (const VerifyProblem& p : report.problems) {
+    if (p.reason.find("keys checksum mismatch") != std::string::npos) {
+      named = true;
+      EXPECT_EQ(p.file, out + "/data.h5");
+      EXPECT_EQ(p.offset, static_cast<int64_t>(l.keys_offset));
+    }
+  }
+  EXPECT_TRUE(named) << VerifyReportToText(report);
+}
+
+// A version-1 file (before the keys checksum) still reads; one of an unknown version does not.
+TEST(Hdf5Dataset, VersionOneReadsAndUnknownVersionIsNotSupported) {
+  TempDir tmp;
+  WriteSpec spec;
+  spec.n = 10;
+  const std::string out = tmp / "v1";
+  ASSERT_TRUE(WriteHdf5(out, spec).ok());
+  auto rewrite = [&](int32_t version, bool drop_keys_checksum) {
+    Hdf5Lock lock;
+    Hdf5Id f(H5Fopen((out + "/data.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    ASSERT_TRUE(f.valid());
+    Hdf5Id attr(H5Aopen(f.get(), kHdf5VersionAttr, H5P_DEFAULT));
+    ASSERT_GE(H5Awrite(attr.get(), H5T_NATIVE_INT32, &version), 0);
+    if (drop_keys_checksum) {
+      ASSERT_GE(H5Adelete_by_name(f.get(), kHdf5KeysName, kHdf5KeysChecksumAttr, H5P_DEFAULT), 0);
+    }
+  };
+  auto reseal = [&] {  // the manifest lists data.h5's size and hash
+    Result<Manifest> m = Manifest::Read(out);
+    ASSERT_TRUE(m.ok());
+    m->files[0].bytes = fs::file_size(out + "/data.h5");
+    const std::vector<uint8_t> bytes = ReadAll(out + "/data.h5");
+    m->files[0].xxh3_64 = XXH3_64bits(bytes.data(), bytes.size());
+    ASSERT_TRUE(m->Write(out).ok());
+  };
+  ASSERT_NO_FATAL_FAILURE(rewrite(1, true));
+  ASSERT_NO_FATAL_FAILURE(reseal());
+  EXPECT_FALSE(LayoutOf(out).has_keys_checksum);
+  ASSERT_NO_FATAL_FAILURE(ExpectReadsBack(out, spec));
+  EXPECT_TRUE(VerifyDataset(out, VerifyOptions{}).ok());
+  // Version 2 without the attribute is damage, not an old file.
+  ASSERT_NO_FATAL_FAILURE(rewrite(2, false));
+  ASSERT_NO_FATAL_FAILURE(reseal());
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(out);
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(ds.status().message().find("xxh3_64"), std::string::npos) << ds.status().message();
+  ASSERT_NO_FATAL_FAILURE(rewrite(3, false));
+  ASSERT_NO_FATAL_FAILURE(reseal());
+  ds = Dataset::Open(out);
+  EXPECT_EQ(ds.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(ds.status().message().find("kiln_hdf5_version 3"), std::string::npos)
+      << ds.status().message();
 }
 
 TEST(Hdf5Dataset, TruncatedFileIsNamed) {

@@ -3,7 +3,8 @@
 # every sample i, images[i] (its bytes and its dtype and shape) equals what kiln's reader
 # returns, and labels and keys match, for raw (contiguous) and zstd (chunked, filter 32015,
 # decoded by hdf5plugin) files. `h5dump -H` must show the datasets of formats/hdf5_format.md.
-# Needs Debian's python3-h5py, python3-hdf5plugin and hdf5-tools (scripts/setup.sh installs them);
+# The keys checksum attribute equals `xxhsum -H3` of the keys array.
+# Needs Debian's python3-h5py, python3-hdf5plugin, hdf5-tools and xxhash (scripts/setup.sh installs them);
 # exits 77 (CTest: skipped) when they are missing.
 # Zstandard chunks need filter 32015 in h5py: hdf5plugin provides it where it ships its filter
 # binaries (PyPI); Debian 12's python3-hdf5plugin ships none, so then the test points
@@ -24,6 +25,10 @@ elif [ -n "$plugin_dir" ]; then
   echo "zstd filter 32015: hdf5plugin has none here; using $plugin_dir (tests/formats/h5z_zstd_plugin.c)"
 else
   echo "SKIPPED: no zstd filter (32015) for h5py: hdf5plugin lacks it and no PLUGIN_DIR was given"
+  exit 77
+fi
+if ! command -v xxhsum >/dev/null; then
+  echo "SKIPPED: xxhsum not found (apt-get install xxhash)"
   exit 77
 fi
 if ! command -v h5dump >/dev/null; then
@@ -53,7 +58,7 @@ for want in 'DATASPACE  SIMPLE { ( 150, 3, 5, 6 ) / ( 150, 3, 5, 6 ) }' 'CHUNKED
 done
 
 /usr/bin/python3 - "$work" <<'PY'
-import json, sys
+import json, subprocess, sys
 import h5py
 try:
     import hdf5plugin  # registers filter 32015 (Zstandard) where it ships the filter
@@ -83,7 +88,11 @@ for name in ["u8-hwc-plain", "f16-chw-plain", "f32-hwc-plain",
         assert labels.dtype == np.int64 and keys.shape == (150,)
         manifest = json.loads(f.attrs["kiln_manifest"])
         assert manifest["samples"] == 150 and manifest["format"] == "hdf5", manifest
-        assert int(f.attrs["kiln_hdf5_version"]) == 1
+        assert int(f.attrs["kiln_hdf5_version"]) == 2
+        # The keys checksum (hdf5_format.md section 3) is XXH3-64 of the keys array's bytes.
+        digest = subprocess.run(["xxhsum", "-H3"], input=keys[...].tobytes(), check=True,
+                                capture_output=True).stdout.split()[-1].decode()
+        assert int(digest, 16) == int(keys.attrs["xxh3_64"]), (name, digest)
         whole = images[...]  # one read of the whole array, and one per sample below
         for i, (label, key, raw) in enumerate(expected):
             assert images[i].tobytes() == raw, (name, i)

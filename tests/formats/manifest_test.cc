@@ -7,8 +7,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -83,14 +85,21 @@ TEST(ManifestTest, JsonFieldsAndOrder) {
   for (const auto& item : j.items()) keys.push_back(item.key());
   const std::vector<std::string> expected = {
       "kiln_manifest_version", "format", "tool", "schema", "samples", "classes", "compression",
-      "record_alignment", "shuffle_seed", "preprocessing", "source", "files"};
+      "record_alignment", "shuffle_seed", "preprocessing", "source", "files",
+      "manifest_xxh3_64"};
   EXPECT_EQ(keys, expected);
-  EXPECT_EQ(j["kiln_manifest_version"], 1);
+  EXPECT_EQ(j["kiln_manifest_version"], 2);
   EXPECT_EQ(j["schema"]["dtype"], "float16");
   EXPECT_EQ(j["schema"]["layout"], "chw");
   EXPECT_EQ(j["schema"]["sample_bytes"], 32 * 48 * 3 * 2);
   EXPECT_EQ(j["files"][0]["xxh3_64"], "0123456789abcdef");
   EXPECT_EQ(j["files"][1]["bytes"], 6543);
+}
+
+// Re-seals an edited manifest the way the writer does: a new manifest_xxh3_64.
+std::string Sealed(nlohmann::ordered_json j) {
+  j[kManifestChecksumKey] = HexDigest(*ManifestChecksum(j.dump(), "test"));
+  return j.dump(2);
 }
 
 TEST(ManifestTest, OptionalFieldsTakeDefaults) {
@@ -99,7 +108,7 @@ TEST(ManifestTest, OptionalFieldsTakeDefaults) {
                           "preprocessing", "source"}) {
     j.erase(key);
   }
-  Result<Manifest> m = Manifest::FromJson(j.dump(), "x");
+  Result<Manifest> m = Manifest::FromJson(Sealed(j), "x");
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->tool, "");
   EXPECT_EQ(m->compression, "none");
@@ -176,10 +185,78 @@ TEST(ManifestTest, UnknownDTypeOrLayoutIsCorruptionNamingOrigin) {
 }
 
 TEST(ManifestTest, NewerManifestVersionIsNotSupported) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(Sample().ToJson());
-  j["kiln_manifest_version"] = 2;
+  for (int version : {0, 3}) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(Sample().ToJson());
+    j["kiln_manifest_version"] = version;
+    Result<Manifest> m = Manifest::FromJson(Sealed(j), "o");
+    EXPECT_EQ(m.status().code(), StatusCode::kNotSupported) << version;
+    EXPECT_NE(m.status().message().find("manifest version " + std::to_string(version)),
+              std::string::npos)
+        << m.status().message();
+  }
+}
+
+// Every change that still parses is caught by manifest_xxh3_64 (issue 7: a flipped class name
+// or tool went unnoticed in version 1). The error names the manifest and both hashes.
+TEST(ManifestTest, ChecksumCatchesEveryEditThatStillParses) {
+  const std::string text = Sample().ToJson();
+  const auto edits = std::vector<std::function<void(nlohmann::ordered_json&)>>{
+      [](auto& j) { j["classes"][0] = "cbt"; },
+      [](auto& j) { j["tool"] = "kiln 0.1.1"; },
+      [](auto& j) { j["samples"] = j["samples"].template get<uint64_t>() + 1; },
+      [](auto& j) { j["files"][1]["xxh3_64"] = "0123456789abcdee"; },
+      [](auto& j) { j["files"][0]["bytes"] = 1; },
+      [](auto& j) { j["compression"] = "zstd:4"; },
+      [](auto& j) { j["preprocessing"] = {{"resize", 33}}; },
+      [](auto& j) { j["source"]["root"] = "/elsewhere"; },
+      [](auto& j) { j["unknown_key"] = 1; },
+      [](auto& j) { j["kiln_manifest_version"] = 1; },  // still has the checksum: checked
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+    edits[i](j);
+    Result<Manifest> m = Manifest::FromJson(j.dump(2), "/d/kiln.json");
+    ASSERT_FALSE(m.ok()) << "edit " << i;
+    EXPECT_EQ(m.status().code(), StatusCode::kCorruption) << "edit " << i;
+    EXPECT_EQ(m.status().message().rfind("/d/kiln.json: manifest checksum mismatch (stored ", 0),
+              0u)
+        << m.status().message();
+  }
+  // Whitespace and key order are not content: the same document still reads.
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
+  nlohmann::ordered_json reordered;
+  const std::vector<std::string> keys = {"files", "manifest_xxh3_64", "schema", "format",
+                                         "kiln_manifest_version", "samples", "classes"};
+  for (const std::string& k : keys) reordered[k] = j[k];
+  for (auto& item : j.items()) reordered[item.key()] = item.value();
+  EXPECT_TRUE(Manifest::FromJson(reordered.dump(), "o").ok());
+  EXPECT_TRUE(Manifest::FromJson(j.dump(), "o").ok());
+  // Version 2 requires the checksum; removing it is Corruption naming the key.
+  j.erase(kManifestChecksumKey);
   Result<Manifest> m = Manifest::FromJson(j.dump(), "o");
-  EXPECT_EQ(m.status().code(), StatusCode::kNotSupported);
+  EXPECT_EQ(m.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(m.status().message().find(kManifestChecksumKey), std::string::npos);
+}
+
+// Manifests written before the checksum existed (version 1, no manifest_xxh3_64) still read:
+// this is the manifest of tests/data/golden/raw/ as kiln wrote it until version 2.
+TEST(ManifestTest, VersionOneWithoutChecksumStillReads) {
+  const std::string v1 = R"({
+  "kiln_manifest_version": 1, "format": "shards", "tool": "kiln golden",
+  "schema": {"dtype": "uint8", "layout": "hwc", "height": 2, "width": 3, "channels": 1,
+             "sample_bytes": 6},
+  "samples": 3, "classes": ["cat", "dog", "bird"], "compression": "none",
+  "record_alignment": 64, "shuffle_seed": null, "preprocessing": {}, "source": {},
+  "files": [{"file": "shard-00000.kiln", "samples": 3, "bytes": 416,
+             "xxh3_64": "c28ca2daa5fbf228"}]
+})";
+  Result<Manifest> m = Manifest::FromJson(v1, "old/kiln.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->classes, (std::vector<std::string>{"cat", "dog", "bird"}));
+  EXPECT_EQ(m->files.at(0).xxh3_64, 0xc28ca2daa5fbf228ull);
+  // Rewritten, it becomes version 2 with a checksum.
+  EXPECT_NE(m->ToJson().find("\"kiln_manifest_version\": 2"), std::string::npos);
+  EXPECT_TRUE(Manifest::FromJson(m->ToJson(), "o").ok());
 }
 
 TEST(ManifestTest, FileNamesMustStayInsideTheDirectory) {
