@@ -2,7 +2,7 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include "formats/xxh3.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -80,12 +80,7 @@ Status Hdf5Dataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* 
   const uint8_t* stored = base + c.offset;
   const int64_t lab = static_cast<int64_t>(LoadLE64At(base + l.labels_offset + index * 8));
   const uint64_t want = LoadLE64At(base + l.checksums_offset + index * 8);
-  const uint64_t computed = RecordChecksum(stored, c.size, lab);
-  if (computed != want) {
-    return Status::Corruption(Location(index, c.offset) + ": checksum mismatch (stored " +
-                              HexDigest(want) + ", computed " + HexDigest(computed) + ")");
-  }
-  Status s = decoder->Decode(stored, c.size, c.codec, out, l.sample_bytes);
+  Status s = decoder->DecodeChecked(stored, c.size, c.codec, lab, want, out, l.sample_bytes);
   if (!s.ok()) return s.WithContext(Location(index, c.offset));
   *label = lab;
   return Status::Ok();

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include <xxhash.h>
+#include "formats/xxh3.h"
 
 #include "formats/hdf5_format.h"
 

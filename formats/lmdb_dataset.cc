@@ -306,13 +306,8 @@ Status LmdbDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* 
                               " bytes");
   }
   const uint8_t* stored = LmdbValueStored(value, *h);
-  const uint64_t computed = RecordChecksum(stored, h->stored_size, h->label);
-  if (computed != h->checksum) {
-    return Status::Corruption(Location(index, stored) + ": checksum mismatch (stored " +
-                              FormatChecksum(h->checksum) + ", computed " +
-                              FormatChecksum(computed) + ")");
-  }
-  Status s = decoder->Decode(stored, h->stored_size, h->codec, out, h->raw_size);
+  Status s = decoder->DecodeChecked(stored, h->stored_size, h->codec, h->label, h->checksum, out,
+                                    h->raw_size);
   if (!s.ok()) return s.WithContext(Location(index, stored));
   *label = h->label;
   return Status::Ok();

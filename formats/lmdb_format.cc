@@ -1,6 +1,6 @@
 #include "formats/lmdb_format.h"
 
-#include <xxhash.h>
+#include "formats/xxh3.h"
 
 #include <cstring>
 #include <vector>

@@ -3,7 +3,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <xxhash.h>
+#include "formats/xxh3.h"
 
 #include <cerrno>
 

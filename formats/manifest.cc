@@ -8,7 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <xxhash.h>
+#include "formats/xxh3.h"
 
 #include "formats/shard_format.h"
 

@@ -70,6 +70,16 @@ class RecordDecoder {
   Status Decode(const uint8_t* stored, size_t stored_size, Codec codec, uint8_t* out,
                 size_t raw_size);
 
+  // Checks and decodes one record: the record checksum (RecordChecksum: XXH3-64 of the stored
+  // bytes seeded with `label`) must equal `checksum`, then Decode. A raw record is copied and
+  // hashed in one pass: each block is hashed from `out` right after it is copied, while it is in
+  // L1, so the stored bytes are read from memory once, and the hash covers exactly the bytes
+  // delivered (a mapped file changing under the read cannot slip unchecked bytes through). A zstd
+  // record is hashed before it reaches the decompressor. On any error `out` holds unspecified
+  // bytes. Errors: Corruption "checksum mismatch (stored 0x..., computed 0x...)", or Decode's.
+  Status DecodeChecked(const uint8_t* stored, size_t stored_size, Codec codec, int64_t label,
+                       uint64_t checksum, uint8_t* out, size_t raw_size);
+
   // Zstd records decoded by this decoder and the wall time spent decompressing them (two clock
   // reads per zstd record, none for raw records): `kiln bench` splits decompression from copy.
   uint64_t zstd_records() const { return zstd_records_; }
@@ -77,6 +87,7 @@ class RecordDecoder {
 
  private:
   void* dctx_ = nullptr;  // ZSTD_DCtx*, owned
+  void* xxh3_ = nullptr;  // XXH3_state_t*, owned: DecodeChecked's streaming hash
   uint64_t zstd_records_ = 0;
   uint64_t zstd_ns_ = 0;
 };

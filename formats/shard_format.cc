@@ -1,6 +1,6 @@
 #include "formats/shard_format.h"
 
-#include <xxhash.h>
+#include "formats/xxh3.h"
 
 #include <cstdio>
 #include <cstring>

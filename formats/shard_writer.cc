@@ -2,7 +2,7 @@
 
 #include <fcntl.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include "formats/xxh3.h"
 
 #include <cerrno>
 #include <cstdio>

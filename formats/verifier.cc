@@ -1,7 +1,7 @@
 #include "formats/verifier.h"
 
 #include <sys/stat.h>
-#include <xxhash.h>
+#include "formats/xxh3.h"
 
 #include <algorithm>
 #include <filesystem>

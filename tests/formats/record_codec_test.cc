@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -159,6 +160,45 @@ TEST(RecordCodecTest, RawSizeMismatchAndUnknownCodec) {
   s = dec.Decode(data, 8, static_cast<Codec>(7), out, 8);
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
   EXPECT_NE(s.message().find("unknown codec 7"), std::string::npos) << s.message();
+}
+
+// DecodeChecked copies a raw record in 16 KiB blocks and hashes each block from the destination
+// with XXH3's streaming API: the value must be RecordChecksum's for every size (the block edges
+// included), the bytes exact, and one changed byte anywhere a checksum mismatch.
+TEST(RecordCodecTest, DecodeCheckedEqualsChecksumThenDecode) {
+  RecordEncoder raw_enc(*Compression::Parse("none"));
+  RecordEncoder zstd_enc(*Compression::Parse("zstd:3"));
+  RecordDecoder dec;
+  for (size_t n : {size_t{0}, size_t{1}, size_t{240}, size_t{16383}, size_t{16384},
+                   size_t{16385}, size_t{3 * 16384}, size_t{150528}, size_t{150529}}) {
+    for (RecordEncoder* enc : {&raw_enc, &zstd_enc}) {
+      SCOPED_TRACE("n=" + std::to_string(n) + (enc == &raw_enc ? " raw" : " zstd"));
+      const std::vector<uint8_t> data = (n % 2) ? Random(n, 7) : Compressible(n);
+      EncodedRecord rec;
+      ASSERT_TRUE(enc->Encode(data.data(), n, -3, "k", &rec).ok());
+      ASSERT_EQ(rec.checksum, RecordChecksum(rec.stored.data(), rec.stored.size(), -3));
+      std::vector<uint8_t> out(n + 1, 0xAB);  // one guard byte past the end
+      Status s = dec.DecodeChecked(rec.stored.data(), rec.stored.size(), rec.codec, -3,
+                                   rec.checksum, out.data(), n);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_TRUE(std::equal(data.begin(), data.end(), out.begin()));
+      EXPECT_EQ(out[n], 0xAB) << "wrote past raw_size";
+      // The wrong label (the seed) or one flipped stored byte: a mismatch naming both values.
+      s = dec.DecodeChecked(rec.stored.data(), rec.stored.size(), rec.codec, 4, rec.checksum,
+                            out.data(), n);
+      EXPECT_EQ(s.code(), StatusCode::kCorruption);
+      EXPECT_EQ(s.message().rfind("checksum mismatch (stored 0x", 0), 0u) << s.message();
+      if (!rec.stored.empty()) {
+        for (size_t at : {size_t{0}, rec.stored.size() / 2, rec.stored.size() - 1}) {
+          std::vector<uint8_t> bad = rec.stored;
+          bad[at] ^= 0x10;
+          s = dec.DecodeChecked(bad.data(), bad.size(), rec.codec, -3, rec.checksum, out.data(),
+                                n);
+          EXPECT_EQ(s.code(), StatusCode::kCorruption) << "flip at " << at;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
