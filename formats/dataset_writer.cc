@@ -152,7 +152,7 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
     const std::string path = staging + "/" + f.file;
     Result<std::unique_ptr<MappedFile>> mapped = MappedFile::Open(path);
     if (!mapped.ok()) return mapped.status().WithContext("cannot resume");
-    const uint64_t hash = (*mapped)->size() ? XXH3_64bits((*mapped)->data(), (*mapped)->size()) : 0;
+    const uint64_t hash = (*mapped)->size() ? Xxh3((*mapped)->data(), (*mapped)->size()) : 0;
     if ((*mapped)->size() != f.bytes || hash != f.xxh3_64) {
       return Status::Corruption("cannot resume: " + path +
                                 " changed since it was written (size or hash differs)");

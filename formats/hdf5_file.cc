@@ -516,7 +516,7 @@ Status CheckHdf5KeysChecksum(const Hdf5Layout& layout, const uint8_t* data,
                              const std::string& path) {
   if (!layout.has_keys_checksum) return Status::Ok();
   const uint64_t bytes = layout.samples * layout.key_width;
-  const uint64_t computed = XXH3_64bits(data + layout.keys_offset, bytes);
+  const uint64_t computed = Xxh3(data + layout.keys_offset, bytes);
   if (computed != layout.keys_checksum) {
     return Status::Corruption(path + ": dataset '" + kHdf5KeysName + "' (offset " +
                               std::to_string(layout.keys_offset) +

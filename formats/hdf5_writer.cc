@@ -248,7 +248,7 @@ Status Hdf5Writer::WriteFile(const std::string& path) {
     H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
     KILN_RETURN_IF_ERROR(write_vector(kHdf5KeysName, type.get(), type.get(), keys.data()));
     // Section 3: the keys checksum, so a reader can trust a key without hashing the whole file.
-    const uint64_t keys_checksum = XXH3_64bits(keys.data(), keys.size());
+    const uint64_t keys_checksum = Xxh3(keys.data(), keys.size());
     Hdf5Id space(H5Screate(H5S_SCALAR));
     Hdf5Id attr(H5Acreate_by_name(file.get(), kHdf5KeysName, kHdf5KeysChecksumAttr,
                                   H5T_STD_U64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
@@ -296,7 +296,7 @@ Result<std::vector<ShardFileInfo>> Hdf5Writer::Finish() {
   info.samples = labels_.size();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   info.bytes = file->size();
-  info.xxh3_64 = file->size() > 0 ? XXH3_64bits(file->data(), file->size()) : XXH3_64bits("", 0);
+  info.xxh3_64 = file->size() > 0 ? Xxh3(file->data(), file->size()) : Xxh3("", 0);
   return std::vector<ShardFileInfo>{info};
 }
 

@@ -36,7 +36,7 @@ uint32_t LmdbHeaderCheck(const uint8_t* value, uint16_t key_size) {
   }
   std::memcpy(buf, value, 36);
   std::memcpy(buf + 36, value + kLmdbValueHeaderBytes, key_size);
-  return static_cast<uint32_t>(XXH3_64bits(buf, 36 + size_t{key_size}));
+  return static_cast<uint32_t>(Xxh3(buf, 36 + size_t{key_size}));
 }
 
 void EncodeLmdbValue(const EncodedRecord& record, uint8_t* out) {

@@ -131,7 +131,7 @@ Result<std::vector<ShardFileInfo>> LmdbWriter::Finish() {
   info.samples = records_;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   info.bytes = file->size();
-  info.xxh3_64 = file->size() > 0 ? XXH3_64bits(file->data(), file->size()) : XXH3_64bits("", 0);
+  info.xxh3_64 = file->size() > 0 ? Xxh3(file->data(), file->size()) : Xxh3("", 0);
   return std::vector<ShardFileInfo>{info};
 }
 

@@ -25,7 +25,7 @@ uint64_t CanonicalChecksum(const ordered_json& doc) {
   nlohmann::json canonical = nlohmann::json::parse(doc.dump());
   canonical.erase(kManifestChecksumKey);
   const std::string bytes = canonical.dump();
-  return XXH3_64bits(bytes.data(), bytes.size());
+  return Xxh3(bytes.data(), bytes.size());
 }
 }  // namespace
 

@@ -81,10 +81,10 @@ RecordDecoder::~RecordDecoder() {
 }
 
 namespace {
-// DecodeChecked copies raw records in blocks of this many bytes and hashes each block from the
-// destination straight after copying it: small enough to stay in L1 (32-48 KiB) between the two.
-// Records up to this size are copied whole and hashed once (no streaming state to reset).
-constexpr size_t kCopyHashBlock = 16 * 1024;
+// DecodeChecked copies raw records larger than this in blocks of this many bytes and hashes each
+// block from the destination one block later: two blocks stay in L1 (32-48 KiB) meanwhile.
+// Smaller records are hashed where they are stored, then copied (no streaming state to reset).
+constexpr size_t kCopyHashBlock = 8 * 1024;
 }  // namespace
 
 Status RecordDecoder::DecodeChecked(const uint8_t* stored, size_t stored_size, Codec codec,
@@ -92,23 +92,32 @@ Status RecordDecoder::DecodeChecked(const uint8_t* stored, size_t stored_size, C
                                     size_t raw_size) {
   const uint64_t seed = static_cast<uint64_t>(label);
   uint64_t computed = 0;
-  if (codec == Codec::kNone && stored_size == raw_size && xxh3_ != nullptr) {
-    if (raw_size <= kCopyHashBlock) {
-      if (raw_size > 0) std::memcpy(out, stored, raw_size);
-      computed = RecordChecksum(out, raw_size, label);
-    } else {
-      // XXH3's streaming form gives the same value as the one-shot XXH3_64bits_withSeed.
-      auto* state = static_cast<XXH3_state_t*>(xxh3_);
-      XXH3_64bits_reset_withSeed(state, seed);
-      for (size_t done = 0; done < raw_size; done += kCopyHashBlock) {
-        const size_t n = std::min(kCopyHashBlock, raw_size - done);
-        std::memcpy(out + done, stored + done, n);
-        XXH3_64bits_update(state, out + done, n);
+  if (codec == Codec::kNone && stored_size == raw_size && raw_size > kCopyHashBlock &&
+      xxh3_ != nullptr) {
+    // XXH3's streaming form gives the same value as the one-shot XXH3_64bits_withSeed. Block k
+    // is hashed after block k + 1 is copied, so the hash never loads lines whose stores are
+    // still in flight (a load spanning several pending stores waits for them to drain).
+    auto* state = static_cast<XXH3_state_t*>(xxh3_);
+    XXH3_64bits_reset_withSeed(state, seed);
+    size_t hashed = 0;
+    for (size_t done = 0; done < raw_size;) {
+      const size_t n = std::min(kCopyHashBlock, raw_size - done);
+      std::memcpy(out + done, stored + done, n);
+      done += n;
+      if (done - hashed > kCopyHashBlock) {
+        Xxh3Update(state, out + hashed, kCopyHashBlock);
+        hashed += kCopyHashBlock;
       }
-      computed = XXH3_64bits_digest(state);
     }
+    Xxh3Update(state, out + hashed, raw_size - hashed);
+    computed = XXH3_64bits_digest(state);
   } else {
+    // Small records: hash the stored bytes, then copy them while they are still in L1.
     computed = RecordChecksum(stored, stored_size, label);
+    if (computed == checksum && codec == Codec::kNone && stored_size == raw_size) {
+      if (raw_size > 0) std::memcpy(out, stored, raw_size);
+      return Status::Ok();
+    }
   }
   if (computed != checksum) {
     return Status::Corruption("checksum mismatch (stored " + FormatChecksum(checksum) +

@@ -40,7 +40,7 @@ void EncodeShardHeader(const ShardHeader& header, uint8_t* out) {
   StoreLE32(out + 36, header.shard_index);
   StoreLE64(out + 40, header.first_sample);
   // Bytes 48..55 are reserved and zero.
-  StoreLE64(out + 56, XXH3_64bits(out, 56));
+  StoreLE64(out + 56, Xxh3(out, 56));
 }
 
 Result<ShardHeader> DecodeShardHeader(const uint8_t* in) {
@@ -53,7 +53,7 @@ Result<ShardHeader> DecodeShardHeader(const uint8_t* in) {
                                 std::to_string(minor) + " (this kiln reads version " +
                                 std::to_string(kShardVersionMajor) + ".x)");
   }
-  const uint64_t stored = LoadLE64(in + 56), computed = XXH3_64bits(in, 56);
+  const uint64_t stored = LoadLE64(in + 56), computed = Xxh3(in, 56);
   if (stored != computed) {
     return Status::Corruption("header checksum mismatch (stored " + FormatChecksum(stored) +
                               ", computed " + FormatChecksum(computed) + ")");
@@ -111,7 +111,7 @@ void EncodeShardFooter(const ShardFooter& footer, uint8_t* out) {
   StoreLE64(out + 24, footer.keys_size);
   StoreLE64(out + 32, footer.index_checksum);
   // Bytes 40..47 are reserved and zero.
-  StoreLE64(out + 48, XXH3_64bits(out, 48));
+  StoreLE64(out + 48, Xxh3(out, 48));
   std::memcpy(out + 56, kShardFooterMagic, 8);
 }
 
@@ -119,7 +119,7 @@ Result<ShardFooter> DecodeShardFooter(const uint8_t* in, uint64_t file_size) {
   if (std::memcmp(in + 56, kShardFooterMagic, 8) != 0) {
     return Status::Corruption("no footer magic (incomplete or truncated shard)");
   }
-  const uint64_t stored = LoadLE64(in + 48), computed = XXH3_64bits(in, 48);
+  const uint64_t stored = LoadLE64(in + 48), computed = Xxh3(in, 48);
   if (stored != computed) {
     return Status::Corruption("footer checksum mismatch (stored " + FormatChecksum(stored) +
                               ", computed " + FormatChecksum(computed) + ")");
@@ -149,7 +149,7 @@ Result<ShardFooter> DecodeShardFooter(const uint8_t* in, uint64_t file_size) {
 }
 
 uint64_t RecordChecksum(const void* stored, size_t stored_size, int64_t label) {
-  return XXH3_64bits_withSeed(stored, stored_size, static_cast<uint64_t>(label));
+  return Xxh3(stored, stored_size, static_cast<uint64_t>(label));
 }
 
 }  // namespace kiln

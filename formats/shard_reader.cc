@@ -96,7 +96,7 @@ Status ShardReader::ReadRecord(uint64_t i, RecordDecoder* decoder, uint8_t* out,
 Status ShardReader::VerifyIndexChecksum() const {
   const uint64_t begin = footer_.index_offset;
   const uint64_t end = footer_.keys_offset + footer_.keys_size;
-  const uint64_t computed = XXH3_64bits(file_->data() + begin, end - begin);
+  const uint64_t computed = Xxh3(file_->data() + begin, end - begin);
   if (computed != footer_.index_checksum) {
     return Status::Corruption(path() + " (index at offset " + std::to_string(begin) +
                               "): index checksum mismatch (stored " +

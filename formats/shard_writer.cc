@@ -66,7 +66,7 @@ Status ShardWriter::Flush() {
 }
 
 Status ShardWriter::Write(const uint8_t* data, size_t size) {
-  XXH3_64bits_update(static_cast<XXH3_state_t*>(hash_state_), data, size);
+  Xxh3Update(static_cast<XXH3_state_t*>(hash_state_), data, size);
   offset_ += size;
   while (size > 0) {
     const size_t take = std::min(size, kBufferBytes - buffer_.size());
@@ -143,12 +143,12 @@ Result<ShardFileInfo> ShardWriter::Finish() {
   Status status;
   for (const ShardIndexEntry& e : entries_) {
     EncodeShardIndexEntry(e, entry_bytes);
-    XXH3_64bits_update(index_hash, entry_bytes, sizeof(entry_bytes));
+    Xxh3Update(index_hash, entry_bytes, sizeof(entry_bytes));
     status = Write(entry_bytes, sizeof(entry_bytes));
     if (!status.ok()) break;
   }
   if (status.ok()) {
-    XXH3_64bits_update(index_hash, keys_.data(), keys_.size());
+    Xxh3Update(index_hash, keys_.data(), keys_.size());
     status = Write(reinterpret_cast<const uint8_t*>(keys_.data()), keys_.size());
   }
   footer.index_checksum = XXH3_64bits_digest(index_hash);

@@ -196,7 +196,7 @@ std::unique_ptr<MappedFile> CheckFileAgainstManifest(const std::string& path,
   }
   report->bytes_checked += (*file)->size();
   if (expected && (*file)->size() > 0) {
-    const uint64_t hash = XXH3_64bits((*file)->data(), (*file)->size());
+    const uint64_t hash = Xxh3((*file)->data(), (*file)->size());
     if (hash != expected->xxh3_64) {
       problem(-1, "whole-file hash mismatch (manifest " + HexDigest(expected->xxh3_64) +
                       ", computed " + HexDigest(hash) + ")");
