@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "formats/xxh3.h"
 
@@ -43,7 +45,11 @@ herr_t CollectError(unsigned n, const H5E_error2_t* e, void* data) {
                           "incorrect metadata checksum", "bad version"}) {
     if (all.find(bad) != std::string::npos) walk->corruption = true;
   }
-  if (all.find("lock") != std::string::npos) walk->locking = true;
+  // Not a bare "lock": HDF5's truncation message names "sblock->base_addr" (fuzz finding F4).
+  if (e->min_num == H5E_CANTLOCKFILE || all.find("lock file") != std::string::npos ||
+      all.find("lock the file") != std::string::npos) {
+    walk->locking = true;
+  }
   (void)n;
   return 0;
 }
@@ -126,6 +132,71 @@ bool InFile(uint64_t offset, uint64_t bytes, uint64_t file_bytes) {
   return offset <= file_bytes && bytes <= file_bytes - offset;
 }
 
+// An attribute message (HDF5 message type 0x000C, versions 1 to 3) as libhdf5 1.10 decodes it.
+struct AttributeMessage {
+  std::string name;
+  std::vector<uint8_t> data;  // the data: elements x element size bytes
+};
+
+// Parses the body `m` (`size` bytes) of an attribute message, checking what libhdf5 1.10.8 does
+// not check before it copies (fuzz finding F7): the name ends in a NUL, the name, datatype and
+// dataspace fit in the message, and the data (elements of the dataspace x the datatype's size)
+// too. Returns an empty string when it does, else what is wrong.
+std::string ParseAttributeMessage(const uint8_t* m, size_t size, AttributeMessage* out) {
+  if (size < 8) return "attribute message of " + std::to_string(size) + " bytes";
+  const int version = m[0];
+  if (version < 1 || version > 3) return "attribute message of version " + std::to_string(version);
+  const size_t sizes[3] = {LoadLE16(m + 2), LoadLE16(m + 4), LoadLE16(m + 6)};  // name, type, space
+  auto padded = [&](size_t n) { return version == 1 ? (n + 7) / 8 * 8 : n; };
+  size_t at[3] = {};
+  size_t p = version == 3 ? 9 : 8;
+  for (int f = 0; f < 3; ++f) {
+    if (p > size || padded(sizes[f]) > size - p) {
+      return "attribute message of " + std::to_string(size) + " bytes with fields of " +
+             std::to_string(sizes[0]) + ", " + std::to_string(sizes[1]) + " and " +
+             std::to_string(sizes[2]) + " bytes";
+    }
+    at[f] = p;
+    p += padded(sizes[f]);
+  }
+  const uint8_t* name = m + at[0];
+  const void* nul = sizes[0] > 0 ? std::memchr(name, 0, sizes[0]) : nullptr;
+  if (nul == nullptr) return "attribute name without a terminating NUL";
+  out->name.assign(reinterpret_cast<const char*>(name), static_cast<const uint8_t*>(nul) - name);
+  // Datatype: class and version, 3 bytes of class bits, then the element size. A
+  // variable-length element is a 16-byte heap ID in the file.
+  if (sizes[1] < 8) {
+    return "attribute '" + out->name + "' with a datatype of " + std::to_string(sizes[1]) +
+           " bytes";
+  }
+  uint64_t element = LoadLE32(m + at[1] + 4);
+  if ((m[at[1]] & 0x0F) == 9) element = std::max<uint64_t>(element, 16);
+  // Dataspace: version 1 (rank, flags, 5 reserved bytes) or 2 (rank, flags, type), then the
+  // dimensions (8 bytes each); rank 0 is a scalar (one element), version 2 type 2 is empty.
+  const uint8_t* space = m + at[2];
+  if (sizes[2] < 4 || space[0] < 1 || space[0] > 2) {
+    return "attribute '" + out->name + "' with a bad dataspace";
+  }
+  const size_t rank = space[1];
+  const size_t dims_at = space[0] == 1 ? 8 : 4;
+  if (rank > 32 || dims_at + 8 * rank > sizes[2]) {
+    return "attribute '" + out->name + "' with a dataspace of rank " + std::to_string(rank) +
+           " in " + std::to_string(sizes[2]) + " bytes";
+  }
+  uint64_t elements = space[0] == 2 && space[3] == 2 ? 0 : 1;
+  for (size_t d = 0; d < rank; ++d) {
+    const uint64_t dim = LoadLE64(space + dims_at + 8 * d);
+    elements = dim != 0 && elements > UINT64_MAX / dim ? UINT64_MAX : elements * dim;
+  }
+  const size_t available = size - p;
+  if (element != 0 && elements > available / element) {
+    return "attribute '" + out->name + "' claims " + std::to_string(elements) + " elements of " +
+           std::to_string(element) + " bytes in " + std::to_string(available) + " bytes";
+  }
+  out->data.assign(m + p, m + p + elements * element);
+  return "";
+}
+
 class Inspector {
  public:
   Inspector(const std::string& path, const TensorSchema& schema, uint64_t samples)
@@ -156,6 +227,7 @@ class Inspector {
                                     " bytes (kiln writes none)");
       }
     }
+    KILN_RETURN_IF_ERROR(CheckAttributes(file_.get(), "the root group"));
     KILN_RETURN_IF_ERROR(Version(&out->version));
     out->samples = n_;
     out->sample_bytes = schema_.sample_bytes();
@@ -435,6 +507,7 @@ class Inspector {
     }
     out->key_width = static_cast<uint32_t>(width);
     KILN_ASSIGN_OR_RETURN(out->keys_offset, ContiguousOffset(d.get(), kHdf5KeysName, n_ * width));
+    KILN_RETURN_IF_ERROR(CheckAttributes(d.get(), std::string("dataset '") + kHdf5KeysName + "'"));
     // The keys checksum (section 3): checked whenever present, required from version 2.
     if (H5Aexists(d.get(), kHdf5KeysChecksumAttr) <= 0) {
       H5Eclear2(H5E_DEFAULT);
@@ -479,12 +552,176 @@ class Inspector {
     return Status::Ok();
   }
 
+  // Reads `size` bytes at `offset` into `out`. Errors: Corruption naming `what` when the range
+  // lies outside the file or cannot be read.
+  Status ReadBytes(uint64_t offset, uint64_t size, std::vector<uint8_t>* out,
+                   const std::string& what) {
+    if (!InFile(offset, size, file_size_)) {
+      return Status::Corruption(path_ + ": " + what + " at offset " + std::to_string(offset) +
+                                " of " + std::to_string(size) + " bytes lies outside the file (" +
+                                std::to_string(file_size_) + " bytes)");
+    }
+    out->resize(size);
+    if (size > 0 &&
+        ::pread(fd_, out->data(), size, static_cast<off_t>(offset)) != static_cast<ssize_t>(size)) {
+      return Status::Corruption(path_ + ": " + what + " at offset " + std::to_string(offset) +
+                                " is unreadable");
+    }
+    return Status::Ok();
+  }
+
+  struct HeaderMessage {
+    uint16_t type = 0;
+    bool shared = false;
+    std::vector<uint8_t> body;
+  };
+
+  // Returns the messages of the version-1 object header at `addr` (of the object `what`, for
+  // errors), following continuation messages (at most 64 blocks).
+  // Errors: NotSupported for another header version; Corruption when a block lies outside the file.
+  Status HeaderMessages(uint64_t addr, const std::string& what, std::vector<HeaderMessage>* out) {
+    const std::string header = "the object header of " + what;
+    std::vector<uint8_t> block;
+    KILN_RETURN_IF_ERROR(ReadBytes(addr, 16, &block, header));
+    if (block[0] != 1) {
+      return Status::NotSupported(path_ + ": " + what + " has an object header of version " +
+                                  std::to_string(block[0]) + " (kiln writes version 1)");
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> blocks = {{addr + 16, LoadLE32(&block[8])}};
+    for (size_t b = 0; b < blocks.size() && b < 64; ++b) {
+      KILN_RETURN_IF_ERROR(ReadBytes(blocks[b].first, blocks[b].second, &block, header));
+      for (size_t p = 0; p + 8 <= block.size();) {
+        const uint16_t type = LoadLE16(&block[p]);
+        const uint16_t size = LoadLE16(&block[p + 2]);
+        if (p + 8 + size > block.size()) break;
+        const uint8_t* m = block.data() + p + 8;
+        if (type == 0x10 && size >= 16) blocks.push_back({LoadLE64(m), LoadLE64(m + 8)});
+        out->push_back({type, (block[p + 4] & 0x02) != 0, std::vector<uint8_t>(m, m + size)});
+        p += 8 + size;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Checks every attribute message of object `obj` (named `what`) with ParseAttributeMessage
+  // before libhdf5 decodes them (H5Aexists and H5Aopen decode them all; fuzz finding F7).
+  // Errors: Corruption naming the object and the attribute.
+  Status CheckAttributes(hid_t obj, const std::string& what) {
+    H5O_info_t info;
+    if (H5Oget_info2(obj, &info, H5O_INFO_BASIC) < 0) {
+      return Hdf5Error("cannot locate the object header of " + what, path_);
+    }
+    std::vector<HeaderMessage> messages;
+    KILN_RETURN_IF_ERROR(HeaderMessages(info.addr, what, &messages));
+    for (const HeaderMessage& msg : messages) {
+      if (msg.type != 0x0C) continue;
+      if (msg.shared) {
+        return Status::NotSupported(path_ + ": " + what + " has a shared attribute message " +
+                                    "(kiln writes none)");
+      }
+      AttributeMessage a;
+      const std::string bad = ParseAttributeMessage(msg.body.data(), msg.body.size(), &a);
+      if (!bad.empty()) return Status::Corruption(path_ + ": " + what + ": " + bad);
+    }
+    return Status::Ok();
+  }
+
+  // Checks, before libhdf5 reads it, the global heap object that holds the kiln_manifest text:
+  // libhdf5 1.10 loops forever on a collection holding a zero-sized free-space object, and
+  // trusts object sizes that run past the collection's end (fuzz finding F6; one flipped bit in
+  // the free-space object's size does the first). kiln finds the attribute in the root group's (version 1)
+  // object header, reads its heap ID (length, collection address, object index) and walks the
+  // collection as libhdf5 does: every object must advance and end inside the collection, and the
+  // object must hold exactly the string's length.
+  Status CheckManifestAttrHeap() {
+    const std::string attr = std::string("attribute '") + kHdf5ManifestAttr + "'";
+    H5O_info_t info;
+    if (H5Oget_info2(file_.get(), &info, H5O_INFO_BASIC) < 0) {
+      return Hdf5Error("cannot locate the object header of the root group", path_);
+    }
+    std::vector<HeaderMessage> messages;
+    KILN_RETURN_IF_ERROR(HeaderMessages(info.addr, "the root group", &messages));
+    std::vector<uint8_t> data;
+    bool found = false;
+    for (const HeaderMessage& msg : messages) {
+      AttributeMessage a;
+      if (msg.type == 0x0C && !msg.shared &&
+          ParseAttributeMessage(msg.body.data(), msg.body.size(), &a).empty() &&
+          a.name == kHdf5ManifestAttr) {
+        data = std::move(a.data);
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      return Status::NotSupported(path_ + ": " + attr + " is not stored in the root group's " +
+                                  "object header (kiln writes it there)");
+    }
+    if (data.size() < 16) {
+      return Status::Corruption(path_ + ": " + attr + " holds " + std::to_string(data.size()) +
+                                " bytes, not a variable-length string's heap ID");
+    }
+    const uint32_t length = LoadLE32(&data[0]);
+    const uint64_t heap = LoadLE64(&data[4]);
+    const uint32_t index = LoadLE32(&data[12]);
+    const std::string where =
+        path_ + ": " + attr + ": global heap collection at offset " + std::to_string(heap);
+    std::vector<uint8_t> col;
+    KILN_RETURN_IF_ERROR(ReadBytes(heap, 16, &col, attr + "'s global heap collection"));
+    if (std::memcmp(col.data(), "GCOL", 4) != 0 || col[4] != 1) {
+      return Status::Corruption(where + " has no collection signature");
+    }
+    const uint64_t col_bytes = LoadLE64(&col[8]);
+    if (col_bytes < 16) {
+      return Status::Corruption(where + " is " + std::to_string(col_bytes) + " bytes");
+    }
+    KILN_RETURN_IF_ERROR(ReadBytes(heap, col_bytes, &col, attr + "'s global heap collection"));
+    bool holds = false;
+    for (uint64_t p = 16; p < col_bytes && col_bytes - p >= 16;) {  // a smaller tail is free space
+      const uint16_t id = LoadLE16(&col[p]);
+      const uint64_t bytes = LoadLE64(&col[p + 8]);
+      // Object 0 is free space, its size counting its own header; others have a 16-byte header
+      // and their data padded to 8 bytes.
+      const uint64_t need = bytes > col_bytes ? bytes : id > 0 ? 16 + (bytes + 7) / 8 * 8 : bytes;
+      if (need == 0 || need > col_bytes - p) {
+        return Status::Corruption(where + ": object " + std::to_string(id) + " at offset " +
+                                  std::to_string(heap + p) + " claims " + std::to_string(bytes) +
+                                  " bytes: empty, or past the end of the collection (" +
+                                  std::to_string(col_bytes) + " bytes)");
+      }
+      if (id != 0 && id == index) {
+        if (bytes != length) {
+          return Status::Corruption(where + ": object " + std::to_string(id) + " holds " +
+                                    std::to_string(bytes) + " bytes, the attribute says " +
+                                    std::to_string(length));
+        }
+        holds = true;
+      }
+      p += need;
+    }
+    if (!holds) {
+      return Status::Corruption(where + " holds no object " + std::to_string(index));
+    }
+    return Status::Ok();
+  }
+
   Status ManifestAttr(std::string* text) {
     if (H5Aexists(file_.get(), kHdf5ManifestAttr) <= 0) {
       H5Eclear2(H5E_DEFAULT);
       return Status::Corruption(path_ + ": attribute '" + kHdf5ManifestAttr + "' is missing");
     }
     Hdf5Id attr(H5Aopen(file_.get(), kHdf5ManifestAttr, H5P_DEFAULT));
+    // H5Aread writes one pointer per element into `value`: anything but a scalar variable-length
+    // string would overflow it (fuzz finding F5).
+    Hdf5Id space(attr.valid() ? H5Aget_space(attr.get()) : H5I_INVALID_HID);
+    Hdf5Id ftype(attr.valid() ? H5Aget_type(attr.get()) : H5I_INVALID_HID);
+    if (!space.valid() || H5Sget_simple_extent_type(space.get()) != H5S_SCALAR || !ftype.valid() ||
+        H5Tget_class(ftype.get()) != H5T_STRING || H5Tis_variable_str(ftype.get()) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return Status::Corruption(path_ + ": attribute '" + kHdf5ManifestAttr +
+                                "' is not a scalar variable-length string");
+    }
+    KILN_RETURN_IF_ERROR(CheckManifestAttrHeap());
     Hdf5Id mtype(H5Tcopy(H5T_C_S1));
     H5Tset_size(mtype.get(), H5T_VARIABLE);
     H5Tset_cset(mtype.get(), H5T_CSET_UTF8);

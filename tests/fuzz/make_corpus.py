@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """Regenerates the seed corpus in tests/fuzz/corpus/ from the golden files (tests/data/golden*/).
 
-Seeds are the golden shards, manifests, records and LMDB values plus a few hand-made mutations
-that reach the checks behind them. Checksums are not recomputed here: the shard and LMDB
-targets recompute them themselves on a second pass (fuzz_util.h). Files found by fuzzing
+Seeds are the golden shards, manifests, records, LMDB values and HDF5 files plus hand-made
+mutations that reach the checks behind them. Checksums are not recomputed here: the shard, LMDB
+and HDF5 targets recompute them themselves on a second pass (fuzz_util.h, hdf5_fuzzer.cc). Files found by fuzzing
 (crash-*, regression-*) are kept; only seed-* files are rewritten.
 
     python3 tests/fuzz/make_corpus.py
 """
 import os
+import re
 import struct
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "data", "golden")
 GOLDEN_LMDB = os.path.join(ROOT, "tests", "data", "golden-lmdb")
+GOLDEN_HDF5 = os.path.join(ROOT, "tests", "data", "golden-hdf5")
 CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
 
 
@@ -108,8 +110,17 @@ def manifest_seeds():
         put("manifest_fuzzer", d, read(GOLDEN, d, "kiln.json"))
     for d in ("raw", "zstd"):
         put("manifest_fuzzer", "lmdb-" + d, read(GOLDEN_LMDB, d, "kiln.json"))
-    base = read(GOLDEN, "raw", "kiln.json").decode()
+    put("manifest_fuzzer", "hdf5-raw", read(GOLDEN_HDF5, "raw", "kiln.json"))
+    golden = read(GOLDEN, "raw", "kiln.json").decode()
+    # Mutations start from the golden manifest in version-1 form (no manifest_xxh3_64), so that
+    # they reach the field checks and, when still valid, the round trip, instead of stopping at
+    # the manifest checksum; the golden (version 2) manifests above carry the checksum.
+    base = re.sub(r',\n  "manifest_xxh3_64": "[0-9a-f]{16}"', "", golden)
+    base = base.replace("\"kiln_manifest_version\": 2", "\"kiln_manifest_version\": 1")
     mutations = {
+        "version-1": base,
+        "checksum-class-renamed": golden.replace("\"cat\"", "\"cow\""),
+        "checksum-short": re.sub(r'("manifest_xxh3_64": ")[0-9a-f]{16}', r"\g<1>9c14", golden),
         "not-json": "{\"kiln_manifest_version\": 1,",
         "array": "[1, 2, 3]",
         "version-2": base.replace("\"kiln_manifest_version\": 1", "\"kiln_manifest_version\": 2"),
@@ -183,12 +194,71 @@ def lmdb_seeds():
     put("lmdb_value_fuzzer", "key-only", struct.pack(">Q", 42))
 
 
+def hdf5_seeds():
+    """data.h5 of the golden HDF5 datasets (formats/hdf5_format.md) and mutations of them."""
+    raw = read(GOLDEN_HDF5, "raw", "data.h5")
+    z = read(GOLDEN_HDF5, "zstd", "data.h5")
+    seeds = {"raw": raw, "zstd": z}
+    seeds["superblock-only"] = raw[:96]
+    seeds["raw-cut-half"] = raw[: len(raw) // 2]
+    seeds["zstd-cut-1"] = z[:-1]  # the last chunk runs past the end
+    # Offsets of the golden raw file (h5dump -p; formats/hdf5_format.md section 7): images at
+    # 6144, keys at 8640. Pass 2 of the target recomputes the checksums these flips break.
+    b = bytearray(raw)
+    b[6144 + 100] ^= 0x01  # sample 0: checksum mismatch
+    seeds["raw-sample-flip"] = bytes(b)
+    b = bytearray(raw)
+    b[8640 + 1] ^= 0x01  # key 0: keys checksum mismatch
+    seeds["raw-key-flip"] = bytes(b)
+    # kiln_hdf5_version (scalar int32, the attribute's data follows name, type and space).
+    for name, version in (("version-1", 1), ("version-3", 3)):
+        b = bytearray(raw)
+        at = b.find(b"kiln_hdf5_version\0")
+        v = b.find(struct.pack("<i", 2), at + 24, at + 64)
+        set_u32(b, v, version)
+        seeds["raw-" + name] = bytes(b)
+    b = bytearray(raw)
+    at = b.find(b'"samples": 12')  # inside the kiln_manifest attribute's text
+    b[at + 11:at + 13] = b"13"
+    seeds["raw-attr-samples"] = bytes(b)
+    # The chunk index of the zstd file: a v1 B-tree node of type 1, "TREE", type, level,
+    # entries (u16), two siblings, then (key, child) * entries + key; a key is size (u32),
+    # filter mask (u32), 5 element offsets (u64).
+    node = z.find(b"TREE\x01")
+    key_bytes = 8 + 8 * 5
+
+    def entry(e):
+        return node + 24 + e * (key_bytes + 8)
+
+    mutations = {
+        "entries-huge": lambda b: struct.pack_into("<H", b, node + 6, 0xFFFF),
+        "child-wrap": lambda b: set_u64(b, entry(3) + key_bytes, 2**64 - 64),
+        "child-self": lambda b: set_u64(b, entry(3) + key_bytes, node),
+        "dup-element": lambda b: set_u64(b, entry(2) + 8, 1),
+        "element-12": lambda b: set_u64(b, entry(11) + 8, 12),
+        "size-huge": lambda b: set_u32(b, entry(4), 0xFFFFFFF0),
+        "mask-0": lambda b: set_u32(b, entry(0) + 4, 0),  # a raw chunk claimed as zstd
+        "mask-1": lambda b: set_u32(b, entry(1) + 4, 1),  # a zstd chunk claimed as raw
+    }
+    for name, mutate in mutations.items():
+        b = bytearray(z)
+        mutate(b)
+        seeds["zstd-btree-" + name] = bytes(b)
+    b = bytearray(z)
+    child = struct.unpack_from("<Q", z, entry(1) + key_bytes)[0]
+    b[child + 20] ^= 0xFF  # inside a zstd frame
+    seeds["zstd-frame-flip"] = bytes(b)
+    for name, data in seeds.items():
+        put("hdf5_fuzzer", name, data)
+
+
 def main():
     clear_seeds()
     shards = shard_seeds()
     manifest_seeds()
     decoder_seeds(shards)
     lmdb_seeds()
+    hdf5_seeds()
 
 
 if __name__ == "__main__":
