@@ -54,6 +54,28 @@ Hdf5Id DatasetCreation() {
   return dcpl;
 }
 
+// Turns libhdf5's filter-plugin loading off while it lives, then restores the previous state.
+// Creating a dataset that declares a filter libhdf5 lacks (zstd, 32015) otherwise makes libhdf5
+// dlopen every plugin on HDF5_PLUGIN_PATH (Debian: all installed hdf5-filter-plugin packages) to
+// look for it, running their code in `kiln pack` (one of Debian 12's leaks 8 bytes each time,
+// tests/SANITIZERS.md). kiln writes its chunks itself and needs no plugin. Not thread-safe,
+// like the rest of libhdf5 serial; the state is process-wide, hence the restore.
+class PluginLoadingOff {
+ public:
+  PluginLoadingOff() : saved_(H5PLget_loading_state(&state_) >= 0) {
+    if (saved_) H5PLset_loading_state(0);
+  }
+  ~PluginLoadingOff() {
+    if (saved_) H5PLset_loading_state(state_);
+  }
+  PluginLoadingOff(const PluginLoadingOff&) = delete;
+  PluginLoadingOff& operator=(const PluginLoadingOff&) = delete;
+
+ private:
+  unsigned state_ = 0;
+  bool saved_;
+};
+
 // Writes a scalar variable-length UTF-8 string attribute.
 bool WriteStringAttr(hid_t loc, const char* name, const std::string& value) {
   Hdf5Id type(H5Tcopy(H5T_C_S1));
@@ -151,6 +173,7 @@ Status Hdf5Writer::WriteFile(const std::string& path) {
 
   // images
   {
+    const PluginLoadingOff no_plugins;  // outlives `dset`
     Hdf5Id type = Hdf5FileType(schema_.dtype);
     Hdf5Id space(H5Screate_simple(4, dims, nullptr));
     Hdf5Id dcpl = DatasetCreation();

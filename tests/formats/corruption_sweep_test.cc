@@ -252,6 +252,12 @@ class CorruptionSweep : public ::testing::Test {
     for (size_t end; (end = text.find('\x1e', start)) != std::string::npos; start = end + 1) {
       failures.push_back(text.substr(start, end - start));
     }
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+      // The child ends with _exit(0); anything else is a library (or a sanitizer) ending it.
+      failures.push_back(f.what + " (byte " + std::to_string(f.pos) + " of " + f.file +
+                         "): verify or read EXITED with status " +
+                         std::to_string(WEXITSTATUS(status)));
+    }
     if (WIFSIGNALED(status)) {
       failures.push_back(f.what + " (byte " + std::to_string(f.pos) + " of " + f.file +
                          "): verify or read " +
