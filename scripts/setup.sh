@@ -16,6 +16,8 @@ KILN_DEBIAN_PACKAGES=(
   # libraries
   libzstd-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libtbb-dev libopencv-dev
   libgtest-dev libgmock-dev libbenchmark-dev liblmdb-dev libhdf5-dev
+  # JPEG straight to RGB in the converter (tools/jpeg_decoder.h)
+  libjpeg62-turbo-dev libexif-dev
   # real data for tests and samples (see DATA.md)
   dataset-fashion-mnist opencv-doc golang-1.19-src golang-github-disintegration-imaging-dev
   # tools the data scripts use

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tools/image_header.h"
+#include "tools/jpeg_decoder.h"
 
 namespace kiln {
 namespace {
@@ -131,6 +132,12 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
   KILN_RETURN_IF_ERROR(CheckHeader(bytes, path, options));
 
   const ImageFormat format = SniffImageFormat(bytes);
+  if (format == ImageFormat::kJpeg) {
+    // libjpeg-turbo straight to RGB or grey, EXIF orientation applied: OpenCV's pixels without
+    // its byte-order loops (tools/jpeg_decoder.h). CMYK and YCCK go on to OpenCV below.
+    Result<cv::Mat> jpeg = DecodeJpeg(bytes, path, options.channels, options.max_pixels);
+    if (jpeg.ok() || jpeg.status().code() != StatusCode::kNotSupported) return jpeg;
+  }
   // JPEG: IMREAD_COLOR applies EXIF orientation and converts CMYK; it yields 8-bit BGR, grey
   // JPEGs replicated. Others: IMREAD_UNCHANGED keeps 16-bit samples and alpha.
   const int flags = format == ImageFormat::kJpeg ? cv::IMREAD_COLOR : cv::IMREAD_UNCHANGED;

@@ -9,8 +9,10 @@
 //      end-of-image marker after its scan data are refused as truncated. Other formats are
 //      checked against `max_pixels` after decoding, and OpenCV's own limit applies to them
 //      during decoding (2^30 pixels unless OPENCV_IO_MAX_IMAGE_PIXELS says otherwise).
-//   2. Orientation. JPEG is decoded with cv::IMREAD_COLOR, which applies the EXIF Orientation
-//      tag (values 1..8, mirrored ones included) and converts CMYK / YCCK to RGB. Every other
+//   2. Orientation. JPEG is decoded by DecodeJpeg (tools/jpeg_decoder.h: libjpeg-turbo straight
+//      to RGB, the pixels of cv::IMREAD_COLOR), which applies the EXIF Orientation tag (values
+//      1..8, mirrored ones included); CMYK / YCCK JPEGs go to cv::IMREAD_COLOR, which converts
+//      them to RGB and applies the tag too. Every other
 //      format (PNG, BMP, TIFF, WebP, PNM, GIF ...) is decoded with cv::IMREAD_UNCHANGED so that
 //      16-bit samples and alpha survive; OpenCV then ignores orientation metadata, so EXIF
 //      orientation is applied to JPEG only (a PNG eXIf chunk, a TIFF Orientation tag or WebP

@@ -252,6 +252,59 @@ def hdf5_seeds():
         put("hdf5_fuzzer", name, data)
 
 
+GO_IMAGES = "/usr/share/go-1.19/src/image/testdata"
+
+
+def app1_orientation(value, big_endian=True):
+    """An APP1 Exif segment whose IFD0 holds only Orientation = value (SHORT)."""
+    e = ">" if big_endian else "<"
+    tiff = (b"MM" if big_endian else b"II") + struct.pack(e + "HI", 42, 8)
+    tiff += struct.pack(e + "H", 1) + struct.pack(e + "HHIHH", 0x0112, 3, 1, value, 0)
+    tiff += struct.pack(e + "I", 0)
+    payload = b"Exif\0\0" + tiff
+    return b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload
+
+
+def image_seeds():
+    """image_decoder_fuzzer: byte 0 = options (bit 0: 1 channel, bit 1: black background), then
+    the file. Small JPEGs of every subsampling from golang-1.19-src, EXIF orientations, a CMYK
+    JPEG, PNGs with alpha and 16-bit samples, and cut files."""
+    import io
+    from PIL import Image
+    seeds = {}
+    if os.path.isdir(GO_IMAGES):
+        for name in ["video-001.q50.420.jpeg", "video-001.q50.422.progressive.jpeg",
+                     "video-001.q50.444.jpeg", "video-001.q50.410.jpeg",
+                     "video-001.q50.440.progressive.jpeg", "video-005.gray.q50.jpeg",
+                     "video-001.rgb.jpeg", "video-001.cmyk.jpeg"]:
+            seeds[name.replace("video-", "go-")] = b"\x00" + read(GO_IMAGES, name)
+        seeds["go-gray-as-grey"] = b"\x01" + read(GO_IMAGES, "video-005.gray.q50.2x2.jpeg")
+        seeds["go-progressive-truncated"] = b"\x00" + read(
+            GO_IMAGES, "video-001.progressive.truncated.jpeg")
+    pic = Image.new("RGB", (12, 8))
+    pic.putdata([((x * 20) % 256, (y * 30) % 256, (x * y * 7) % 256)
+                 for y in range(8) for x in range(12)])
+    out = io.BytesIO()
+    pic.save(out, "JPEG", quality=90)
+    jpeg = out.getvalue()
+    app0_end = 4 + struct.unpack(">H", jpeg[4:6])[0]
+    for v in (3, 6, 8):
+        seeds["exif-orientation-%d" % v] = (
+            b"\x00" + jpeg[:app0_end] + app1_orientation(v, v != 8) + jpeg[app0_end:])
+    seeds["jpeg-small"] = b"\x01" + jpeg
+    seeds["jpeg-cut"] = b"\x00" + jpeg[: len(jpeg) // 2]
+    rgba = Image.new("RGBA", (6, 5), (10, 200, 30, 128))
+    out = io.BytesIO()
+    rgba.save(out, "PNG")
+    seeds["png-rgba"] = b"\x02" + out.getvalue()
+    grey16 = Image.new("I;16", (5, 4), 0x1234)
+    out = io.BytesIO()
+    grey16.save(out, "PNG")
+    seeds["png-16bit"] = b"\x00" + out.getvalue()
+    for name, data in seeds.items():
+        put("image_decoder_fuzzer", name, data)
+
+
 def main():
     clear_seeds()
     shards = shard_seeds()
@@ -259,6 +312,7 @@ def main():
     decoder_seeds(shards)
     lmdb_seeds()
     hdf5_seeds()
+    image_seeds()
 
 
 if __name__ == "__main__":

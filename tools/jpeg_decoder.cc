@@ -1,0 +1,181 @@
+#include "tools/jpeg_decoder.h"
+
+#include <csetjmp>
+#include <cstdio>  // jpeglib.h needs FILE and size_t declared first
+#include <cstring>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <jpeglib.h>
+#include <libexif/exif-data.h>
+
+namespace kiln {
+namespace {
+
+constexpr int kApp1 = JPEG_APP0 + 1;
+
+// libjpeg reports a fatal error through error_exit, which must not return: it jumps back to
+// RunLibjpeg's setjmp with the message kept here.
+struct ErrorManager {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void ErrorExit(j_common_ptr cinfo) {
+  ErrorManager* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  (*cinfo->err->format_message)(cinfo, err->message);
+  std::longjmp(err->jump, 1);
+}
+
+// Warnings and trace messages: libjpeg would print them on stderr without the file's name.
+void OutputMessage(j_common_ptr) {}
+
+enum class Outcome { kDecoded, kHeaderOnly, kFourComponents, kTooLarge, kError };
+
+// Everything RunLibjpeg produces. Owned by the caller, so that nothing with a destructor lives
+// in the frame that longjmp unwinds.
+struct Decoded {
+  cv::Mat image;       // R, G, B or grey, as stored (orientation not applied)
+  uint64_t width = 0;  // from the header
+  uint64_t height = 0;
+  std::string app1;    // the first APP1 segment's payload, if any
+  ErrorManager error;  // error.message when kError
+};
+
+// Reads the header and, when `pixels`, the image of `bytes` (channels 1 or 3) into `out`,
+// unless it has more than `max_pixels` pixels (0: no limit).
+// Only plain data lives in this frame between setjmp and longjmp.
+Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels,
+                   uint64_t max_pixels, Decoded* out) {
+  jpeg_decompress_struct cinfo;
+  cinfo.err = jpeg_std_error(&out->error.pub);
+  out->error.pub.error_exit = ErrorExit;
+  out->error.pub.output_message = OutputMessage;
+  out->error.message[0] = '\0';
+  if (setjmp(out->error.jump) != 0) {
+    jpeg_destroy_decompress(&cinfo);
+    return Outcome::kError;
+  }
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_save_markers(&cinfo, kApp1, 0xFFFF);
+  jpeg_read_header(&cinfo, TRUE);
+  for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
+    if (m->marker == kApp1) {
+      out->app1.assign(reinterpret_cast<const char*>(m->data), m->data_length);
+      break;
+    }
+  }
+  if (cinfo.num_components == 4 || cinfo.jpeg_color_space == JCS_CMYK ||
+      cinfo.jpeg_color_space == JCS_YCCK) {
+    jpeg_destroy_decompress(&cinfo);
+    return Outcome::kFourComponents;
+  }
+  out->width = cinfo.image_width;
+  out->height = cinfo.image_height;
+  if (!pixels) {
+    jpeg_destroy_decompress(&cinfo);
+    return Outcome::kHeaderOnly;
+  }
+  if (max_pixels != 0 && out->width * out->height > max_pixels) {
+    jpeg_destroy_decompress(&cinfo);
+    return Outcome::kTooLarge;
+  }
+  const bool grey = cinfo.jpeg_color_space == JCS_GRAYSCALE;
+  // A colour JPEG asked for grey is decoded to RGB and converted as OpenCV converts BGR.
+  cinfo.out_color_space = channels == 1 && grey ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&cinfo);
+  out->image.create(static_cast<int>(cinfo.output_height), static_cast<int>(cinfo.output_width),
+                    cinfo.out_color_space == JCS_GRAYSCALE ? CV_8UC1 : CV_8UC3);
+  while (cinfo.output_scanline < cinfo.output_height) {
+    JSAMPROW row = out->image.ptr<uint8_t>(static_cast<int>(cinfo.output_scanline));
+    jpeg_read_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_decompress(&cinfo);
+  jpeg_destroy_decompress(&cinfo);
+  return Outcome::kDecoded;
+}
+
+// The Orientation tag of IFD0 in an APP1 payload ("Exif\0\0" then TIFF), or 1.
+int OrientationFromApp1(const std::string& app1) {
+  if (app1.size() < 6 || std::memcmp(app1.data(), "Exif\0\0", 6) != 0) return 1;
+  ExifData* exif = exif_data_new();
+  if (exif == nullptr) return 1;
+  // Read only: no tags added or "fixed" by libexif.
+  exif_data_unset_option(exif, EXIF_DATA_OPTION_FOLLOW_SPECIFICATION);
+  exif_data_load_data(exif, reinterpret_cast<const unsigned char*>(app1.data()),
+                      static_cast<unsigned int>(app1.size()));
+  int orientation = 1;
+  ExifEntry* entry = exif_content_get_entry(exif->ifd[EXIF_IFD_0], EXIF_TAG_ORIENTATION);
+  if (entry != nullptr && entry->format == EXIF_FORMAT_SHORT && entry->components >= 1 &&
+      entry->data != nullptr && entry->size >= 2) {
+    const int value = exif_get_short(entry->data, exif_data_get_byte_order(exif));
+    if (value >= 1 && value <= 8) orientation = value;
+  }
+  exif_data_unref(exif);
+  return orientation;
+}
+
+// Applies EXIF orientation `o` (1..8) as OpenCV 4.6's ApplyExifOrientation does.
+cv::Mat Orient(const cv::Mat& image, int o) {
+  cv::Mat out;
+  switch (o) {
+    case 2: cv::flip(image, out, 1); break;
+    case 3: cv::flip(image, out, -1); break;
+    case 4: cv::flip(image, out, 0); break;
+    case 5: cv::transpose(image, out); break;
+    case 6: cv::rotate(image, out, cv::ROTATE_90_CLOCKWISE); break;
+    case 7: {
+      cv::Mat t;
+      cv::transpose(image, t);
+      cv::flip(t, out, -1);
+      break;
+    }
+    case 8: cv::rotate(image, out, cv::ROTATE_90_COUNTERCLOCKWISE); break;
+    default: return image;
+  }
+  return out;
+}
+
+}  // namespace
+
+int JpegExifOrientation(std::string_view bytes) {
+  Decoded d;
+  const Outcome o = RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 3,
+                               false, 0, &d);
+  return o == Outcome::kError ? 1 : OrientationFromApp1(d.app1);
+}
+
+Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint32_t channels,
+                           uint64_t max_pixels) {
+  if (channels != 1 && channels != 3) {
+    return Status::NotSupported(path + ": " + std::to_string(channels) + " channels");
+  }
+  Decoded d;
+  switch (RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+                     static_cast<int>(channels), true, max_pixels, &d)) {
+    case Outcome::kError:
+      return Status::Corruption(path + ": truncated or invalid (libjpeg: " +
+                                std::string(d.error.message) + ")");
+    case Outcome::kFourComponents:
+      return Status::NotSupported(path + ": CMYK or YCCK JPEG");
+    case Outcome::kTooLarge:
+      return Status::InvalidArgument(
+          path + ": " + std::to_string(d.width) + " x " + std::to_string(d.height) + " = " +
+          std::to_string(d.width * d.height) + " pixels exceeds the limit of " +
+          std::to_string(max_pixels) + " (raise --max-pixels)");
+    case Outcome::kHeaderOnly:
+    case Outcome::kDecoded:
+      break;
+  }
+  cv::Mat image = Orient(d.image, OrientationFromApp1(d.app1));
+  if (channels == 1 && image.channels() == 3) {
+    cv::Mat grey;
+    cv::cvtColor(image, grey, cv::COLOR_RGB2GRAY);
+    return grey;
+  }
+  return image;
+}
+
+}  // namespace kiln
