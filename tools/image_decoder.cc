@@ -53,6 +53,13 @@ Status CheckHeader(std::string_view bytes, const std::string& path, const Decode
   return Status::Ok();
 }
 
+// PFM ("PF", "Pf"), OpenEXR and Radiance HDR hold floating-point samples only.
+bool IsFloatFormat(std::string_view bytes) {
+  return bytes.substr(0, 2) == "PF" || bytes.substr(0, 2) == "Pf" ||
+         bytes.substr(0, 4) == std::string_view("\x76\x2F\x31\x01", 4) ||
+         bytes.substr(0, 10) == "#?RADIANCE" || bytes.substr(0, 6) == "#?RGBE";
+}
+
 // Policy step 3: 16-bit to 8-bit by round(v / 257). v / 257 is never within 0.0019 of a
 // half-integer (v = 257 k + r with r an integer, and r / 257 is never 0.5), so the rounding of
 // convertTo's double product equals the integer formula (v * 255 + 32767) / 65535 exactly.
@@ -132,6 +139,17 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
   KILN_RETURN_IF_ERROR(CheckHeader(bytes, path, options));
 
   const ImageFormat format = SniffImageFormat(bytes);
+  // Bytes with no magic number kiln knows never reach OpenCV: cv::imdecode would offer them to
+  // every decoder it has, and some (GDCM's DICOM reader, GDAL) need a temporary file, which
+  // OpenCV 4.6 leaves behind in /tmp when the decoder throws, and GDCM aborts the process on
+  // some damaged files (fuzz finding F8).
+  if (format == ImageFormat::kUnknown) return Status::Corruption(path + ": not an image");
+  // Floating-point formats are refused by step 3 whatever their pixels; OpenCV decodes PFM
+  // through a temporary file too, left behind when the file is damaged (F8).
+  if (IsFloatFormat(bytes)) {
+    return Status::NotSupported(path + ": floating-point samples (PFM, OpenEXR or Radiance HDR) "
+                                "are not supported (8- and 16-bit unsigned integer only)");
+  }
   if (format == ImageFormat::kJpeg) {
     // libjpeg-turbo straight to RGB or grey, EXIF orientation applied: OpenCV's pixels without
     // its byte-order loops (tools/jpeg_decoder.h). CMYK and YCCK go on to OpenCV below.
@@ -154,7 +172,6 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
     opencv_error = e.what();
   }
   if (decoded.empty()) {
-    if (format == ImageFormat::kUnknown) return Status::Corruption(path + ": not an image");
     std::string reason = path + ": truncated or invalid (OpenCV could not decode this " +
                          std::string(ImageFormatName(format)) + " file";
     if (!opencv_error.empty()) reason += ": " + opencv_error;

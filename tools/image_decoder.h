@@ -2,7 +2,11 @@
 // into an upright 8-bit RGB or grey image, under the one decode policy that every kiln path
 // uses (also written down in tools/decode_policy.md):
 //
-//   1. Refusals before decoding. Empty input is refused. For PNG and JPEG the header is parsed
+//   1. Refusals before decoding. Empty input is refused, and so is input that starts with no
+//      magic number kiln knows (tools/image_header.h: SniffImageFormat): "not an image", without
+//      asking OpenCV, whose fallback decoders (DICOM through GDCM, GDAL) need temporary files
+//      and can abort the process. Floating-point formats (PFM, OpenEXR, Radiance HDR) are
+//      refused with NotSupported, as step 3 would after decoding. For PNG and JPEG the header is parsed
 //      first (tools/image_header.h) and an image claiming more than `max_pixels` pixels is
 //      refused before any pixel buffer is allocated; a PNG whose IDAT data is too short to
 //      inflate to the size in its IHDR (more than 1032:1, deflate's limit) and a JPEG with no
@@ -61,11 +65,12 @@ struct DecodeOptions {
 // Errors:
 //   InvalidArgument  "empty file"; options.channels not 1 or 3;
 //                    "W x H = P pixels exceeds the limit of L (raise --max-pixels)".
-//   Corruption       "not an image" (no known magic number and OpenCV cannot read it);
+//   Corruption       "not an image" (no magic number kiln knows);
 //                    "truncated or invalid (...)" (a known format that fails to decode, a PNG
 //                    bomb or truncated PNG, a JPEG without end-of-image marker).
 //   NotSupported     a sample depth or channel count outside the policy (32-bit float, 5+
-//                    channels), or an input of 2 GiB or more.
+//                    channels; PFM, OpenEXR and Radiance HDR files before decoding), or an
+//                    input of 2 GiB or more.
 Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
                             const DecodeOptions& options);
 

@@ -226,6 +226,36 @@ TEST(DecodeImage, EmptyAndNotAnImage) {
   EXPECT_EQ(text.status().message(), "dir/c.jpg: not an image");
 }
 
+// Fuzz finding F8 (tests/fuzz/README.md): 133 bytes that start almost like a PNG and carry
+// "DICM" at offset 128 went to OpenCV's DICOM decoder, whose GDCM library aborted the process
+// (an assertion); damaged PFM files left OpenCV temporary files in /tmp. Neither reaches
+// OpenCV now, and the answers name the file.
+TEST(DecodeImage, FieldCase_F8_UnknownAndFloatFormatsNeverReachOpenCv) {
+  std::string dicom(133, '\0');
+  dicom.replace(0, 6, "\x89PNG\r\n");
+  dicom.replace(128, 4, "DICM");
+  Result<cv::Mat> d = DecodeImage(dicom, "dir/scan.png", DecodeOptions());
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(d.status().message(), "dir/scan.png: not an image");
+
+  for (const std::string& bytes :
+       {std::string("PF\n=\r  1 1\n-1.0\n"), std::string("Pf\n1 1\n-1.0\nabcd"),
+        std::string("\x76\x2F\x31\x01\x02\0\0\0", 8), std::string("#?RADIANCE\n"),
+        std::string("#?RGBE\n")}) {
+    Result<cv::Mat> r = DecodeImage(bytes, "dir/f.img", DecodeOptions());
+    ASSERT_FALSE(r.ok()) << bytes;
+    EXPECT_EQ(r.status().code(), StatusCode::kNotSupported) << bytes;
+    EXPECT_EQ(r.status().message().rfind("dir/f.img: floating-point samples", 0), 0u)
+        << r.status().message();
+  }
+  // A float image OpenCV itself writes is refused the same way, not decoded.
+  const cv::Mat pixels(2, 3, CV_32FC3, cv::Scalar(0.25, 0.5, 1.0));
+  Result<cv::Mat> pfm = DecodeImage(Encode(pixels, ".pfm"), "dir/g.pfm", DecodeOptions());
+  ASSERT_FALSE(pfm.ok());
+  EXPECT_EQ(pfm.status().code(), StatusCode::kNotSupported);
+}
+
 TEST(DecodeImage, TruncatedFilesAreErrorsNeverEmptyImages) {
   const cv::Mat image(40, 40, CV_8UC3, cv::Scalar(10, 20, 30));
   for (const char* ext : {".png", ".jpg", ".bmp", ".webp", ".tiff"}) {
