@@ -113,11 +113,14 @@ for d in fm tiles; do
 import json, subprocess, sys, time, os
 d = sys.argv[2]
 b = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
-t = time.perf_counter(); subprocess.run([sys.argv[1], "verify", d, "--deep"], check=True, stdout=subprocess.DEVNULL)
+t = time.perf_counter()
+r = json.loads(subprocess.run([sys.argv[1], "verify", d, "--deep", "--json"], check=True,
+                              capture_output=True, text=True).stdout)
 v = time.perf_counter() - t
 t = time.perf_counter(); subprocess.run("cat %s/* > /dev/null" % d, shell=True, check=True)
 c = time.perf_counter() - t
 print(json.dumps({"bytes": b, "verify_seconds": v, "verify_mb_per_s": b / v / 1e6,
+                  "verify_inner_seconds": r["seconds"], "verify_inner_mb_per_s": b / r["seconds"] / 1e6,
                   "cat_seconds": c, "cat_mb_per_s": b / c / 1e6}))' "$kiln" "$work/$d-$f"
   done
 

@@ -85,7 +85,7 @@ void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
       continue;
     }
     if (options.deep) {
-      Status s = decoder.Decode(base + c.offset, c.size, c.codec, scratch.data(), scratch.size());
+      Status s = decoder.Validate(base + c.offset, c.size, c.codec, scratch.data(), scratch.size());
       if (!s.ok()) problem(path, record, offset, "cannot decode: " + s.message());
     }
   }

@@ -115,7 +115,7 @@ void VerifyLmdbDataset(const std::string& dir, const Manifest& manifest,
       continue;
     }
     if (options.deep) {
-      Status s = decoder.Decode(stored, h->stored_size, h->codec, scratch.data(), scratch.size());
+      Status s = decoder.Validate(stored, h->stored_size, h->codec, scratch.data(), scratch.size());
       if (!s.ok()) {
         problem(path, record, FindOffset(mapped.get(), value, v.mv_size),
                 "cannot decode: " + s.message() + key_text);

@@ -127,6 +127,12 @@ Status RecordDecoder::DecodeChecked(const uint8_t* stored, size_t stored_size, C
   return Decode(stored, stored_size, codec, out, raw_size);
 }
 
+Status RecordDecoder::Validate(const uint8_t* stored, size_t stored_size, Codec codec,
+                               uint8_t* scratch, size_t raw_size) {
+  if (codec == Codec::kNone && stored_size == raw_size) return Status::Ok();
+  return Decode(stored, stored_size, codec, scratch, raw_size);  // errors, or a zstd record
+}
+
 Status RecordDecoder::Decode(const uint8_t* stored, size_t stored_size, Codec codec, uint8_t* out,
                              size_t raw_size) {
   switch (codec) {

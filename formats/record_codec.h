@@ -63,6 +63,13 @@ class RecordDecoder {
   RecordDecoder(const RecordDecoder&) = delete;
   RecordDecoder& operator=(const RecordDecoder&) = delete;
 
+  // Checks that a record decodes to exactly `raw_size` bytes, with Decode's errors, for
+  // `kiln verify --deep`: a kNone record's size is compared and nothing is copied (its decoded
+  // bytes are its stored bytes); a kZstd record is decompressed into `scratch` (`raw_size`
+  // bytes).
+  Status Validate(const uint8_t* stored, size_t stored_size, Codec codec, uint8_t* scratch,
+                  size_t raw_size);
+
   // Writes exactly `raw_size` decoded bytes of a record to `out`: a copy for kNone, a single-pass
   // decompression straight into `out` for kZstd. Does not check the checksum (callers do it on
   // the stored bytes first). Errors: Corruption ("zstd: <reason>", "decoded N bytes, expected M",

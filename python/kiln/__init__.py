@@ -95,7 +95,8 @@ def verify(path, *, deep=False):
     """Checks a dataset's files and record checksums against its manifest (``kiln verify``).
 
     Never raises for damaged data: returns the report as a dict with ``ok`` (bool), dir, deep,
-    samples, files_checked, records_checked, bytes_checked and ``problems``, a list of dicts
+    samples, files_checked, records_checked, bytes_checked, seconds (the verification's wall
+    time) and ``problems``, a list of dicts
     ``{file, record, offset, reason}`` (record and offset None when unknown). An unreadable
     directory or manifest is itself a problem in the report. ``deep=True`` also decompresses
     every record. The GIL is released while verifying.
