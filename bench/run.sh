@@ -109,19 +109,7 @@ for d in fm tiles; do
 
   # ---- verify rate against the file read rate (warm cache)
   for f in shards-none shards-zstd; do
-    record "verify/$d/$f" $py -c '
-import json, subprocess, sys, time, os
-d = sys.argv[2]
-b = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
-t = time.perf_counter()
-r = json.loads(subprocess.run([sys.argv[1], "verify", d, "--deep", "--json"], check=True,
-                              capture_output=True, text=True).stdout)
-v = time.perf_counter() - t
-t = time.perf_counter(); subprocess.run("cat %s/* > /dev/null" % d, shell=True, check=True)
-c = time.perf_counter() - t
-print(json.dumps({"bytes": b, "verify_seconds": v, "verify_mb_per_s": b / v / 1e6,
-                  "verify_inner_seconds": r["seconds"], "verify_inner_mb_per_s": b / r["seconds"] / 1e6,
-                  "cat_seconds": c, "cat_mb_per_s": b / c / 1e6}))' "$kiln" "$work/$d-$f"
+    record "verify/$d/$f" $py bench/verify_rate.py "$kiln" "$work/$d-$f"
   done
 
   # ---- readers: kiln (each format), warm; shards raw also cold; sweep on shards raw

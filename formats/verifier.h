@@ -6,6 +6,8 @@
 // bounds and its checksum matches. Deep mode also decodes every record (zstd included) and checks
 // its size. Files in the directory that look like shards but are not listed are problems too.
 // Verification never stops at the first problem: every file and record is examined.
+// Each shard file's whole-file hash runs on a thread of its own while its records are checked
+// (one extra thread at a time); the report is the same as if they ran in turn.
 // Thread safety: reentrant; concurrent calls on the same directory are safe.
 #ifndef KILN_FORMATS_VERIFIER_H_
 #define KILN_FORMATS_VERIFIER_H_
