@@ -227,7 +227,9 @@ class Inspector {
                                     " bytes (kiln writes none)");
       }
     }
-    KILN_RETURN_IF_ERROR(CheckAttributes(file_.get(), "the root group"));
+    // Parsed once: the manifest attribute's heap check (CheckManifestAttrHeap) reads them too.
+    KILN_RETURN_IF_ERROR(ObjectMessages(file_.get(), "the root group", &root_messages_));
+    KILN_RETURN_IF_ERROR(CheckAttributes(root_messages_, "the root group"));
     KILN_RETURN_IF_ERROR(Version(&out->version));
     out->samples = n_;
     out->sample_bytes = schema_.sample_bytes();
@@ -366,48 +368,44 @@ class Inspector {
     return Status::Ok();
   }
 
-  // Reads `size` bytes at `offset` of the file. Errors: Corruption when past the end.
-  Status ReadAt(uint64_t offset, size_t size, uint8_t* out, const char* what) {
-    if (!InFile(offset, size, file_size_) ||
+  // Reads `size` bytes at `offset` into `out`. Errors: Corruption naming `what` when the range
+  // lies outside the file or cannot be read.
+  Status ReadAt(uint64_t offset, uint64_t size, uint8_t* out, const std::string& what) {
+    if (!InFile(offset, size, file_size_)) {
+      return Status::Corruption(path_ + ": " + what + " at offset " + std::to_string(offset) +
+                                " of " + std::to_string(size) + " bytes lies outside the file (" +
+                                std::to_string(file_size_) + " bytes)");
+    }
+    if (size > 0 &&
         ::pread(fd_, out, size, static_cast<off_t>(offset)) != static_cast<ssize_t>(size)) {
-      return Status::Corruption(Where(kHdf5ImagesName) + ": " + what + " at offset " +
-                                std::to_string(offset) + " lies outside the file or is unreadable");
+      return Status::Corruption(path_ + ": " + what + " at offset " + std::to_string(offset) +
+                                " is unreadable");
     }
     return Status::Ok();
+  }
+
+  // ReadAt into `out`, resized to `size` first (checked against the file before allocating).
+  Status ReadBytes(uint64_t offset, uint64_t size, std::vector<uint8_t>* out,
+                   const std::string& what) {
+    if (InFile(offset, size, file_size_)) out->resize(size);
+    return ReadAt(offset, size, out->data(), what);
   }
 
   // Finds the v1 B-tree of `images`' chunks from its (version 1) object header's layout message
   // and records every chunk's offset, size and filter mask.
   Status WalkChunkIndex(hid_t dset, int nfilters, Hdf5Layout* out) {
-    H5O_info_t info;
-    if (H5Oget_info2(dset, &info, H5O_INFO_BASIC) < 0) {
-      return Hdf5Error("cannot locate the object header of dataset 'images'", path_);
-    }
-    uint8_t prefix[16];
-    KILN_RETURN_IF_ERROR(ReadAt(info.addr, sizeof(prefix), prefix, "object header"));
-    if (prefix[0] != 1) {
-      return Status::NotSupported(Where(kHdf5ImagesName) + " has an object header of version " +
-                                  std::to_string(prefix[0]) + " (kiln writes version 1)");
-    }
-    std::vector<std::pair<uint64_t, uint64_t>> blocks = {{info.addr + 16, LoadLE32(prefix + 8)}};
+    std::vector<HeaderMessage> messages;
+    KILN_RETURN_IF_ERROR(
+        ObjectMessages(dset, std::string("dataset '") + kHdf5ImagesName + "'", &messages));
     uint64_t btree = HADDR_UNDEF;
     uint32_t dimensionality = 0;
-    std::vector<uint8_t> block;
-    for (size_t b = 0; b < blocks.size() && b < 64 && btree == HADDR_UNDEF; ++b) {
-      block.resize(blocks[b].second);
-      KILN_RETURN_IF_ERROR(ReadAt(blocks[b].first, block.size(), block.data(), "object header"));
-      for (size_t p = 0; p + 8 <= block.size();) {
-        const uint16_t type = LoadLE16(block.data() + p);
-        const uint16_t size = LoadLE16(block.data() + p + 2);
-        const uint8_t* m = block.data() + p + 8;
-        if (p + 8 + size > block.size()) break;
-        if (type == 0x10 && size >= 16) {  // continuation: more messages elsewhere
-          blocks.push_back({LoadLE64(m), LoadLE64(m + 8)});
-        } else if (type == 0x08 && size >= 11 && m[0] == 3 && m[1] == 2) {  // layout v3, chunked
-          dimensionality = m[2];
-          btree = LoadLE64(m + 3);
-        }
-        p += 8 + size;
+    for (const HeaderMessage& msg : messages) {
+      const uint8_t* m = msg.body.data();
+      // Layout message, version 3, chunked: dimensionality, then the B-tree's address.
+      if (msg.type == 0x08 && msg.body.size() >= 11 && m[0] == 3 && m[1] == 2) {
+        dimensionality = m[2];
+        btree = LoadLE64(m + 3);
+        break;
       }
     }
     if (btree == HADDR_UNDEF || dimensionality != 5) {
@@ -430,8 +428,9 @@ class Inspector {
   Status WalkNode(uint64_t node, uint32_t dims, int nfilters, int depth, uint64_t* found,
                   Hdf5Layout* out) {
     if (depth > 32) return Status::Corruption(Where(kHdf5ImagesName) + ": chunk index too deep");
+    const std::string what = std::string("dataset '") + kHdf5ImagesName + "': chunk index node";
     uint8_t header[24];
-    KILN_RETURN_IF_ERROR(ReadAt(node, sizeof(header), header, "chunk index node"));
+    KILN_RETURN_IF_ERROR(ReadAt(node, sizeof(header), header, what));
     if (std::memcmp(header, "TREE", 4) != 0 || header[4] != 1) {
       return Status::Corruption(Where(kHdf5ImagesName) + ": bad chunk index node at offset " +
                                 std::to_string(node));
@@ -440,7 +439,7 @@ class Inspector {
     const uint32_t entries = LoadLE16(header + 6);
     const size_t key_bytes = 8 + 8 * size_t{dims};
     std::vector<uint8_t> body(entries * (key_bytes + 8) + key_bytes);
-    KILN_RETURN_IF_ERROR(ReadAt(node + 24, body.size(), body.data(), "chunk index node"));
+    KILN_RETURN_IF_ERROR(ReadAt(node + 24, body.size(), body.data(), what));
     for (uint32_t e = 0; e < entries; ++e) {
       const uint8_t* key = body.data() + e * (key_bytes + 8);
       const uint64_t child = LoadLE64(key + key_bytes);
@@ -507,7 +506,12 @@ class Inspector {
     }
     out->key_width = static_cast<uint32_t>(width);
     KILN_ASSIGN_OR_RETURN(out->keys_offset, ContiguousOffset(d.get(), kHdf5KeysName, n_ * width));
-    KILN_RETURN_IF_ERROR(CheckAttributes(d.get(), std::string("dataset '") + kHdf5KeysName + "'"));
+    {
+      const std::string what = std::string("dataset '") + kHdf5KeysName + "'";
+      std::vector<HeaderMessage> messages;
+      KILN_RETURN_IF_ERROR(ObjectMessages(d.get(), what, &messages));
+      KILN_RETURN_IF_ERROR(CheckAttributes(messages, what));
+    }
     // The keys checksum (section 3): checked whenever present, required from version 2.
     if (H5Aexists(d.get(), kHdf5KeysChecksumAttr) <= 0) {
       H5Eclear2(H5E_DEFAULT);
@@ -552,24 +556,6 @@ class Inspector {
     return Status::Ok();
   }
 
-  // Reads `size` bytes at `offset` into `out`. Errors: Corruption naming `what` when the range
-  // lies outside the file or cannot be read.
-  Status ReadBytes(uint64_t offset, uint64_t size, std::vector<uint8_t>* out,
-                   const std::string& what) {
-    if (!InFile(offset, size, file_size_)) {
-      return Status::Corruption(path_ + ": " + what + " at offset " + std::to_string(offset) +
-                                " of " + std::to_string(size) + " bytes lies outside the file (" +
-                                std::to_string(file_size_) + " bytes)");
-    }
-    out->resize(size);
-    if (size > 0 &&
-        ::pread(fd_, out->data(), size, static_cast<off_t>(offset)) != static_cast<ssize_t>(size)) {
-      return Status::Corruption(path_ + ": " + what + " at offset " + std::to_string(offset) +
-                                " is unreadable");
-    }
-    return Status::Ok();
-  }
-
   struct HeaderMessage {
     uint16_t type = 0;
     bool shared = false;
@@ -603,16 +589,19 @@ class Inspector {
     return Status::Ok();
   }
 
-  // Checks every attribute message of object `obj` (named `what`) with ParseAttributeMessage
-  // before libhdf5 decodes them (H5Aexists and H5Aopen decode them all; fuzz finding F7).
-  // Errors: Corruption naming the object and the attribute.
-  Status CheckAttributes(hid_t obj, const std::string& what) {
+  // HeaderMessages of the object `obj` (named `what`), found through libhdf5.
+  Status ObjectMessages(hid_t obj, const std::string& what, std::vector<HeaderMessage>* out) {
     H5O_info_t info;
     if (H5Oget_info2(obj, &info, H5O_INFO_BASIC) < 0) {
       return Hdf5Error("cannot locate the object header of " + what, path_);
     }
-    std::vector<HeaderMessage> messages;
-    KILN_RETURN_IF_ERROR(HeaderMessages(info.addr, what, &messages));
+    return HeaderMessages(info.addr, what, out);
+  }
+
+  // Checks every attribute message among `messages` (of the object `what`) with
+  // ParseAttributeMessage before libhdf5 decodes them (H5Aexists and H5Aopen decode them all;
+  // fuzz finding F7). Errors: Corruption naming the object and the attribute.
+  Status CheckAttributes(const std::vector<HeaderMessage>& messages, const std::string& what) {
     for (const HeaderMessage& msg : messages) {
       if (msg.type != 0x0C) continue;
       if (msg.shared) {
@@ -629,21 +618,15 @@ class Inspector {
   // Checks, before libhdf5 reads it, the global heap object that holds the kiln_manifest text:
   // libhdf5 1.10 loops forever on a collection holding a zero-sized free-space object, and
   // trusts object sizes that run past the collection's end (fuzz finding F6; one flipped bit in
-  // the free-space object's size does the first). kiln finds the attribute in the root group's (version 1)
-  // object header, reads its heap ID (length, collection address, object index) and walks the
-  // collection as libhdf5 does: every object must advance and end inside the collection, and the
-  // object must hold exactly the string's length.
+  // the free-space object's size does the first). kiln finds the attribute in the root group's
+  // (version 1) object header, reads its heap ID (length, collection address, object index) and
+  // walks the collection as libhdf5 does: every object must advance and end inside the
+  // collection, and the object must hold exactly the string's length.
   Status CheckManifestAttrHeap() {
     const std::string attr = std::string("attribute '") + kHdf5ManifestAttr + "'";
-    H5O_info_t info;
-    if (H5Oget_info2(file_.get(), &info, H5O_INFO_BASIC) < 0) {
-      return Hdf5Error("cannot locate the object header of the root group", path_);
-    }
-    std::vector<HeaderMessage> messages;
-    KILN_RETURN_IF_ERROR(HeaderMessages(info.addr, "the root group", &messages));
     std::vector<uint8_t> data;
     bool found = false;
-    for (const HeaderMessage& msg : messages) {
+    for (const HeaderMessage& msg : root_messages_) {
       AttributeMessage a;
       if (msg.type == 0x0C && !msg.shared &&
           ParseAttributeMessage(msg.body.data(), msg.body.size(), &a).empty() &&
@@ -740,6 +723,7 @@ class Inspector {
   Hdf5Id file_;
   uint64_t file_size_ = 0;  // bytes, from H5Fget_filesize
   int fd_ = -1;              // the same file, for reading the chunk index
+  std::vector<HeaderMessage> root_messages_;  // the root group's object header, read by Inspect
 
  public:
   ~Inspector() {
