@@ -53,13 +53,6 @@ Status CheckHeader(std::string_view bytes, const std::string& path, const Decode
   return Status::Ok();
 }
 
-// PFM ("PF", "Pf"), OpenEXR and Radiance HDR hold floating-point samples only.
-bool IsFloatFormat(std::string_view bytes) {
-  return bytes.substr(0, 2) == "PF" || bytes.substr(0, 2) == "Pf" ||
-         bytes.substr(0, 4) == std::string_view("\x76\x2F\x31\x01", 4) ||
-         bytes.substr(0, 10) == "#?RADIANCE" || bytes.substr(0, 6) == "#?RGBE";
-}
-
 // Policy step 3: 16-bit to 8-bit by round(v / 257). v / 257 is never within 0.0019 of a
 // half-integer (v = 257 k + r with r an integer, and r / 257 is never 0.5), so the rounding of
 // convertTo's double product equals the integer formula (v * 255 + 32767) / 65535 exactly.
@@ -146,7 +139,7 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
   if (format == ImageFormat::kUnknown) return Status::Corruption(path + ": not an image");
   // Floating-point formats are refused by step 3 whatever their pixels; OpenCV decodes PFM
   // through a temporary file too, left behind when the file is damaged (F8).
-  if (IsFloatFormat(bytes)) {
+  if (format == ImageFormat::kFloat) {
     return Status::NotSupported(path + ": floating-point samples (PFM, OpenEXR or Radiance HDR) "
                                 "are not supported (8- and 16-bit unsigned integer only)");
   }

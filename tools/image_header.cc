@@ -202,14 +202,16 @@ ImageFormat SniffImageFormat(std::string_view bytes) {
   if (bytes.size() >= 12 && StartsWith(bytes, "RIFF") && bytes.substr(8, 4) == "WEBP") {
     return ImageFormat::kWebp;
   }
-  if (bytes.size() >= 2 && bytes[0] == 'P' &&
-      ((bytes[1] >= '1' && bytes[1] <= '7') || bytes[1] == 'F' || bytes[1] == 'f')) {
+  if (bytes.size() >= 2 && bytes[0] == 'P' && bytes[1] >= '1' && bytes[1] <= '7') {
     return ImageFormat::kPnm;
+  }
+  if (StartsWith(bytes, "PF") || StartsWith(bytes, "Pf") ||                 // PFM.
+      StartsWith(bytes, "\x76\x2F\x31\x01") ||                              // OpenEXR.
+      StartsWith(bytes, "#?RADIANCE") || StartsWith(bytes, "#?RGBE")) {     // Radiance HDR.
+    return ImageFormat::kFloat;
   }
   if (StartsWith(bytes, std::string_view("\0\0\0\x0CjP  \r\n\x87\n", 12)) ||  // JPEG 2000 (JP2).
       StartsWith(bytes, "\xFF\x4F\xFF\x51") ||                                // JPEG 2000 stream.
-      StartsWith(bytes, "\x76\x2F\x31\x01") ||                                // OpenEXR.
-      StartsWith(bytes, "#?RADIANCE") || StartsWith(bytes, "#?RGBE") ||       // Radiance HDR.
       StartsWith(bytes, "\x59\xA6\x6A\x95")) {                                // Sun raster.
     return ImageFormat::kOther;
   }
@@ -232,6 +234,8 @@ std::string_view ImageFormatName(ImageFormat format) {
       return "webp";
     case ImageFormat::kPnm:
       return "pnm";
+    case ImageFormat::kFloat:
+      return "float";
     case ImageFormat::kOther:
       return "other";
     case ImageFormat::kUnknown:

@@ -26,8 +26,9 @@ enum class ImageFormat {
   kGif,          // "GIF87a" / "GIF89a".
   kTiff,         // "II*\0" or "MM\0*".
   kWebp,         // "RIFF" <4 bytes> "WEBP".
-  kPnm,          // "P1".."P7", "PF", "Pf" (PBM, PGM, PPM, PAM, PFM).
-  kOther,        // Other formats OpenCV may read: JPEG 2000, OpenEXR, Radiance HDR, Sun raster.
+  kPnm,          // "P1".."P7" (PBM, PGM, PPM, PAM).
+  kFloat,        // Floating-point samples only: PFM ("PF", "Pf"), OpenEXR, Radiance HDR.
+  kOther,        // Other formats OpenCV may read: JPEG 2000, Sun raster.
 };
 
 // Returns the format whose magic number starts `bytes`, or kUnknown. Never fails.

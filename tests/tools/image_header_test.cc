@@ -54,12 +54,19 @@ TEST(SniffImageFormat, RecognisesMagicNumbers) {
   EXPECT_EQ(SniffImageFormat(std::string("MM\0*", 4)), ImageFormat::kTiff);
   EXPECT_EQ(SniffImageFormat(std::string("RIFF\x10\0\0\0WEBPVP8 ", 16)), ImageFormat::kWebp);
   EXPECT_EQ(SniffImageFormat("P6\n2 2\n255\n"), ImageFormat::kPnm);
-  EXPECT_EQ(SniffImageFormat("#?RADIANCE\n"), ImageFormat::kOther);
+  EXPECT_EQ(SniffImageFormat("#?RADIANCE\n"), ImageFormat::kFloat);
+  EXPECT_EQ(SniffImageFormat("#?RGBE\n"), ImageFormat::kFloat);
+  EXPECT_EQ(SniffImageFormat("PF\n2 2\n-1.0\n"), ImageFormat::kFloat);
+  EXPECT_EQ(SniffImageFormat("Pf\n2 2\n-1.0\n"), ImageFormat::kFloat);
+  EXPECT_EQ(SniffImageFormat(std::string("\x76\x2F\x31\x01", 4)), ImageFormat::kFloat);
+  EXPECT_EQ(SniffImageFormat(std::string("\0\0\0\x0CjP  \r\n\x87\n", 12)),
+            ImageFormat::kOther);  // JPEG 2000
   EXPECT_EQ(SniffImageFormat("hello, world"), ImageFormat::kUnknown);
   EXPECT_EQ(SniffImageFormat(""), ImageFormat::kUnknown);
   EXPECT_EQ(SniffImageFormat("\xFF\xD8"), ImageFormat::kUnknown);  // Too short for JPEG.
   EXPECT_EQ(ImageFormatName(ImageFormat::kPng), "png");
   EXPECT_EQ(ImageFormatName(ImageFormat::kUnknown), "unknown");
+  EXPECT_EQ(ImageFormatName(ImageFormat::kFloat), "float");
 }
 
 TEST(PeekImageSize, PngFromOpenCv) {
