@@ -257,18 +257,6 @@ void CheckSingleFileManifest(const std::string& dir, const Manifest& manifest,
 }
 
 namespace {
-VerifyReport VerifyDatasetUntimed(const std::string& dir, const VerifyOptions& options);
-}  // namespace
-
-VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  VerifyReport report = VerifyDatasetUntimed(dir, options);
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return report;
-}
-
-namespace {
 
 VerifyReport VerifyDatasetUntimed(const std::string& dir, const VerifyOptions& options) {
   VerifyReport report;
@@ -327,6 +315,14 @@ VerifyReport VerifyDatasetUntimed(const std::string& dir, const VerifyOptions& o
 }
 
 }  // namespace
+
+VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  VerifyReport report = VerifyDatasetUntimed(dir, options);
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
 
 std::string VerifyReportToJson(const VerifyReport& report) {
   nlohmann::ordered_json j;

@@ -36,12 +36,33 @@ enum class Outcome { kDecoded, kHeaderOnly, kFourComponents, kTooLarge, kError }
 // Everything RunLibjpeg produces. Owned by the caller, so that nothing with a destructor lives
 // in the frame that longjmp unwinds.
 struct Decoded {
-  cv::Mat image;       // R, G, B or grey, as stored (orientation not applied)
-  uint64_t width = 0;  // from the header
+  cv::Mat image;        // R, G, B or grey, as stored (orientation not applied)
+  uint64_t width = 0;   // from the header
   uint64_t height = 0;
-  std::string app1;    // the first APP1 segment's payload, if any
-  ErrorManager error;  // error.message when kError
+  int orientation = 1;  // EXIF orientation of the first APP1 segment (OrientationFromApp1)
+  ErrorManager error;   // error.message when kError
 };
+
+// The Orientation tag of IFD0 in an APP1 payload ("Exif\0\0" then TIFF) of `size` bytes, or 1.
+// Plain C calls that never longjmp, so RunLibjpeg may call it between its setjmp and a
+// libjpeg error.
+int OrientationFromApp1(const uint8_t* app1, size_t size) {
+  if (size < 6 || std::memcmp(app1, "Exif\0\0", 6) != 0) return 1;
+  ExifData* exif = exif_data_new();
+  if (exif == nullptr) return 1;
+  // Read only: no tags added or "fixed" by libexif.
+  exif_data_unset_option(exif, EXIF_DATA_OPTION_FOLLOW_SPECIFICATION);
+  exif_data_load_data(exif, app1, static_cast<unsigned int>(size));
+  int orientation = 1;
+  ExifEntry* entry = exif_content_get_entry(exif->ifd[EXIF_IFD_0], EXIF_TAG_ORIENTATION);
+  if (entry != nullptr && entry->format == EXIF_FORMAT_SHORT && entry->components >= 1 &&
+      entry->data != nullptr && entry->size >= 2) {
+    const int value = exif_get_short(entry->data, exif_data_get_byte_order(exif));
+    if (value >= 1 && value <= 8) orientation = value;
+  }
+  exif_data_unref(exif);
+  return orientation;
+}
 
 // Reads the header and, when `pixels`, the image of `bytes` (channels 1 or 3) into `out`,
 // unless it has more than `max_pixels` pixels (0: no limit).
@@ -62,8 +83,8 @@ Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels,
   jpeg_save_markers(&cinfo, kApp1, 0xFFFF);
   jpeg_read_header(&cinfo, TRUE);
   for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
-    if (m->marker == kApp1) {
-      out->app1.assign(reinterpret_cast<const char*>(m->data), m->data_length);
+    if (m->marker == kApp1) {  // OpenCV reads the first APP1 only
+      out->orientation = OrientationFromApp1(m->data, m->data_length);
       break;
     }
   }
@@ -97,26 +118,6 @@ Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels,
   return Outcome::kDecoded;
 }
 
-// The Orientation tag of IFD0 in an APP1 payload ("Exif\0\0" then TIFF), or 1.
-int OrientationFromApp1(const std::string& app1) {
-  if (app1.size() < 6 || std::memcmp(app1.data(), "Exif\0\0", 6) != 0) return 1;
-  ExifData* exif = exif_data_new();
-  if (exif == nullptr) return 1;
-  // Read only: no tags added or "fixed" by libexif.
-  exif_data_unset_option(exif, EXIF_DATA_OPTION_FOLLOW_SPECIFICATION);
-  exif_data_load_data(exif, reinterpret_cast<const unsigned char*>(app1.data()),
-                      static_cast<unsigned int>(app1.size()));
-  int orientation = 1;
-  ExifEntry* entry = exif_content_get_entry(exif->ifd[EXIF_IFD_0], EXIF_TAG_ORIENTATION);
-  if (entry != nullptr && entry->format == EXIF_FORMAT_SHORT && entry->components >= 1 &&
-      entry->data != nullptr && entry->size >= 2) {
-    const int value = exif_get_short(entry->data, exif_data_get_byte_order(exif));
-    if (value >= 1 && value <= 8) orientation = value;
-  }
-  exif_data_unref(exif);
-  return orientation;
-}
-
 // Applies EXIF orientation `o` (1..8) as OpenCV 4.6's ApplyExifOrientation does.
 cv::Mat Orient(const cv::Mat& image, int o) {
   cv::Mat out;
@@ -144,7 +145,7 @@ int JpegExifOrientation(std::string_view bytes) {
   Decoded d;
   const Outcome o = RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 3,
                                false, 0, &d);
-  return o == Outcome::kError ? 1 : OrientationFromApp1(d.app1);
+  return o == Outcome::kError ? 1 : d.orientation;
 }
 
 Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint32_t channels,
@@ -169,7 +170,7 @@ Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint
     case Outcome::kDecoded:
       break;
   }
-  cv::Mat image = Orient(d.image, OrientationFromApp1(d.app1));
+  cv::Mat image = Orient(d.image, d.orientation);
   if (channels == 1 && image.channels() == 3) {
     cv::Mat grey;
     cv::cvtColor(image, grey, cv::COLOR_RGB2GRAY);
