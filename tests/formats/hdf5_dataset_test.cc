@@ -184,6 +184,33 @@ TEST(Hdf5Dataset, RoundTripEveryDtypeLayoutAndCodec) {
 }
 
 // What the HDF5 library itself reports: the documented datasets, types and shapes.
+// Declaring the optional zstd filter (32015) made libhdf5 dlopen every plugin on its plugin path
+// at H5Dcreate, running third-party code in `kiln pack` (Debian's zfp plugin leaks on load:
+// tests/SANITIZERS.md). The writer turns plugin loading off around it and restores the state.
+TEST(Hdf5Dataset, WriterLoadsNoFilterPlugin) {
+  TempDir tmp;
+  const std::string marker = tmp / "spy-plugin-loaded";
+  ASSERT_EQ(::setenv("KILN_SPY_PLUGIN_MARKER", marker.c_str(), 1), 0);
+  ASSERT_GE(H5PLprepend(KILN_SPY_PLUGIN_DIR), 0);
+  unsigned state_before = 0;
+  ASSERT_GE(H5PLget_loading_state(&state_before), 0);
+  WriteSpec spec;
+  spec.compression = *Compression::Parse("zstd:3");
+  spec.noise_every = 3;
+  ASSERT_TRUE(WriteHdf5(tmp / "ds", spec).ok());
+  EXPECT_FALSE(fs::exists(marker)) << "writing a zstd HDF5 file made libhdf5 load plugins";
+  unsigned state_after = 0;
+  ASSERT_GE(H5PLget_loading_state(&state_after), 0);
+  EXPECT_EQ(state_after, state_before) << "the writer did not restore plugin loading";
+  ExpectReadsBack(tmp / "ds", spec);
+  // Control: asking libhdf5 for the filter searches the plugin path and loads the spy, so the
+  // check above can fail.
+  (void)H5Zfilter_avail(kHdf5ZstdFilterId);
+  H5Eclear2(H5E_DEFAULT);
+  EXPECT_TRUE(fs::exists(marker)) << "the spy plugin in " << KILN_SPY_PLUGIN_DIR
+                                  << " was never loaded";
+}
+
 TEST(Hdf5Dataset, LibrarySeesDocumentedSchema) {
   TempDir tmp;
   WriteSpec spec;
