@@ -230,7 +230,7 @@ TEST(DecodeImage, EmptyAndNotAnImage) {
 // "DICM" at offset 128 went to OpenCV's DICOM decoder, whose GDCM library aborted the process
 // (an assertion); damaged PFM files left OpenCV temporary files in /tmp. Neither reaches
 // OpenCV now, and the answers name the file.
-TEST(DecodeImage, FieldCase_F8_UnknownAndFloatFormatsNeverReachOpenCv) {
+TEST(DecodeImage, FuzzFindingF8_UnknownAndFloatFormatsNeverReachOpenCv) {
   std::string dicom(133, '\0');
   dicom.replace(0, 6, "\x89PNG\r\n");
   dicom.replace(128, 4, "DICM");
