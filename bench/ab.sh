@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Before/after comparison of two kiln binaries, alternating so that drift on a shared machine
+# hits both alike (BENCHMARKS.md, "Converter: JPEG straight to RGB" and "Verify: ...").
+#
+#   bench/ab.sh pack   OLD_KILN NEW_KILN INPUT_TREE  [ROUNDS=6] [kiln pack flags...]
+#   bench/ab.sh verify OLD_KILN NEW_KILN DATASET_DIR [ROUNDS=5]
+#
+# pack: each run packs INPUT_TREE into a fresh directory (default flags: --size 224 --channels 3
+#   --layout chw --threads 2) and prints images/s (kiln's --json), wall, user and system CPU.
+# verify: each run is bench/verify_rate.py (kiln verify --deep --json, then cat) and prints the
+#   process rate, verification's own rate and cat's rate, in MB/s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=$1 old=$2 new=$3 target=$4
+rounds=${5:-$([[ $mode == pack ]] && echo 6 || echo 5)}
+shift $(($# < 5 ? $# : 5))
+flags=("$@")
+((${#flags[@]})) || flags=(--size 224 --channels 3 --layout chw --threads 2)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for ((r = 1; r <= rounds; r++)); do
+  for v in before after; do
+    bin=$old
+    [[ $v == after ]] && bin=$new
+    case $mode in
+      pack)
+        rm -rf "$out/ds"
+        sync
+        /usr/bin/time -f "%e %U %S" -o "$out/time" "$bin" pack "$target" "$out/ds" "${flags[@]}" \
+          --json 2>/dev/null >"$out/pack.json"
+        /usr/bin/python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1])); w, u, s = open(sys.argv[2]).read().split()
+print("%s images/s %.0f wall %s user %s sys %s" % (sys.argv[3], j["images_per_s"], w, u, s))' \
+          "$out/pack.json" "$out/time" "$v"
+        ;;
+      verify)
+        /usr/bin/python3 bench/verify_rate.py "$bin" "$target" | /usr/bin/python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+print("%s process %.0f MB/s, verify %.0f MB/s, cat %.0f MB/s" % (
+    sys.argv[1], j["verify_mb_per_s"], j["verify_inner_mb_per_s"], j["cat_mb_per_s"]))' "$v"
+        ;;
+      *) echo "bench/ab.sh: mode is pack or verify, not '$mode'" >&2; exit 2 ;;
+    esac
+  done
+done
