@@ -178,9 +178,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
                         AugmentedSchema(dataset->schema(), options.augment));
   if (sampler.batches_per_epoch() == 0 && dataset->num_samples() > 0) {
-    const uint64_t share = (dataset->num_samples() - std::min<uint64_t>(
-                                dataset->num_samples(), options.rank) + options.world_size - 1) /
-                           options.world_size;
+    const uint64_t share = sampler.own_samples();
     WarnOnce(options.drop_last
                  ? "the loader yields no batches: rank " + std::to_string(options.rank) +
                        "'s share of the " + std::to_string(dataset->num_samples()) +
