@@ -58,7 +58,7 @@ int RunSweepCommand(const BenchFlags& flags, const BenchOptions& options) {
 
 int RunBenchCommand(const BenchFlags& flags) {
   BenchOptions options = flags.options;
-  options.loader.shuffle = !flags.no_shuffle;
+  options.loader.shuffle = flags.no_shuffle ? ShuffleMode::kNone : ShuffleMode::kExact;
   options.loader.num_threads = flags.threads;
   if (flags.sweep) return RunSweepCommand(flags, options);
   Result<BenchReport> report = RunBench(flags.dataset, options);

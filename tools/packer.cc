@@ -164,12 +164,14 @@ std::vector<std::string> ClassesFromLabels(const std::vector<SourceItem>& items)
 Result<std::vector<SourceItem>> ShuffleItems(std::vector<SourceItem> items, uint64_t seed) {
   SamplerOptions so;
   so.num_samples = items.size();
-  so.shuffle = true;
+  so.shuffle = ShuffleMode::kExact;
   so.seed = seed;
   KILN_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(so));
   std::vector<SourceItem> shuffled;
   shuffled.reserve(items.size());
-  for (uint64_t i : sampler.permutation()) shuffled.push_back(std::move(items[i]));
+  for (uint64_t p = 0; p < items.size(); ++p) {
+    shuffled.push_back(std::move(items[sampler.PositionToIndex(p)]));
+  }
   return shuffled;
 }
 
