@@ -28,6 +28,10 @@ uint64_t NowNs() {
 
 constexpr uint64_t kSlotAlign = 4096;
 
+uint64_t BlockSamples(const TensorSchema& stored, uint64_t block_bytes) {
+  return std::max<uint64_t>(1, block_bytes / std::max<uint64_t>(1, stored.sample_bytes()));
+}
+
 // Prints each distinct warning once per process on stderr.
 void WarnOnce(const std::string& message) {
   static std::mutex mu;
@@ -150,10 +154,20 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
     return Status::InvalidArgument("num_threads " + std::to_string(options.num_threads) +
                                    " must be at most 256");
   }
+  if (options.block_bytes < 1 || options.block_bytes > (uint64_t{1} << 40)) {
+    return Status::InvalidArgument("block_bytes " + std::to_string(options.block_bytes) +
+                                   " must be in [1, 2^40]");
+  }
+  if (options.shuffle_window < 1 || options.shuffle_window > (1u << 20)) {
+    return Status::InvalidArgument("shuffle_window " + std::to_string(options.shuffle_window) +
+                                   " must be in [1, 1048576] blocks");
+  }
   SamplerOptions so;
   so.num_samples = dataset->num_samples();
   so.batch_size = options.batch_size;
   so.shuffle = options.shuffle;
+  so.block_samples = BlockSamples(dataset->schema(), options.block_bytes);
+  so.window_blocks = options.shuffle_window;
   so.seed = options.seed;
   so.drop_last = options.drop_last;
   so.tail = options.tail_policy;
@@ -263,7 +277,7 @@ void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock
   epoch_ = epoch;
   epoch_started_ = true;
   next_task_ = 0;
-  total_tasks_ = sampler_.batches_per_epoch() * chunks_per_batch_;
+  total_tasks_ = sampler_.batches_in_epoch() * chunks_per_batch_;
   released_ = 0;
   next_batch_ = 0;
   holding_ = false;
@@ -300,7 +314,7 @@ Result<bool> Loader::Next(Batch* batch) {
     return error;
   }
   if (!epoch_started_) StartEpochLocked(epoch_ + 1, lock);
-  if (next_batch_ >= sampler_.batches_per_epoch()) {
+  if (next_batch_ >= sampler_.batches_in_epoch()) {
     epoch_started_ = false;  // The next call starts epoch_ + 1.
     return false;
   }
@@ -312,7 +326,7 @@ Result<bool> Loader::Next(Batch* batch) {
   ++next_batch_;
   holding_ = true;
   batch->epoch = epoch_;
-  batch->index = b;
+  batch->index = sampler_.first_step() + b;
   batch->size = slot.size;
   batch->schema = out_schema_;
   batch->data = slot.data;

@@ -73,7 +73,18 @@ namespace kiln {
 
 struct LoaderOptions {
   uint32_t batch_size = 256;     // samples per batch, >= 1. Default 256.
-  bool shuffle = true;           // a new permutation every epoch. Default true.
+  // The read order (reader/sampler.h): kExact, a new global permutation every epoch (for data
+  // in memory or on fast NVMe); kBlock, permuted blocks of consecutive samples dealt to ranks
+  // and shuffled within a window (for data larger than memory); kNone, dataset order.
+  // Default kExact.
+  ShuffleMode shuffle = ShuffleMode::kExact;
+  // kBlock: bytes per block, converted to block_samples = max(1, block_bytes / stored
+  // sample_bytes) (the stored, pre-crop sample size). Range [1, 2^40]. Default 4 MiB.
+  uint64_t block_bytes = uint64_t{4} << 20;
+  // kBlock: blocks per shuffle window; samples are shuffled among shuffle_window consecutive
+  // blocks of a rank's share, so about block_bytes * shuffle_window bytes are read at random
+  // at a time. Range [1, 2^20]. Default 16 (64 MiB windows with the default block_bytes).
+  uint32_t shuffle_window = 16;
   uint64_t seed = 0;             // permutation and augmentation seed. Default 0.
   bool drop_last = false;        // drop each rank's last partial batch. Default false.
   TailPolicy tail_policy = TailPolicy::kShort;  // uneven rank shares; see sampler.h.

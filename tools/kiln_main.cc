@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (bench->parsed()) {
-    bench_options.loader.shuffle = !no_shuffle;
+    bench_options.loader.shuffle = no_shuffle ? kiln::ShuffleMode::kNone : kiln::ShuffleMode::kExact;
     bench_options.loader.num_threads = bench_threads;
     if (bench_sweep) {
       kiln::Result<kiln::SweepReport> sweep = kiln::RunSweep(

@@ -292,12 +292,14 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
   if (options.shuffle_seed) {
     SamplerOptions so;
     so.num_samples = items.size();
-    so.shuffle = true;
+    so.shuffle = ShuffleMode::kExact;
     so.seed = *options.shuffle_seed;
     KILN_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(so));
     std::vector<SourceItem> shuffled;
     shuffled.reserve(items.size());
-    for (uint64_t i : sampler.permutation()) shuffled.push_back(std::move(items[i]));
+    for (uint64_t p = 0; p < items.size(); ++p) {
+      shuffled.push_back(std::move(items[sampler.PositionToIndex(p)]));
+    }
     items = std::move(shuffled);
   }
 
