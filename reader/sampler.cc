@@ -19,12 +19,6 @@ uint64_t MulHigh(uint64_t a, uint64_t b) {
 
 }  // namespace
 
-uint64_t SplitMix64Mix(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 const char* ShuffleModeName(ShuffleMode mode) {
   switch (mode) {
     case ShuffleMode::kNone:
@@ -54,6 +48,57 @@ IndexPermutation::IndexPermutation(uint64_t n, uint64_t key) : n_(n) {
   mask_ = (uint64_t{1} << half_) - 1;
   for (int i = 0; i < kFeistelRounds; ++i) {
     keys_[i] = SplitMix64Mix(key + static_cast<uint64_t>(i + 1) * kGolden);
+  }
+}
+
+void IndexPermutation::Apply(uint64_t* values, size_t count) const {
+  if (n_ <= 1) return;
+  // kLanes values in flight; a lane whose value landed in [0, n) is written out and refilled
+  // with the next input, so cycle walking never stalls the other lanes.
+  constexpr size_t kLanes = 8;
+  uint64_t l[kLanes], r[kLanes];
+  size_t slot[kLanes];
+  size_t active = 0, next = 0;
+  while (active < kLanes && next < count) {
+    l[active] = values[next] >> half_;
+    r[active] = values[next] & mask_;
+    slot[active++] = next++;
+  }
+  const uint32_t shift = 64 - half_;
+  uint64_t keys[kFeistelRounds];
+  for (int i = 0; i < kFeistelRounds; ++i) keys[i] = keys_[i];
+  while (active > 0) {
+    // Rounds outside, lanes inside: kLanes independent dependency chains per round.
+#pragma GCC unroll 8
+    for (int i = 0; i < kFeistelRounds; ++i) {
+#pragma GCC unroll 8
+      for (size_t k = 0; k < kLanes; ++k) {
+        const uint64_t f = l[k] ^ (SplitMix64Mix(r[k] ^ keys[i]) >> shift);
+        l[k] = r[k];
+        r[k] = f;
+      }
+    }
+    for (size_t k = 0; k < active;) {
+      const uint64_t y = (l[k] << half_) | r[k];
+      if (y >= n_) {  // walk on: encrypt y again
+        l[k] = y >> half_;
+        r[k] = y & mask_;
+        ++k;
+        continue;
+      }
+      values[slot[k]] = y;
+      if (next < count) {
+        l[k] = values[next] >> half_;
+        r[k] = values[next] & mask_;
+        slot[k] = next++;
+        ++k;
+      } else {  // no input left: move the last active lane here
+        --active;
+        l[k] = l[active];
+        r[k] = r[active];
+        slot[k] = slot[active];
+      }
+    }
   }
 }
 
@@ -296,9 +341,10 @@ void Sampler::BatchSamples(uint64_t b, uint32_t begin, uint32_t end, uint64_t* i
       const uint64_t position =
           start_consumed_ + (b * options_.batch_size + k) * w + options_.rank;
       const bool pad = position >= n;  // only reachable under kPad
-      indices[k - begin] = PositionToIndex(pad ? position % n : position);
+      indices[k - begin] = pad ? position % n : position;
       is_padding[k - begin] = pad ? 1 : 0;
     }
+    if (options_.shuffle == ShuffleMode::kExact) permutation_.Apply(indices, end - begin);
     return;
   }
   // Consecutive positions share a window: build its permutation once per window.

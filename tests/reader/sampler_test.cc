@@ -130,11 +130,11 @@ std::vector<uint64_t> ReferenceKeyedPermutation(uint64_t n, uint64_t key) {
   while ((uint64_t{1} << k) < n) k += 2;
   const int h = k / 2;
   const uint64_t mask = (uint64_t{1} << h) - 1;
-  uint64_t round_keys[6];
-  for (int i = 0; i < 6; ++i) round_keys[i] = Mix(key + (i + 1) * g);
+  uint64_t round_keys[4];
+  for (int i = 0; i < 4; ++i) round_keys[i] = Mix(key + (i + 1) * g);
   auto encrypt = [&](uint64_t x) {
     uint64_t l = x >> h, r = x & mask;
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < 4; ++i) {
       const uint64_t f = Mix(r ^ round_keys[i]) >> (64 - h);
       const uint64_t nl = r;
       r = l ^ f;
