@@ -33,16 +33,19 @@
 // Rogaway, "Ciphers with Arbitrary Finite Domains", CT-RSA 2002, section 3):
 //   - n <= 1: the identity.
 //   - k = the smallest even number >= 2 with 2^k >= n; h = k / 2; mask = 2^h - 1.
-//   - Round keys k_i = Mix(key + (i + 1) * G) for i = 0 .. kFeistelRounds - 1 (4 rounds: with
-//     pseudorandom round functions, 4 rounds give a strong pseudorandom permutation, Luby and
-//     Rackoff's theorem; tests/reader/sampler_test.cc measures the result's statistics).
+//   - Round keys k_i = Mix(key + (i + 1) * G) for i = 0 .. kFeistelRounds - 1 (6 rounds. Luby and
+//     Rackoff's 4 rounds suffice for a strong pseudorandom permutation only while far fewer
+//     than 2^h values are queried; a shuffle queries the whole domain, where Patarin showed
+//     that more rounds keep the structure hidden. Measured here: with 4 rounds the rank x
+//     bucket chi-square of tests/reader/sampler_test.cc averaged 677 over 30 epochs for 693
+//     degrees of freedom, 2.3 standard errors low; with 5 and 6 rounds 695 and 690).
 //   - Round function F_i(R) = Mix(R ^ k_i) >> (64 - h)   (the top h bits).
-//   - Encrypt(x): L = x >> h, R = x & mask; for i = 0 .. 3: (L, R) = (R, L ^ F_i(R));
+//   - Encrypt(x): L = x >> h, R = x & mask; for i = 0 .. 5: (L, R) = (R, L ^ F_i(R));
 //     returns (L << h) | R.
 //   - Perm(x) for x < n: y = Encrypt(x); while y >= n: y = Encrypt(y); returns y. Cycle walking
 //     stays on x's cycle of the k-bit permutation, so it is a bijection of [0, n); 2^k < 4n, so
 //     it takes fewer than 4 Encrypts on average. The inverse runs the rounds backwards,
-//     (L, R) = (R ^ F_i(L), L) for i = 3 .. 0, with the same walk.
+//     (L, R) = (R ^ F_i(L), L) for i = 5 .. 0, with the same walk.
 //
 // kExact / kNone. Position p of epoch e holds sample Perm(N, K_e)(p) (kExact) or p (kNone).
 //
@@ -103,7 +106,7 @@ namespace kiln {
 // (seed, epoch, options) bumps it; a saved loader state records it (reader/loader_state.h).
 inline constexpr uint32_t kSamplerOrderVersion = 2;
 // Feistel rounds of IndexPermutation (see the file comment).
-inline constexpr int kFeistelRounds = 4;
+inline constexpr int kFeistelRounds = 6;
 
 // The epoch's read order (see the file comment).
 enum class ShuffleMode : uint8_t {
@@ -157,7 +160,7 @@ inline uint64_t SplitMix64Mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// A keyed bijection of [0, n) evaluated per element: Perm(n, key) of the file comment. 7 words.
+// A keyed bijection of [0, n) evaluated per element: Perm(n, key) of the file comment. 9 words.
 // Thread safety: a plain value; const methods are safe from many threads.
 class IndexPermutation {
  public:

@@ -130,11 +130,11 @@ std::vector<uint64_t> ReferenceKeyedPermutation(uint64_t n, uint64_t key) {
   while ((uint64_t{1} << k) < n) k += 2;
   const int h = k / 2;
   const uint64_t mask = (uint64_t{1} << h) - 1;
-  uint64_t round_keys[4];
-  for (int i = 0; i < 4; ++i) round_keys[i] = Mix(key + (i + 1) * g);
+  uint64_t round_keys[6];
+  for (int i = 0; i < 6; ++i) round_keys[i] = Mix(key + (i + 1) * g);
   auto encrypt = [&](uint64_t x) {
     uint64_t l = x >> h, r = x & mask;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 6; ++i) {
       const uint64_t f = Mix(r ^ round_keys[i]) >> (64 - h);
       const uint64_t nl = r;
       r = l ^ f;
@@ -623,6 +623,13 @@ double Threshold(size_t rows, size_t cols) {
   return dof + 6 * std::sqrt(2 * dof);
 }
 
+// Too regular is as suspicious as too uneven: a structured order gives a statistic far below
+// its degrees of freedom.
+double LowerThreshold(size_t rows, size_t cols) {
+  const double dof = static_cast<double>((rows - 1) * (cols - 1));
+  return dof - 6 * std::sqrt(2 * dof);
+}
+
 TEST(SamplerTest, ShuffleQualityChiSquareOnAMillionSamples) {
   constexpr uint64_t kN = 1000000, kBuckets = 100, kRanks = 8;
   constexpr uint64_t kBucket = kN / kBuckets;
@@ -647,6 +654,8 @@ TEST(SamplerTest, ShuffleQualityChiSquareOnAMillionSamples) {
     const double chi_position = ChiSquare(by_position), chi_rank = ChiSquare(by_rank);
     EXPECT_LT(chi_position, Threshold(kBuckets, kBuckets)) << "epoch " << epoch;
     EXPECT_LT(chi_rank, Threshold(kRanks, kBuckets)) << "epoch " << epoch;
+    EXPECT_GT(chi_position, LowerThreshold(kBuckets, kBuckets)) << "epoch " << epoch;
+    EXPECT_GT(chi_rank, LowerThreshold(kRanks, kBuckets)) << "epoch " << epoch;
     if (epoch > 0) {
       // Consecutive epochs: a sample's position bucket in epoch e says nothing of its bucket in
       // e + 1, and the orders differ (about one fixed point expected, not thousands).
