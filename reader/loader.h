@@ -84,6 +84,20 @@ struct LoaderOptions {
   bool pin_memory = true;        // pinned slots when a CUDA device is present. Default true.
   AugmentOptions augment;        // random crop and flip. Default off.
   uint64_t start_epoch = 0;      // the epoch the first Next() serves (resume). Default 0.
+  // Read-ahead: stored bytes of the samples after the chunk a fetch thread starts that the
+  // loader asks the kernel to read into the page cache ahead of time (AdviseWillNeed in
+  // formats/mapped_file.h), so that a few threads keep many reads in flight when the dataset is
+  // not in memory. The window is read_ahead_bytes / sample_bytes samples (at least 1 when
+  // nonzero) in the epoch's read order, within the epoch; it bounds the page cache that advised
+  // but not yet read samples occupy by about read_ahead_bytes plus the batches being filled
+  // (compressed records take less). Advice costs a system call per record even when the data is
+  // resident, so the loader gives it only while reads miss the page cache: before each window
+  // extension it checks one upcoming sample's pages (mincore) and advises when that sample or
+  // one of the last 64 it checked was not resident. 0 turns read-ahead off (each miss is then
+  // read by a page fault, one at a time per thread). Backends that do not read from a mapping
+  // (LMDB) ignore it. Keep it well under the memory the process may use for page cache: pages
+  // evicted before they are read are read twice. Range [0, 4 GiB]. Default 16 MiB.
+  uint64_t read_ahead_bytes = uint64_t{16} << 20;
   // CUDA device that receives every batch (see "Device batches" above); -1 for host batches
   // only. Falls back to host batches, with one warning, where no usable device exists.
   // Range [-1, device count). Default -1.
@@ -135,6 +149,14 @@ struct LoaderStats {
   uint64_t zstd_records = 0;     // records that were zstd-decompressed
   uint64_t augment_ns = 0;       // time in crop/flip, estimated from every 8th sample
   uint64_t chunks = 0;           // chunks (pieces of a batch) filled
+  // Read-ahead (LoaderOptions::read_ahead_bytes):
+  uint64_t read_ahead_samples = 0;    // samples whose stored bytes were advised
+  uint64_t read_ahead_bytes = 0;      // bytes advised (the samples' stored bytes)
+  uint64_t read_ahead_ns = 0;         // time fetch threads spent issuing advice and probes
+  uint64_t read_ahead_max_lead_samples = 0;  // the most samples a window extension reached past
+                                             // the start of the chunk being claimed
+  uint64_t residency_probes = 0;      // upcoming samples checked for residency (mincore)
+  uint64_t residency_misses = 0;      // of which not resident
 };
 
 class Loader {
@@ -195,6 +217,14 @@ class Loader {
   void WorkerLoop();
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
                    std::vector<uint8_t>* scratch, uint64_t* augment_ns);
+  // Read-ahead of the samples at epoch positions [begin, end) of this rank's order: probes the
+  // first one's residency, then advises all of them when `advise` is set or the probe missed.
+  struct ReadAheadResult {
+    uint64_t samples = 0, bytes = 0;
+    bool probed = false, missed = false;
+  };
+  ReadAheadResult ReadAhead(uint64_t begin, uint64_t end, bool advise,
+                            std::vector<uint64_t>* indices, std::vector<uint8_t>* padding) const;
   struct DeviceRing;  // upload stream, device buffers and events (loader.cc)
   Status CreateDeviceRing(uint64_t data_bytes, uint64_t label_bytes);
   Status UploadLocked(size_t slot_index, uint32_t size, Batch* batch);
@@ -224,6 +254,10 @@ class Loader {
   uint64_t next_batch_ = 0;     // guarded by mu_: the batch Next() returns next
   bool holding_ = false;        // guarded by mu_: the consumer holds batch next_batch_ - 1
   uint32_t busy_ = 0;           // guarded by mu_: workers filling a chunk
+  uint64_t read_ahead_samples_window_ = 0;  // read_ahead_bytes in samples; 0 = off
+  uint64_t epoch_positions_ = 0;  // guarded by mu_: samples of this rank's epoch, in order
+  uint64_t read_ahead_until_ = 0;  // guarded by mu_: positions [0, it) handed out for advice
+  uint64_t miss_history_ = 0;  // guarded by mu_: bit k set = the k-th latest probe missed
   bool stop_ = false;           // guarded by mu_
   LoaderStats stats_;           // guarded by mu_
 };
