@@ -284,6 +284,12 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.decompress_seconds = stats.decompress_ns / 1e9;
   r.augment_seconds = stats.augment_ns / 1e9;
   r.zstd_records = stats.zstd_records;
+  r.read_ahead_window_bytes = options.loader.read_ahead_bytes;
+  r.read_ahead_samples = stats.read_ahead_samples;
+  r.read_ahead_mb = stats.read_ahead_bytes / 1e6;
+  r.read_ahead_seconds = stats.read_ahead_ns / 1e9;
+  r.residency_probes = stats.residency_probes;
+  r.residency_misses = stats.residency_misses;
   // Copy is what remains of the on-CPU fetch time after zstd and crop/flip.
   r.copy_seconds =
       std::max(0.0, std::min(r.fetch_seconds, r.fetch_cpu_seconds) - r.decompress_seconds -
@@ -398,6 +404,12 @@ std::string BenchReportJson(const BenchReport& r) {
   j["consumer_seconds"] = r.consumer_seconds;
   j["consumer_ms"] = r.consumer_ms;
   j["zstd_records"] = r.zstd_records;
+  j["read_ahead_window_bytes"] = r.read_ahead_window_bytes;
+  j["read_ahead_samples"] = r.read_ahead_samples;
+  j["read_ahead_mb"] = r.read_ahead_mb;
+  j["read_ahead_seconds"] = r.read_ahead_seconds;
+  j["residency_probes"] = r.residency_probes;
+  j["residency_misses"] = r.residency_misses;
   j["cpu_seconds"] = r.cpu_seconds;
   j["major_faults"] = r.major_faults;
   j["peak_rss_mb"] = r.peak_rss_mb;

@@ -62,6 +62,13 @@ struct BenchReport {
   double first_batch_wait_seconds = 0;  // of which for the first batch
   double consumer_seconds = 0;       // consumer's simulated work (--consumer-ms)
   uint64_t zstd_records = 0;         // records decompressed
+  // Read-ahead (LoaderOptions::read_ahead_bytes; LoaderStats has the definitions):
+  uint64_t read_ahead_window_bytes = 0;  // the option
+  uint64_t read_ahead_samples = 0;       // samples advised
+  double read_ahead_mb = 0;              // their stored bytes, 10^6 bytes
+  double read_ahead_seconds = 0;         // fetch threads issuing advice and probes
+  uint64_t residency_probes = 0;
+  uint64_t residency_misses = 0;
   double cpu_seconds = 0;            // process user + system CPU time during the timed epochs
   uint64_t major_faults = 0;         // page faults that read storage, during open + epochs
   double peak_rss_mb = 0;            // process peak resident set (getrusage), 10^6 bytes

@@ -168,6 +168,11 @@ int main(int argc, char** argv) {
                   "print a table and the recommended setting");
   bench->add_flag("--cold", bench_options.cold,
                   "Drop the dataset files' pages from the page cache before each run");
+  uint64_t read_ahead_mib = bench_options.loader.read_ahead_bytes >> 20;
+  bench->add_option("--read-ahead-mib", read_ahead_mib,
+                    "Stored bytes the fetch threads ask the kernel to read ahead, in MiB; 0 off "
+                    "(16)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{4096}));
   bench->add_option("--consumer-ms", bench_options.consumer_ms,
                     "Simulated training step: sleep this many ms per batch (0)")
       ->check(CLI::Range(0.0, 60000.0));
@@ -270,6 +275,7 @@ int main(int argc, char** argv) {
   if (bench->parsed()) {
     bench_options.loader.shuffle = !no_shuffle;
     bench_options.loader.num_threads = bench_threads;
+    bench_options.loader.read_ahead_bytes = read_ahead_mib << 20;
     if (bench_sweep) {
       kiln::Result<kiln::SweepReport> sweep = kiln::RunSweep(
           dataset, bench_options, std::max(1u, std::thread::hardware_concurrency()));
