@@ -28,6 +28,10 @@ uint64_t NowNs() {
 
 constexpr uint64_t kSlotAlign = 4096;
 
+uint64_t BlockSamples(const TensorSchema& stored, uint64_t block_bytes) {
+  return std::max<uint64_t>(1, block_bytes / std::max<uint64_t>(1, stored.sample_bytes()));
+}
+
 // Prints each distinct warning once per process on stderr.
 void WarnOnce(const std::string& message) {
   static std::mutex mu;
@@ -154,10 +158,20 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
     return Status::InvalidArgument("num_threads " + std::to_string(options.num_threads) +
                                    " must be at most 256");
   }
+  if (options.block_bytes < 1 || options.block_bytes > (uint64_t{1} << 40)) {
+    return Status::InvalidArgument("block_bytes " + std::to_string(options.block_bytes) +
+                                   " must be in [1, 2^40]");
+  }
+  if (options.shuffle_window < 1 || options.shuffle_window > (1u << 20)) {
+    return Status::InvalidArgument("shuffle_window " + std::to_string(options.shuffle_window) +
+                                   " must be in [1, 1048576] blocks");
+  }
   SamplerOptions so;
   so.num_samples = dataset->num_samples();
   so.batch_size = options.batch_size;
   so.shuffle = options.shuffle;
+  so.block_samples = BlockSamples(dataset->schema(), options.block_bytes);
+  so.window_blocks = options.shuffle_window;
   so.seed = options.seed;
   so.drop_last = options.drop_last;
   so.tail = options.tail_policy;
@@ -222,8 +236,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   if (options.read_ahead_bytes > 0) {
     // Random or sequential advice also stops reclaim from favouring pages already read through
     // the mapping over pages read ahead and not yet used (formats/mapped_file.h).
-    loader->dataset_->AdviseAccess(options.shuffle ? AccessAdvice::kRandom
-                                                   : AccessAdvice::kSequential);
+    loader->dataset_->AdviseAccess(options.shuffle == ShuffleMode::kExact
+                                       ? AccessAdvice::kRandom
+                                       : AccessAdvice::kSequential);
     loader->read_ahead_samples_window_ = std::max<uint64_t>(
         1, options.read_ahead_bytes / std::max<uint64_t>(1, loader->dataset_->schema().sample_bytes()));
   }
@@ -275,11 +290,11 @@ void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock
   epoch_ = epoch;
   epoch_started_ = true;
   next_task_ = 0;
-  total_tasks_ = sampler_.batches_per_epoch() * chunks_per_batch_;
+  total_tasks_ = sampler_.batches_in_epoch() * chunks_per_batch_;
   released_ = 0;
   next_batch_ = 0;
   holding_ = false;
-  const uint64_t batches = sampler_.batches_per_epoch();
+  const uint64_t batches = sampler_.batches_in_epoch();
   epoch_positions_ =
       batches == 0 ? 0 : (batches - 1) * options_.batch_size + sampler_.BatchSize(batches - 1);
   read_ahead_until_ = 0;
@@ -316,7 +331,7 @@ Result<bool> Loader::Next(Batch* batch) {
     return error;
   }
   if (!epoch_started_) StartEpochLocked(epoch_ + 1, lock);
-  if (next_batch_ >= sampler_.batches_per_epoch()) {
+  if (next_batch_ >= sampler_.batches_in_epoch()) {
     epoch_started_ = false;  // The next call starts epoch_ + 1.
     return false;
   }
@@ -328,7 +343,7 @@ Result<bool> Loader::Next(Batch* batch) {
   ++next_batch_;
   holding_ = true;
   batch->epoch = epoch_;
-  batch->index = b;
+  batch->index = sampler_.first_step() + b;
   batch->size = slot.size;
   batch->schema = out_schema_;
   batch->data = slot.data;
@@ -375,12 +390,27 @@ void Loader::WorkerLoop() {
       slot.size = sampler_.BatchSize(b);
       slot.status = Status::Ok();
     }
-    // Extend the read-ahead window to read_ahead_samples_window_ positions past this chunk's
-    // start; the claiming thread advises the new positions. Positions only move forward, so
-    // each sample of the epoch is advised at most once.
+    // Extend the read-ahead window past this chunk's start; the claiming thread advises what
+    // it adds. The frontier only moves forward, so each sample is advised at most once a pass.
     uint64_t ahead_begin = 0, ahead_end = 0;
     const bool advise = miss_history_ != 0;
-    if (read_ahead_samples_window_ > 0) {
+    if (read_ahead_samples_window_ > 0 && options_.shuffle == ShuffleMode::kBlock) {
+      // Block order reads the samples of a window of blocks in random order: advise whole
+      // blocks (one sequential run each), at least the window the batch reads from.
+      uint64_t first = 0, end = 0;
+      sampler_.BatchBlocks(b, &first, &end);
+      const uint64_t block = std::max<uint64_t>(1, sampler_.block_samples());
+      const uint64_t target = std::min(
+          sampler_.rank_blocks(),
+          std::max(end, first + (read_ahead_samples_window_ + block - 1) / block));
+      if (target > read_ahead_until_) {
+        ahead_begin = read_ahead_until_;
+        ahead_end = target;
+        read_ahead_until_ = target;
+        stats_.read_ahead_max_lead_samples =
+            std::max(stats_.read_ahead_max_lead_samples, (target - first) * block);
+      }
+    } else if (read_ahead_samples_window_ > 0) {
       const uint64_t start = std::min(
           epoch_positions_, b * options_.batch_size + uint64_t{chunk} * chunk_samples_);
       // The window covers at least this chunk, so no position is skipped when it is narrower
@@ -401,7 +431,16 @@ void Loader::WorkerLoop() {
     uint64_t ahead_ns = 0;
     if (ahead_end > ahead_begin) {
       const uint64_t ahead_start = NowNs();
-      ahead = ReadAhead(ahead_begin, ahead_end, advise, &ahead_indices, &ahead_padding);
+      if (options_.shuffle == ShuffleMode::kBlock) {
+        ahead_indices.clear();
+        for (uint64_t j = ahead_begin; j < ahead_end; ++j) {
+          const SampleRange r = sampler_.RankBlock(j);
+          for (uint64_t i = 0; i < r.count; ++i) ahead_indices.push_back(r.begin + i);
+        }
+      } else {
+        PositionIndices(ahead_begin, ahead_end, &ahead_indices, &ahead_padding);
+      }
+      ahead = ReadAhead(ahead_indices, advise);
       ahead_ns = NowNs() - ahead_start;
     }
     const uint64_t fetch_start = NowNs();
@@ -434,14 +473,13 @@ void Loader::WorkerLoop() {
   }
 }
 
-Loader::ReadAheadResult Loader::ReadAhead(uint64_t begin, uint64_t end, bool advise,
-                                          std::vector<uint64_t>* indices,
-                                          std::vector<uint8_t>* padding) const {
-  ReadAheadResult result;
+void Loader::PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
+                             std::vector<uint8_t>* padding) const {
   const uint64_t batch_size = options_.batch_size;
-  indices->resize(end - begin);  // allocations stay outside the fault scope below
+  indices->resize(end - begin);
   padding->resize(end - begin);
-  for (uint64_t p = begin; p < end;) {
+  uint64_t p = begin;
+  while (p < end) {
     const uint64_t b = p / batch_size;
     const uint32_t k = static_cast<uint32_t>(p % batch_size);
     const uint32_t k_end = static_cast<uint32_t>(
@@ -452,12 +490,19 @@ Loader::ReadAheadResult Loader::ReadAhead(uint64_t begin, uint64_t end, bool adv
                           padding->data() + (p - begin));
     p += k_end - k;
   }
+  indices->resize(p - begin);
+}
+
+Loader::ReadAheadResult Loader::ReadAhead(const std::vector<uint64_t>& indices,
+                                          bool advise) const {
+  ReadAheadResult result;
+  if (indices.empty()) return result;
   // StoredRange reads index entries from the mapping: a shrunken file faults here. Stop
   // advising then; the fetch of that sample reports the error by name.
   MappedReadFaultScope fault_scope;
   if (KILN_MAPPED_READ_FAULTED(fault_scope)) return {};  // `result` is not volatile: drop it
-  const uint64_t* idx = indices->data();
-  const uint64_t count = end - begin;
+  const uint64_t* idx = indices.data();
+  const uint64_t count = indices.size();
   // Probe a few of the new samples, spread over them (one system call each): one that is not
   // resident is enough to say that reads reach storage. (Spread, because in dataset order the
   // first samples of a shard are often resident: the kernel read around its header at open.)

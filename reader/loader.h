@@ -73,7 +73,18 @@ namespace kiln {
 
 struct LoaderOptions {
   uint32_t batch_size = 256;     // samples per batch, >= 1. Default 256.
-  bool shuffle = true;           // a new permutation every epoch. Default true.
+  // The read order (reader/sampler.h): kExact, a new global permutation every epoch (for data
+  // in memory or on fast NVMe); kBlock, permuted blocks of consecutive samples dealt to ranks
+  // and shuffled within a window (for data larger than memory); kNone, dataset order.
+  // Default kExact.
+  ShuffleMode shuffle = ShuffleMode::kExact;
+  // kBlock: bytes per block, converted to block_samples = max(1, block_bytes / stored
+  // sample_bytes) (the stored, pre-crop sample size). Range [1, 2^40]. Default 4 MiB.
+  uint64_t block_bytes = uint64_t{4} << 20;
+  // kBlock: blocks per shuffle window; samples are shuffled among shuffle_window consecutive
+  // blocks of a rank's share, so about block_bytes * shuffle_window bytes are read at random
+  // at a time. Range [1, 2^20]. Default 16 (64 MiB windows with the default block_bytes).
+  uint32_t shuffle_window = 16;
   uint64_t seed = 0;             // permutation and augmentation seed. Default 0.
   bool drop_last = false;        // drop each rank's last partial batch. Default false.
   TailPolicy tail_policy = TailPolicy::kShort;  // uneven rank shares; see sampler.h.
@@ -217,14 +228,16 @@ class Loader {
   void WorkerLoop();
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
                    std::vector<uint8_t>* scratch, uint64_t* augment_ns);
-  // Read-ahead of the samples at epoch positions [begin, end) of this rank's order: probes the
-  // first one's residency, then advises all of them when `advise` is set or the probe missed.
+  // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.
+  void PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
+                       std::vector<uint8_t>* padding) const;
+  // Read-ahead of samples `indices` (in read order): probes a few for residency, then advises
+  // all of them when `advise` is set or a probe missed.
   struct ReadAheadResult {
     uint64_t samples = 0, bytes = 0;
     bool probed = false, missed = false;
   };
-  ReadAheadResult ReadAhead(uint64_t begin, uint64_t end, bool advise,
-                            std::vector<uint64_t>* indices, std::vector<uint8_t>* padding) const;
+  ReadAheadResult ReadAhead(const std::vector<uint64_t>& indices, bool advise) const;
   struct DeviceRing;  // upload stream, device buffers and events (loader.cc)
   Status CreateDeviceRing(uint64_t data_bytes, uint64_t label_bytes);
   Status UploadLocked(size_t slot_index, uint32_t size, Batch* batch);
@@ -256,7 +269,8 @@ class Loader {
   uint32_t busy_ = 0;           // guarded by mu_: workers filling a chunk
   uint64_t read_ahead_samples_window_ = 0;  // read_ahead_bytes in samples; 0 = off
   uint64_t epoch_positions_ = 0;  // guarded by mu_: samples of this rank's epoch, in order
-  uint64_t read_ahead_until_ = 0;  // guarded by mu_: positions [0, it) handed out for advice
+  uint64_t read_ahead_until_ = 0;  // guarded by mu_: positions (kBlock: this rank's dealt
+                                   // blocks) [0, it) handed out for advice
   uint64_t miss_history_ = 0;  // guarded by mu_: bit k set = the k-th latest probe missed
   bool stop_ = false;           // guarded by mu_
   LoaderStats stats_;           // guarded by mu_

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
 
   kiln::LoaderOptions options;
   options.batch_size = 64;
-  options.shuffle = true;
+  options.shuffle = kiln::ShuffleMode::kExact;
   options.seed = 42;
   options.prefetch = 4;  // batches filled while the previous one trains
   kiln::Result<std::unique_ptr<kiln::Loader>> loader = kiln::Loader::Open(argv[1], options);

@@ -32,6 +32,8 @@ KILN_DEBIAN_PACKAGES=(
   python3-dev pybind11-dev libdlpack-dev python3-pytest python3-torch python3-torchvision
   # HDF5 interop tests: h5py (+ hdf5plugin for zstd chunks) reads our files, h5dump shows them
   python3-h5py python3-hdf5plugin hdf5-tools
+  # scale tests (tests/scale/): a one-node Slurm cluster on 127.0.0.1 and Open MPI's mpirun
+  slurmctld slurmd slurm-client munge openmpi-bin
 )
 
 # KILN_SETUP_EXTRA_PACKAGES: more packages for one caller (bench/run.sh adds the peers' own).

@@ -6,6 +6,18 @@ import threading
 from . import _core
 
 _TAILS = ("short", "drop", "pad")
+_SHUFFLES = ("exact", "block", "none")
+
+
+def _shuffle_mode(shuffle):
+    """Maps the ``shuffle`` argument (True, False, "exact", "block" or "none") to a mode name."""
+    if shuffle is True:
+        return "exact"
+    if shuffle is False or shuffle is None:
+        return "none"
+    if isinstance(shuffle, str) and shuffle in _SHUFFLES:
+        return shuffle
+    raise ValueError(f"shuffle must be True, False, 'exact', 'block' or 'none', got {shuffle!r}")
 
 
 def _import_torch():
@@ -43,7 +55,7 @@ class Loader:
 
     ``Loader(path, batch_size=256, shuffle=True, seed=0, drop_last=False, num_threads=0,
     prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
-    normalize=None, copy=False, tail="short", backend=None)``
+    normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16)``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -87,7 +99,18 @@ class Loader:
     Arguments:
         path: dataset directory (holding ``kiln.json``).
         batch_size: samples per batch, >= 1. Default 256.
-        shuffle: a new permutation of the samples every epoch; False reads in dataset order.
+        shuffle: the read order. ``True`` or ``"exact"`` (default): a new global permutation
+            of the samples every epoch, for data in memory or on fast NVMe. ``"block"``: the
+            epoch is a permutation of blocks of ``block_bytes`` of consecutive samples, dealt to
+            ranks, shuffled within windows of ``window`` blocks: each rank reads mostly
+            sequential runs and touches only its own blocks (1/world_size of the data), for data
+            larger than memory; batches are less well mixed (see README, "Which read order").
+            ``False`` or ``"none"``: dataset order. The orders are specified in
+            ``reader/sampler.h``.
+        block_bytes: ``shuffle="block"`` only: bytes per block (rounded down to whole samples,
+            at least one), 1 to 2**40. Default 4 MiB.
+        window: ``shuffle="block"`` only: blocks whose samples are shuffled together, 1 to
+            2**20. Default 16.
         seed: permutation and augmentation seed, identical on every rank. Default 0.
         drop_last: drop each rank's last partial batch. Default False.
         num_threads: fetch threads (threads, not processes; persistent across epochs);
@@ -134,7 +157,7 @@ class Loader:
     def __init__(self, path, batch_size=256, shuffle=True, seed=0, drop_last=False,
                  num_threads=0, prefetch=2, pin_memory=True, device=None, rank=None,
                  world_size=None, crop=None, flip=False, normalize=None, copy=False,
-                 tail="short", backend=None):
+                 tail="short", backend=None, block_bytes=4 << 20, window=16):
         if tail not in _TAILS:
             raise ValueError(f"tail must be one of {_TAILS}, got {tail!r}")
         if rank is None:
@@ -153,10 +176,17 @@ class Loader:
                 raise ValueError(f"{name} must be >= 0, got {value}")
         self._device = self._check_device(device)
         crop_h, crop_w = _crop_size(crop)
-        self._core = _core.Loader(os.fspath(path), int(batch_size), bool(shuffle), int(seed),
-                                  bool(drop_last), int(num_threads), int(prefetch),
-                                  bool(pin_memory), int(rank), int(world_size), crop_h, crop_w,
-                                  bool(flip), tail, 0)
+        mode = _shuffle_mode(shuffle)
+        if int(block_bytes) < 1:
+            raise ValueError(f"block_bytes must be >= 1, got {block_bytes}")
+        if int(window) < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        self._core_args = (os.fspath(path), int(batch_size), mode, int(seed), bool(drop_last),
+                           int(num_threads), int(prefetch), bool(pin_memory), int(rank),
+                           int(world_size), crop_h, crop_w, bool(flip), tail, 0,
+                           int(block_bytes), int(window))
+        self._core = _core.Loader(*self._core_args)
+        self.shuffle = mode
         self._copy = bool(copy)
         self._normalize = self._check_normalize(normalize)
         self.path = os.fspath(path)

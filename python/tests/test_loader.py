@@ -324,3 +324,25 @@ def test_gil_released_while_waiting(tmp_path):
         sys.setswitchinterval(old)
     assert steps == 12
     assert moved >= steps // 2, (moved, steps)
+
+
+def test_shuffle_modes(packed):
+    """shuffle=True/False keep working; "exact", "block" and "none" name the read orders."""
+    def order(**kw):
+        return epoch_order(kiln.Loader(packed, batch_size=50, num_threads=2, seed=4, **kw))
+    exact = order(shuffle=True)
+    assert exact == order(shuffle="exact") and sorted(exact) == list(range(1000))
+    assert order(shuffle=False) == order(shuffle="none") == list(range(1000))
+    # 28x28x1 = 784-byte samples: 7840-byte blocks hold 10 samples; windows of 4 blocks.
+    block = order(shuffle="block", block_bytes=7840, window=4)
+    assert sorted(block) == list(range(1000)) and block != exact
+    for start in range(0, 1000, 40):       # each window of 40 positions holds 4 whole blocks
+        blocks = {i // 10 for i in block[start:start + 40]}
+        assert len(blocks) == 4, (start, blocks)
+    two = [kiln.Loader(packed, batch_size=50, num_threads=t, seed=4, shuffle="block",
+                       block_bytes=7840, window=4) for t in (1, 3)]
+    assert epoch_order(two[0]) == epoch_order(two[1]) == block
+    with pytest.raises(ValueError):
+        kiln.Loader(packed, shuffle="random")
+    with pytest.raises(ValueError):
+        kiln.Loader(packed, shuffle="block", block_bytes=0)

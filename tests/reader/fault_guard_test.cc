@@ -31,7 +31,7 @@ TEST(FaultGuardTest, FieldCase_B27_ShardTruncatedWhileMappedIsAnErrorNamingTheSh
   lo.batch_size = 50;
   lo.num_threads = 2;
   lo.prefetch = 1;
-  lo.shuffle = false;
+  lo.shuffle = ShuffleMode::kNone;
   auto loader = Loader::Create(data.Open(), lo);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   Batch batch;

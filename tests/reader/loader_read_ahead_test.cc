@@ -188,8 +188,10 @@ TEST(LoaderReadAheadTest, BatchesAreIdenticalWithReadAheadOnOrOffAtAnyThreadCoun
   LoaderOptions lo;
   lo.batch_size = 48;  // 600 = 12 full batches + one of 24
   lo.seed = 5;
-  for (bool shuffle : {true, false}) {
-    lo.shuffle = shuffle;
+  lo.block_bytes = 10 * data.schema().sample_bytes();  // block order: 60 blocks of 10
+  lo.shuffle_window = 3;
+  for (ShuffleMode mode : {ShuffleMode::kExact, ShuffleMode::kNone, ShuffleMode::kBlock}) {
+    lo.shuffle = mode;
     lo.read_ahead_bytes = 0;
     lo.num_threads = 1;
     const uint64_t want = EpochHash(data.Open(), lo);
@@ -200,14 +202,38 @@ TEST(LoaderReadAheadTest, BatchesAreIdenticalWithReadAheadOnOrOffAtAnyThreadCoun
         lo.read_ahead_bytes = window;
         bool cold = false;
         LoaderStats stats;
-        EXPECT_EQ(EpochHash(OpenCold(data, &cold), lo, &stats), want)
-            << threads << " threads, window " << window << ", shuffle " << shuffle;
+        const std::string what = "order " + std::to_string(static_cast<int>(mode)) + ", " +
+                                 std::to_string(threads) + " threads, window " +
+                                 std::to_string(window);
+        EXPECT_EQ(EpochHash(OpenCold(data, &cold), lo, &stats), want) << what;
         if (cold) {
-          EXPECT_GT(stats.read_ahead_samples, 0u) << threads << " threads, window " << window;
+          // Each sample once: exact and none advise positions, block order whole blocks.
+          EXPECT_EQ(stats.read_ahead_samples, data.num_samples()) << what;
         }
       }
     }
   }
+}
+
+TEST(LoaderReadAheadTest, BlockOrderAdvisesWholeBlocksAtLeastTheWindowAhead) {
+  TestDataset data(ManyPagesOptions());
+  ASSERT_TRUE(data.ok());
+  bool cold = false;
+  std::shared_ptr<const Dataset> dataset = OpenCold(data, &cold);
+  if (!cold) GTEST_SKIP() << "the page cache cannot be dropped under " << data.dir();
+  LoaderOptions lo;
+  lo.shuffle = ShuffleMode::kBlock;
+  lo.batch_size = 16;
+  lo.num_threads = 2;
+  lo.block_bytes = 8 * data.schema().sample_bytes();  // 75 blocks of 8 samples
+  lo.shuffle_window = 4;                                // 32 samples read at random at a time
+  lo.read_ahead_bytes = 1;  // narrower than a window: the window is advised anyway
+  LoaderStats stats;
+  EpochHash(dataset, lo, &stats);
+  EXPECT_EQ(stats.read_ahead_samples, data.num_samples());
+  // A batch's window (4 blocks, or 8 when a batch straddles two windows), never more.
+  EXPECT_GE(stats.read_ahead_max_lead_samples, 32u);
+  EXPECT_LE(stats.read_ahead_max_lead_samples, 64u);
 }
 
 TEST(LoaderReadAheadTest, ShardTruncatedUnderReadAheadIsANamedIOError) {
@@ -219,7 +245,7 @@ TEST(LoaderReadAheadTest, ShardTruncatedUnderReadAheadIsANamedIOError) {
   lo.batch_size = 20;
   lo.num_threads = 2;
   lo.prefetch = 1;
-  lo.shuffle = false;  // shard 0's samples come first, then the others
+  lo.shuffle = ShuffleMode::kNone;  // shard 0's samples come first, then the others
   lo.read_ahead_bytes = 150 * data.schema().sample_bytes();
   Result<std::unique_ptr<Loader>> loader = Loader::Create(dataset, lo);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();

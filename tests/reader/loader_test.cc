@@ -76,7 +76,7 @@ LoaderOptions Opts(uint32_t batch, uint32_t threads, uint32_t prefetch = 2, bool
   o.batch_size = batch;
   o.num_threads = threads;
   o.prefetch = prefetch;
-  o.shuffle = shuffle;
+  o.shuffle = shuffle ? ShuffleMode::kExact : ShuffleMode::kNone;
   o.seed = seed;
   o.pin_memory = false;
   return o;
@@ -107,11 +107,13 @@ std::vector<Got> ReadEpoch(Loader& loader) {
 
 // The per-rank batch plan a Sampler with the loader's options gives for `epoch`.
 std::vector<std::vector<uint64_t>> SamplerPlan(uint64_t n, const LoaderOptions& o,
-                                               uint64_t epoch) {
+                                               uint64_t epoch, uint64_t sample_bytes = 192) {
   SamplerOptions so;
   so.num_samples = n;
   so.batch_size = o.batch_size;
   so.shuffle = o.shuffle;
+  so.block_samples = std::max<uint64_t>(1, o.block_bytes / sample_bytes);
+  so.window_blocks = o.shuffle_window;
   so.seed = o.seed;
   so.drop_last = o.drop_last;
   so.tail = o.tail_policy;
@@ -335,6 +337,50 @@ TEST(LoaderTest, BatchesArriveInSamplerOrder) {
       }
     }
   }
+}
+
+// Block order through the loader: the sampler's plan, the same bytes for 1 and 3 threads, and
+// over 3 ranks every sample exactly once, each rank reading only its own blocks' shards.
+TEST(LoaderTest, BlockOrderIsExactAndDeterministicForAnyThreadCount) {
+  TestDatasetOptions dso;
+  dso.num_samples = 300;
+  dso.samples_per_shard = 37;
+  TestDataset ds(dso);
+  ASSERT_TRUE(ds.ok());
+  std::vector<int> seen(300, 0);
+  for (uint32_t rank = 0; rank < 3; ++rank) {
+    std::vector<uint64_t> digests;
+    for (uint32_t threads : {1u, 3u}) {
+      LoaderOptions o = Opts(16, threads, 2, true, 4);
+      o.shuffle = ShuffleMode::kBlock;
+      o.block_bytes = 10 * ds.schema().sample_bytes() + 5;  // 10 samples per block
+      o.shuffle_window = 3;
+      o.rank = rank;
+      o.world_size = 3;
+      std::unique_ptr<Loader> loader = MustOpen(ds, o);
+      ASSERT_NE(loader, nullptr);
+      for (uint64_t e = 0; e < 2; ++e) {
+        const std::vector<Got> epoch = ReadEpoch(*loader);
+        const auto plan = SamplerPlan(ds.num_samples(), o, e);
+        ASSERT_EQ(epoch.size(), plan.size());
+        ASSERT_EQ(epoch.size(), loader->batches_per_epoch());
+        uint64_t digest = 0;
+        for (size_t b = 0; b < plan.size(); ++b) {
+          EXPECT_EQ(epoch[b].ids, plan[b]) << "rank " << rank << " epoch " << e << " batch " << b;
+          ExpectKnownContent(epoch[b], ds.schema());
+          digest = Fnv1a(epoch[b].data.data(), epoch[b].data.size(), digest ^ b);
+          if (threads == 1 && e == 0) {
+            for (uint64_t id : epoch[b].ids) ++seen[id];
+          }
+        }
+        digests.push_back(digest);
+      }
+    }
+    EXPECT_EQ(digests[0], digests[2]) << "rank " << rank << " epoch 0, 1 vs 3 threads";
+    EXPECT_EQ(digests[1], digests[3]) << "rank " << rank << " epoch 1, 1 vs 3 threads";
+    EXPECT_NE(digests[0], digests[1]) << "rank " << rank << ": epochs 0 and 1 read alike";
+  }
+  for (uint64_t i = 0; i < 300; ++i) EXPECT_EQ(seen[i], 1) << "sample " << i;
 }
 
 TEST(LoaderTest, StatsCountWhatNextReturned) {

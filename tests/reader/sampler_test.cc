@@ -29,7 +29,7 @@ SamplerOptions Options(uint64_t n, uint32_t batch, uint32_t world = 1, uint32_t 
   o.rank = rank;
   o.tail = tail;
   o.drop_last = drop_last;
-  o.shuffle = shuffle;
+  o.shuffle = shuffle ? ShuffleMode::kExact : ShuffleMode::kNone;
   o.seed = seed;
   return o;
 }
@@ -40,12 +40,19 @@ Sampler MustCreate(const SamplerOptions& o) {
   return std::move(s).value();
 }
 
+// The current epoch's order, position by position (PositionToIndex).
+std::vector<uint64_t> Permutation(const Sampler& s) {
+  std::vector<uint64_t> p(s.options().num_samples);
+  for (uint64_t i = 0; i < p.size(); ++i) p[i] = s.PositionToIndex(i);
+  return p;
+}
+
 std::string Describe(const SamplerOptions& o) {
   static const char* const kTail[] = {"short", "drop", "pad"};
   return "N=" + std::to_string(o.num_samples) + " W=" + std::to_string(o.world_size) +
          " rank=" + std::to_string(o.rank) + " B=" + std::to_string(o.batch_size) +
          " tail=" + kTail[static_cast<int>(o.tail)] + " drop_last=" + std::to_string(o.drop_last) +
-         " shuffle=" + std::to_string(o.shuffle) + " seed=" + std::to_string(o.seed);
+         " shuffle=" + ShuffleModeName(o.shuffle) + " seed=" + std::to_string(o.seed);
 }
 
 struct PlannedBatch {
@@ -98,35 +105,85 @@ std::vector<PlannedBatch> ModelPlan(const std::vector<uint64_t>& perm, const Sam
   return plan;
 }
 
-// The permutation as the header specifies it, written independently of sampler.cc.
-std::vector<uint64_t> ReferencePermutation(uint64_t n, uint64_t seed, uint64_t epoch) {
-  auto mix = [](uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  };
-  uint64_t state = mix(seed ^ mix(epoch + 0x9E3779B97F4A7C15ull));
-  auto next = [&] {
-    state += 0x9E3779B97F4A7C15ull;
-    return mix(state);
-  };
-  // Lemire: an unbiased integer in [0, s).
-  auto below = [&](uint64_t s) {
-    __uint128_t m = static_cast<__uint128_t>(next()) * s;
-    uint64_t l = static_cast<uint64_t>(m);
-    if (l < s) {
-      const uint64_t t = (0 - s) % s;
-      while (l < t) {
-        m = static_cast<__uint128_t>(next()) * s;
-        l = static_cast<uint64_t>(m);
-      }
-    }
-    return static_cast<uint64_t>(m >> 64);
-  };
+// The permutation as the header specifies it (a keyed Feistel network with cycle walking),
+// written independently of sampler.cc.
+uint64_t Mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+constexpr uint64_t kG = 0x9E3779B97F4A7C15ull;
+
+uint64_t EpochKey(uint64_t seed, uint64_t epoch) { return Mix(seed ^ Mix(epoch + kG)); }
+
+// Perm(n, key) of the header, materialised.
+std::vector<uint64_t> ReferenceKeyedPermutation(uint64_t n, uint64_t key) {
+  const uint64_t g = kG;
   std::vector<uint64_t> p(n);
-  std::iota(p.begin(), p.end(), uint64_t{0});
-  for (uint64_t i = n > 0 ? n - 1 : 0; i > 0; --i) std::swap(p[i], p[below(i + 1)]);
+  if (n <= 1) {
+    std::iota(p.begin(), p.end(), uint64_t{0});
+    return p;
+  }
+  int k = 2;
+  while ((uint64_t{1} << k) < n) k += 2;
+  const int h = k / 2;
+  const uint64_t mask = (uint64_t{1} << h) - 1;
+  uint64_t round_keys[6];
+  for (int i = 0; i < 6; ++i) round_keys[i] = Mix(key + (i + 1) * g);
+  auto encrypt = [&](uint64_t x) {
+    uint64_t l = x >> h, r = x & mask;
+    for (int i = 0; i < 6; ++i) {
+      const uint64_t f = Mix(r ^ round_keys[i]) >> (64 - h);
+      const uint64_t nl = r;
+      r = l ^ f;
+      l = nl;
+    }
+    return (l << h) | r;
+  };
+  for (uint64_t x = 0; x < n; ++x) {
+    uint64_t y = encrypt(x);
+    while (y >= n) y = encrypt(y);
+    p[x] = y;
+  }
   return p;
+}
+
+std::vector<uint64_t> ReferencePermutation(uint64_t n, uint64_t seed, uint64_t epoch) {
+  return ReferenceKeyedPermutation(n, EpochKey(seed, epoch));
+}
+
+// Rank r's kBlock sequence as the header specifies it, materialised: its dealt blocks, the tail
+// block inserted, concatenated, then shuffled within windows.
+std::vector<uint64_t> ReferenceBlockSequence(const SamplerOptions& o, uint64_t epoch,
+                                             uint32_t rank) {
+  const uint64_t n = o.num_samples, w = o.world_size;
+  const uint64_t s = std::clamp<uint64_t>(o.block_samples, 1, std::max<uint64_t>(n, 1));
+  const uint64_t m = n / s, t = n % s, ke = EpochKey(o.seed, epoch);
+  const std::vector<uint64_t> q = ReferenceKeyedPermutation(m, Mix(ke ^ 0x426C6F636B4F7264ull));
+  std::vector<std::pair<uint64_t, uint64_t>> blocks;  // (first sample, count)
+  for (uint64_t pos = rank; pos < m; pos += w) blocks.push_back({q[pos] * s, s});
+  if (t > 0 && rank == m % w) {
+    const uint64_t slot = static_cast<uint64_t>(
+        (static_cast<__uint128_t>(Mix(ke ^ 0x5461696C426C6B21ull)) * (blocks.size() + 1)) >> 64);
+    blocks.insert(blocks.begin() + slot, {m * s, t});
+  }
+  std::vector<uint64_t> concat;
+  std::vector<uint64_t> block_start;
+  for (const auto& [first, count] : blocks) {
+    block_start.push_back(concat.size());
+    for (uint64_t i = 0; i < count; ++i) concat.push_back(first + i);
+  }
+  block_start.push_back(concat.size());
+  std::vector<uint64_t> out(concat.size());
+  for (uint64_t win = 0; win * o.window_blocks < blocks.size(); ++win) {
+    const uint64_t a = block_start[win * o.window_blocks];
+    const uint64_t e = block_start[std::min<uint64_t>(blocks.size(), (win + 1) * o.window_blocks)];
+    const uint64_t key = Mix(Mix(Mix(ke ^ 0x57696E646F775368ull) + rank) + win);
+    const std::vector<uint64_t> perm = ReferenceKeyedPermutation(e - a, key);
+    for (uint64_t off = 0; off < e - a; ++off) out[a + off] = concat[a + perm[off]];
+  }
+  return out;
 }
 
 std::vector<uint64_t> Identity(uint64_t n) {
@@ -167,8 +224,8 @@ TEST(SamplerTest, PermutationIsAPermutation) {
       Sampler s = MustCreate(Options(n, 7, 1, 0, TailPolicy::kShort, false, true, 42));
       s.SetEpoch(epoch);
       EXPECT_EQ(s.epoch(), epoch);
-      ASSERT_EQ(s.permutation().size(), n);
-      EXPECT_TRUE(IsPermutation(s.permutation())) << "n=" << n << " epoch=" << epoch;
+      ASSERT_EQ(Permutation(s).size(), n);
+      EXPECT_TRUE(IsPermutation(Permutation(s))) << "n=" << n << " epoch=" << epoch;
     }
   }
 }
@@ -179,7 +236,7 @@ TEST(SamplerTest, PermutationFollowsTheHeaderSpecification) {
       for (uint64_t epoch : {0, 1, 2, 1000000}) {
         Sampler s = MustCreate(Options(n, 1, 1, 0, TailPolicy::kShort, false, true, seed));
         s.SetEpoch(epoch);
-        EXPECT_EQ(s.permutation(), ReferencePermutation(n, seed, epoch))
+        EXPECT_EQ(Permutation(s), ReferencePermutation(n, seed, epoch))
             << "n=" << n << " seed=" << seed << " epoch=" << epoch;
       }
     }
@@ -196,13 +253,13 @@ TEST(SamplerTest, PermutationDependsOnlyOnSeedAndEpoch) {
   b.SetEpoch(9);
   b.SetEpoch(3);
   c.SetEpoch(3);
-  EXPECT_EQ(a.permutation(), b.permutation());
-  EXPECT_EQ(a.permutation(), c.permutation());
+  EXPECT_EQ(Permutation(a), Permutation(b));
+  EXPECT_EQ(Permutation(a), Permutation(c));
   // Going back to an epoch recomputes the same permutation.
-  const std::vector<uint64_t> epoch3 = a.permutation();
+  const std::vector<uint64_t> epoch3 = Permutation(a);
   a.SetEpoch(0);
   a.SetEpoch(3);
-  EXPECT_EQ(a.permutation(), epoch3);
+  EXPECT_EQ(Permutation(a), epoch3);
 }
 
 TEST(SamplerTest, DifferentEpochsAndSeedsGiveDifferentPermutations) {
@@ -211,8 +268,8 @@ TEST(SamplerTest, DifferentEpochsAndSeedsGiveDifferentPermutations) {
     for (uint64_t epoch : {0, 1, 2, 3}) {
       Sampler s = MustCreate(Options(200, 8, 1, 0, TailPolicy::kShort, false, true, seed));
       s.SetEpoch(epoch);
-      EXPECT_TRUE(seen.insert(s.permutation()).second) << "seed=" << seed << " epoch=" << epoch;
-      EXPECT_NE(s.permutation(), Identity(200));
+      EXPECT_TRUE(seen.insert(Permutation(s)).second) << "seed=" << seed << " epoch=" << epoch;
+      EXPECT_NE(Permutation(s), Identity(200));
     }
   }
 }
@@ -221,7 +278,7 @@ TEST(SamplerTest, ShuffleOffIsTheIdentityEveryEpoch) {
   for (uint64_t epoch : {0, 1, 17}) {
     Sampler s = MustCreate(Options(123, 10, 1, 0, TailPolicy::kShort, false, false, 99));
     s.SetEpoch(epoch);
-    EXPECT_EQ(s.permutation(), Identity(123));
+    EXPECT_EQ(Permutation(s), Identity(123));
   }
 }
 
@@ -232,7 +289,7 @@ TEST(SamplerTest, ShuffleIsRoughlyUniform) {
   Sampler s = MustCreate(Options(3, 1, 1, 0, TailPolicy::kShort, false, true, 5));
   for (uint64_t epoch = 0; epoch < 6000; ++epoch) {
     s.SetEpoch(epoch);
-    ++counts[s.permutation()];
+    ++counts[Permutation(s)];
   }
   EXPECT_EQ(counts.size(), 6u);
   for (const auto& [order, count] : counts) {
@@ -263,7 +320,7 @@ TEST(SamplerTest, PlanMatchesBruteForceModel) {
               Sampler s = MustCreate(o);
               s.SetEpoch(1);
               const std::vector<PlannedBatch> got = EpochPlan(s);
-              const std::vector<PlannedBatch> want = ModelPlan(s.permutation(), o);
+              const std::vector<PlannedBatch> want = ModelPlan(Permutation(s), o);
               bool same = got.size() == want.size();
               uint64_t delivered = 0;
               for (size_t j = 0; same && j < got.size(); ++j) {
@@ -377,6 +434,160 @@ TEST(SamplerTest, InvalidOptionsAreRejected) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The keyed bijection and the block order.
+
+TEST(SamplerTest, IndexPermutationInverseUndoesIt) {
+  for (uint64_t n : {2, 3, 4, 5, 17, 1000, 65537}) {
+    const IndexPermutation p(n, 0x1234 + n);
+    std::vector<uint8_t> hit(n, 0);
+    for (uint64_t x = 0; x < n; ++x) {
+      const uint64_t y = p(x);
+      ASSERT_LT(y, n);
+      EXPECT_EQ(hit[y]++, 0) << "n=" << n << " y=" << y;
+      EXPECT_EQ(p.Inverse(y), x) << "n=" << n;
+    }
+  }
+  // The largest domains: 64-bit positions still map to valid positions and back.
+  const IndexPermutation big(~uint64_t{0}, 7);
+  for (uint64_t x : {uint64_t{0}, uint64_t{1} << 40, ~uint64_t{0} - 1}) {
+    const uint64_t y = big(x);
+    EXPECT_LT(y, ~uint64_t{0});
+    EXPECT_EQ(big.Inverse(y), x);
+  }
+}
+
+SamplerOptions BlockOptions(uint64_t n, uint32_t batch, uint32_t world, uint32_t rank,
+                            uint64_t block, uint32_t window, TailPolicy tail = TailPolicy::kShort,
+                            bool drop_last = false, uint64_t seed = 5) {
+  SamplerOptions o = Options(n, batch, world, rank, tail, drop_last, true, seed);
+  o.shuffle = ShuffleMode::kBlock;
+  o.block_samples = block;
+  o.window_blocks = window;
+  return o;
+}
+
+TEST(SamplerTest, BlockOrderFollowsTheHeaderSpecification) {
+  int failures = 0;
+  for (uint64_t n : {0, 1, 7, 64, 100, 257, 1000}) {
+    for (uint32_t w : {1, 2, 3, 8}) {
+      for (uint64_t block : {1, 4, 10, 64, 5000}) {
+        for (uint32_t window : {1, 3, 16}) {
+          for (uint32_t r = 0; r < w; ++r) {
+            const SamplerOptions o = BlockOptions(n, 8, w, r, block, window);
+            Sampler s = MustCreate(o);
+            s.SetEpoch(3);
+            const std::vector<uint64_t> want = ReferenceBlockSequence(o, 3, r);
+            std::vector<uint64_t> got;
+            for (const PlannedBatch& b : EpochPlan(s)) got.insert(got.end(), b.ids.begin(), b.ids.end());
+            std::vector<uint64_t> by_position(want.size());
+            for (uint64_t p = 0; p < want.size(); ++p) by_position[p] = s.PositionToIndex(p);
+            if ((got != want || by_position != want) && ++failures <= 5) {
+              ADD_FAILURE() << "block order differs: " << Describe(o) << " block=" << block
+                            << " window=" << window;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The block order's guarantees for every tail policy: equal steps on every rank, every sample
+// exactly once across ranks (kShort; kDrop at most once; kPad once plus flagged padding), each
+// rank reading only samples of its own blocks, and the blocks reported by RankBlock/BatchBlocks
+// covering what each batch reads.
+TEST(SamplerTest, BlockOrderGuarantees) {
+  const TailPolicy kTails[] = {TailPolicy::kShort, TailPolicy::kDrop, TailPolicy::kPad};
+  for (uint64_t n : {0, 1, 5, 99, 100, 1001}) {
+    for (uint32_t w : {1, 2, 3, 4, 8}) {
+      for (uint64_t block : {1, 7, 32}) {
+        for (TailPolicy tail : kTails) {
+          for (bool drop_last : {false, true}) {
+            const std::string what = "N=" + std::to_string(n) + " W=" + std::to_string(w) +
+                                     " block=" + std::to_string(block) + " tail=" +
+                                     std::to_string(static_cast<int>(tail)) +
+                                     " drop_last=" + std::to_string(drop_last);
+            std::vector<int> seen(n, 0);
+            std::vector<int> owner(n, -1);
+            uint64_t steps = UINT64_MAX, padded = 0;
+            for (uint32_t r = 0; r < w; ++r) {
+              Sampler s = MustCreate(BlockOptions(n, 6, w, r, block, 2, tail, drop_last));
+              s.SetEpoch(1);
+              if (steps == UINT64_MAX) steps = s.batches_per_epoch();
+              ASSERT_EQ(s.batches_per_epoch(), steps) << what;
+              std::set<uint64_t> own;
+              for (uint64_t j = 0; j < s.rank_blocks(); ++j) {
+                const SampleRange range = s.RankBlock(j);
+                for (uint64_t i = range.begin; i < range.begin + range.count; ++i) {
+                  ASSERT_LT(i, n) << what;
+                  EXPECT_EQ(owner[i], -1) << what << " sample " << i << " in two blocks";
+                  owner[i] = static_cast<int>(r);
+                  own.insert(i);
+                }
+              }
+              const std::vector<PlannedBatch> plan = EpochPlan(s);
+              for (uint64_t b = 0; b < plan.size(); ++b) {
+                uint64_t first = 0, end = 0;
+                s.BatchBlocks(b, &first, &end);
+                std::set<uint64_t> covered;
+                for (uint64_t j = first; j < end; ++j) {
+                  const SampleRange range = s.RankBlock(j);
+                  for (uint64_t i = range.begin; i < range.begin + range.count; ++i) covered.insert(i);
+                }
+                for (size_t k = 0; k < plan[b].ids.size(); ++k) {
+                  const uint64_t id = plan[b].ids[k];
+                  if (plan[b].padding[k]) {
+                    ++padded;
+                    continue;
+                  }
+                  ++seen[id];
+                  EXPECT_TRUE(own.count(id)) << what << " rank " << r << " reads sample " << id
+                                             << " of another rank's block";
+                  EXPECT_TRUE(covered.count(id)) << what << " batch " << b << " sample " << id;
+                }
+              }
+            }
+            for (uint64_t i = 0; i < n; ++i) {
+              EXPECT_LE(seen[i], 1) << what << " sample " << i;
+              if (!drop_last && tail != TailPolicy::kDrop) EXPECT_EQ(seen[i], 1) << what;
+            }
+            if (tail != TailPolicy::kPad) EXPECT_EQ(padded, 0u) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SamplerTest, BlockOrderChangesWithEpochAndSeed) {
+  const SamplerOptions o = BlockOptions(1000, 10, 1, 0, 10, 4);
+  std::set<std::vector<uint64_t>> seen;
+  for (uint64_t seed : {1, 2}) {
+    for (uint64_t epoch : {0, 1, 2}) {
+      SamplerOptions with_seed = o;
+      with_seed.seed = seed;
+      Sampler s = MustCreate(with_seed);
+      s.SetEpoch(epoch);
+      std::vector<uint64_t> order;
+      for (uint64_t p = 0; p < 1000; ++p) order.push_back(s.PositionToIndex(p));
+      EXPECT_TRUE(IsPermutation(order));
+      EXPECT_TRUE(seen.insert(order).second) << "seed " << seed << " epoch " << epoch;
+    }
+  }
+}
+
+TEST(SamplerTest, BlockOptionsAreChecked) {
+  SamplerOptions o = BlockOptions(100, 4, 1, 0, 0, 4);
+  EXPECT_EQ(Sampler::Create(o).status().code(), StatusCode::kInvalidArgument);
+  o = BlockOptions(100, 4, 1, 0, 4, 0);
+  EXPECT_EQ(Sampler::Create(o).status().code(), StatusCode::kInvalidArgument);
+  o = BlockOptions(100, 4, 1, 0, 4, (1u << 20) + 1);
+  EXPECT_EQ(Sampler::Create(o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseShuffleMode("block").value(), ShuffleMode::kBlock);
+  EXPECT_EQ(ParseShuffleMode("Block").status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Field cases.
 
 // B29: 1003 samples, 3 ranks, batch 64, drop_last off, shuffle off.
@@ -436,7 +647,7 @@ TEST(SamplerTest, FieldCase_B31_EpochsReshuffleAndReplay) {
   std::vector<std::vector<PlannedBatch>> plans;
   for (uint64_t e = 0; e < 3; ++e) {
     run.SetEpoch(e);
-    orders.push_back(run.permutation());
+    orders.push_back(Permutation(run));
     plans.push_back(EpochPlan(run));
   }
   EXPECT_NE(orders[0], orders[1]);
@@ -449,14 +660,14 @@ TEST(SamplerTest, FieldCase_B31_EpochsReshuffleAndReplay) {
   Sampler seed8 = MustCreate(o8);
   for (uint64_t e = 0; e < 3; ++e) {
     repeat.SetEpoch(e);
-    EXPECT_EQ(repeat.permutation(), orders[e]) << "epoch " << e;
+    EXPECT_EQ(Permutation(repeat), orders[e]) << "epoch " << e;
     seed8.SetEpoch(e);
-    EXPECT_NE(seed8.permutation(), orders[e]) << "epoch " << e;
+    EXPECT_NE(Permutation(seed8), orders[e]) << "epoch " << e;
   }
 
   Sampler fresh = MustCreate(o7);  // a new process resuming at epoch 2
   fresh.SetEpoch(2);
-  EXPECT_EQ(fresh.permutation(), orders[2]);
+  EXPECT_EQ(Permutation(fresh), orders[2]);
   const std::vector<PlannedBatch> fresh_plan = EpochPlan(fresh);
   ASSERT_EQ(fresh_plan.size(), plans[2].size());
   for (size_t b = 0; b < fresh_plan.size(); ++b) EXPECT_EQ(fresh_plan[b].ids, plans[2][b].ids);

@@ -1,0 +1,202 @@
+// The partition rule: PartRange's formula, part directory names, and --part auto's reading of
+// each engine's environment (PartFromEnvironment).
+#include "tools/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace kiln {
+namespace {
+
+TEST(PartRangeTest, PartsAreContiguousCoverEverythingAndDifferByAtMostOne) {
+  for (uint64_t items : {0ull, 1ull, 7ull, 1000ull}) {
+    for (uint32_t count : {1u, 3u, 4u, 1001u}) {
+      uint64_t next = 0, smallest = UINT64_MAX, largest = 0, empty = 0;
+      for (uint32_t i = 0; i < count; ++i) {
+        const ItemRange r = PartRange(items, i, count);
+        ASSERT_EQ(r.begin, next) << items << " items, part " << i << " of " << count;
+        ASSERT_LE(r.begin, r.end);
+        // The formula itself, in plain integers (no overflow at these sizes).
+        EXPECT_EQ(r.begin, i * items / count);
+        EXPECT_EQ(r.end, (i + 1) * items / count);
+        next = r.end;
+        smallest = std::min(smallest, r.size());
+        largest = std::max(largest, r.size());
+        empty += r.size() == 0;
+      }
+      EXPECT_EQ(next, items) << items << " items in " << count << " parts";
+      EXPECT_LE(largest - smallest, 1u);
+      EXPECT_EQ(empty, items < count ? count - items : 0) << items << " of " << count;
+    }
+  }
+}
+
+TEST(PartRangeTest, KnownValues) {
+  EXPECT_EQ(PartRange(7, 0, 3), (ItemRange{0, 2}));
+  EXPECT_EQ(PartRange(7, 1, 3), (ItemRange{2, 4}));
+  EXPECT_EQ(PartRange(7, 2, 3), (ItemRange{4, 7}));
+  EXPECT_EQ(PartRange(1000, 3, 4), (ItemRange{750, 1000}));
+  EXPECT_EQ(PartRange(1, 0, 4), (ItemRange{0, 0}));  // the one item goes to the last part
+  EXPECT_EQ(PartRange(1, 3, 4), (ItemRange{0, 1}));
+  EXPECT_EQ(PartRange(0, 2, 3), (ItemRange{0, 0}));
+}
+
+TEST(PartRangeTest, ExactBeyondSixtyFourBitProducts) {
+  const uint64_t items = UINT64_MAX - 6;
+  const ItemRange last = PartRange(items, kMaxParts - 1, kMaxParts);
+  EXPECT_EQ(last.end, items);
+  // items = 3 * 6148914691236517203 (+0): thirds are exact, where i * items overflows.
+  const uint64_t thirds = 3 * 6148914691236517203ull;
+  EXPECT_EQ(PartRange(thirds, 1, 3), (ItemRange{6148914691236517203ull, 2 * 6148914691236517203ull}));
+  EXPECT_EQ(PartRange(thirds + 2, 2, 3).end, thirds + 2);
+  EXPECT_EQ(PartRange(thirds + 2, 1, 3).begin, 6148914691236517203ull);
+}
+
+TEST(PartRangeTest, ValidatePart) {
+  EXPECT_TRUE(ValidatePart(0, 1).ok());
+  EXPECT_TRUE(ValidatePart(3, 4).ok());
+  EXPECT_FALSE(ValidatePart(4, 4).ok());
+  EXPECT_FALSE(ValidatePart(0, 0).ok());
+  EXPECT_FALSE(ValidatePart(0, kMaxParts + 1).ok());
+  EXPECT_NE(ValidatePart(4, 4).message().find("--part 4 must be below --of 4"), std::string::npos);
+}
+
+TEST(PartDirectoryNameTest, RoundTripsAndRefusesOtherSpellings) {
+  EXPECT_EQ(PartDirectoryName(2, 4), "part-00002-of-00004");
+  EXPECT_EQ(PartDirectoryName(123456, 200000), "part-123456-of-200000");
+  for (auto [i, n] : {std::pair{0u, 1u}, {2u, 4u}, {99999u, 100000u}, {123456u, 200000u}}) {
+    const std::optional<PartName> p = ParsePartDirectoryName(PartDirectoryName(i, n));
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->index, i);
+    EXPECT_EQ(p->count, n);
+  }
+  for (const char* bad : {"part-2-of-4", "part-00002-of-00004.partial", "part-00002-of-00004.lock",
+                          "part-00002-of-4", "part--0002-of-00004", "shard-00000.kiln", ""}) {
+    EXPECT_FALSE(ParsePartDirectoryName(bad).has_value()) << bad;
+  }
+}
+
+Environment Table(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+// The environment of one task of `sbatch --array=LO-HI` (step 1) outside any srun step.
+std::map<std::string, std::string> ArrayTask(int id, int lo, int hi, int step = 1) {
+  const int count = (hi - lo) / step + 1;
+  return {{"SLURM_ARRAY_TASK_ID", std::to_string(id)},
+          {"SLURM_ARRAY_TASK_MIN", std::to_string(lo)},
+          {"SLURM_ARRAY_TASK_MAX", std::to_string(hi)},
+          {"SLURM_ARRAY_TASK_STEP", std::to_string(step)},
+          {"SLURM_ARRAY_TASK_COUNT", std::to_string(count)},
+          {"SLURM_JOB_ID", "17"},
+          {"SLURM_PROCID", "0"},  // set in a batch script, outside any step
+          {"SLURM_NTASKS", "1"}};
+}
+
+struct Found {
+  bool ok = false;
+  uint32_t index = 0, count = 0;
+  std::string text;  // the source, or the error message
+};
+
+Found Auto(std::map<std::string, std::string> vars, std::optional<uint32_t> of = std::nullopt) {
+  Result<PartChoice> c = PartFromEnvironment(of, Table(std::move(vars)));
+  if (!c.ok()) {
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    return {false, 0, 0, c.status().message()};
+  }
+  return {true, c->index, c->count, c->source};
+}
+
+TEST(PartFromEnvironmentTest, EachEngineOnItsOwn) {
+  const struct {
+    std::map<std::string, std::string> vars;
+    std::optional<uint32_t> of;
+    uint32_t index, count;
+    const char* source_part;
+  } kCases[] = {
+      {{{"KILN_PART", "2"}, {"KILN_PARTS", "4"}}, std::nullopt, 2, 4, "KILN_PART=2, KILN_PARTS=4"},
+      {{{"KILN_PART", "2"}}, 5u, 2, 5, "KILN_PART=2 with --of 5"},
+      {ArrayTask(3, 0, 3), std::nullopt, 3, 4, "SLURM_ARRAY_TASK_COUNT=4 (Slurm job array)"},
+      {ArrayTask(3, 0, 3), 4u, 3, 4, "SLURM_ARRAY_TASK_ID=3"},
+      // A re-run of task 2 alone (--array=2): the count (1) is not the array's, --of is needed.
+      {ArrayTask(2, 2, 2), 4u, 2, 4, "not used"},
+      // A re-run of a subset (--array=1-2): same.
+      {ArrayTask(1, 1, 2), 4u, 1, 4, "not used"},
+      {{{"JOB_COMPLETION_INDEX", "6"}}, 8u, 6, 8, "JOB_COMPLETION_INDEX=6 (Kubernetes Indexed Job)"},
+      {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, std::nullopt, 1, 4,
+       "(Open MPI)"},
+      {{{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}}, std::nullopt, 3, 4, "(MPICH or Intel MPI)"},
+      {{{"SLURM_PROCID", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "4"},
+        {"SLURM_NTASKS", "8"}},
+       std::nullopt, 2, 4, "SLURM_STEP_NUM_TASKS=4 (srun step)"},
+      {{{"SLURM_PROCID", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "3"}}, std::nullopt, 2, 3,
+       "SLURM_NTASKS=3 (srun step)"},
+      {{{"RANK", "1"}, {"WORLD_SIZE", "2"}}, std::nullopt, 1, 2, "(torchrun)"},
+      // A one-process launcher (srun -n1 inside an array task) says nothing against the array.
+      {[] {
+         auto v = ArrayTask(1, 0, 3);
+         v["SLURM_STEP_ID"] = "0";
+         v["SLURM_STEP_NUM_TASKS"] = "1";
+         return v;
+       }(),
+       std::nullopt, 1, 4, "SLURM_ARRAY_TASK_ID=1"},
+      // Sources that agree are all named.
+      {{{"KILN_PART", "1"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}},
+       std::nullopt, 1, 4, "agrees: OMPI_COMM_WORLD_RANK=1"},
+      // `mpirun -np 1`: part 0 of 1 is a valid (if pointless) answer when it is the only one.
+      {{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}, std::nullopt, 0, 1,
+       "Open MPI"},
+  };
+  for (const auto& c : kCases) {
+    const Found f = Auto(c.vars, c.of);
+    ASSERT_TRUE(f.ok) << c.source_part << ": " << f.text;
+    EXPECT_EQ(f.index, c.index) << f.text;
+    EXPECT_EQ(f.count, c.count) << f.text;
+    EXPECT_NE(f.text.find(c.source_part), std::string::npos) << f.text;
+  }
+}
+
+TEST(PartFromEnvironmentTest, RefusesWhatItCannotKnowOrWhatDisagrees) {
+  const struct {
+    std::map<std::string, std::string> vars;
+    std::optional<uint32_t> of;
+    const char* message_part;
+  } kCases[] = {
+      {{{"HOME", "/root"}}, std::nullopt, "no part index in the environment"},
+      // A batch script's SLURM_PROCID / SLURM_NTASKS outside a step mean nothing.
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}, std::nullopt, "no part index"},
+      {ArrayTask(2, 2, 2), std::nullopt, "pass --of N"},
+      {ArrayTask(1, 1, 3), std::nullopt, "pass --of N"},
+      {ArrayTask(2, 0, 6, 2), std::nullopt, "pass --of N"},  // --array=0-6:2
+      {{{"JOB_COMPLETION_INDEX", "3"}}, std::nullopt,
+       "JOB_COMPLETION_INDEX=3 (Kubernetes Indexed Job) gives the index but not the number"},
+      {{{"KILN_PARTS", "4"}}, std::nullopt, "KILN_PARTS=4 is set but KILN_PART is not"},
+      {{{"KILN_PART", "x"}}, 4u, "KILN_PART=x is not a decimal number"},
+      {ArrayTask(3, 0, 3), 8u, "disagrees on the number of parts: --of 8 but SLURM_ARRAY_TASK_ID=3"},
+      {[] {
+         auto v = ArrayTask(1, 0, 3);
+         v["OMPI_COMM_WORLD_RANK"] = "2";
+         v["OMPI_COMM_WORLD_SIZE"] = "4";
+         return v;
+       }(),
+       std::nullopt, "disagrees on the part index"},
+      {{{"KILN_PART", "1"}, {"KILN_PARTS", "4"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}}, std::nullopt,
+       "disagrees on the number of parts"},
+      {{{"KILN_PART", "4"}, {"KILN_PARTS", "4"}}, std::nullopt, "--part 4 must be below --of 4"},
+      {{{"OMPI_COMM_WORLD_RANK", "1"}}, std::nullopt, "pass --of N"},
+  };
+  for (const auto& c : kCases) {
+    const Found f = Auto(c.vars, c.of);
+    ASSERT_FALSE(f.ok) << c.message_part << " -> part " << f.index << " of " << f.count;
+    EXPECT_NE(f.text.find(c.message_part), std::string::npos) << f.text;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,94 @@
+// The partition of a pack into N parts: which listed items part I takes, where it lives, and how
+// `kiln pack --part auto` finds I (and N) in the environment of a cluster engine.
+//
+// A partitioned pack (`kiln pack ... --part I --of N`) lists the whole input, derives the
+// classes from the whole listing, applies --shuffle-seed to the whole listing, then takes the
+// items [floor(I*L/N), floor((I+1)*L/N)) of the L listed images (PartRange). Listing problems
+// (unreadable folders, bad list lines) belong to part 0. Part I of N is written to
+// `OUT.parts/part-IIIII-of-NNNNN/` (PartDirectoryName) and `kiln merge` joins the parts. The
+// whole design, with each engine's conventions, is SCALE-OUT.md.
+//
+// Thread safety: stateless functions; PartFromEnvironment reads the environment through `env`.
+#ifndef KILN_TOOLS_PARTITION_H_
+#define KILN_TOOLS_PARTITION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "formats/status.h"
+#include "reader/world.h"
+
+namespace kiln {
+
+// The most parts a pack may be cut into. Part directory names have 5 digits up to 99999 and
+// more beyond; the limit only keeps a typo (--of 1000000000) from making a billion empty parts.
+inline constexpr uint32_t kMaxParts = 1000000;
+
+// Items [begin, end) of the listing, in listing order (after the write-time shuffle).
+struct ItemRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t size() const { return end - begin; }
+  bool operator==(const ItemRange& o) const { return begin == o.begin && end == o.end; }
+};
+
+// Returns [floor(index*items/count), floor((index+1)*items/count)): the parts are contiguous,
+// cover [0, items) in order, and their sizes differ by at most one (the larger ones are spread
+// over the indices, not all first). With items < count some parts are empty. Exact for any uint64
+// `items` (no intermediate overflows). Precondition: count >= 1 and index < count
+// (ValidatePart).
+ItemRange PartRange(uint64_t items, uint32_t index, uint32_t count);
+
+// Returns OK when 1 <= count <= kMaxParts and index < count; otherwise InvalidArgument naming
+// --part and --of.
+Status ValidatePart(uint32_t index, uint32_t count);
+
+// Returns "part-IIIII-of-NNNNN" (each number with at least 5 digits, zero-padded).
+std::string PartDirectoryName(uint32_t index, uint32_t count);
+// Parses a name PartDirectoryName made (and only such a name: digits of the same width, no
+// suffix). Returns nullopt otherwise.
+struct PartName {
+  uint32_t index = 0;
+  uint32_t count = 0;
+};
+std::optional<PartName> ParsePartDirectoryName(const std::string& name);
+
+// The part `--part auto` chose, and the variables it came from.
+struct PartChoice {
+  uint32_t index = 0;
+  uint32_t count = 0;
+  // What was used, for the line `kiln pack` prints, e.g. "SLURM_ARRAY_TASK_ID=2,
+  // SLURM_ARRAY_TASK_COUNT=4 (Slurm job array)".
+  std::string source;
+};
+
+// Finds this copy's part index (and, where the engine tells it, the count) for `--part auto`.
+// The sources, in order (SCALE-OUT.md, "Partition rule"):
+//
+//   | engine                  | index                 | count                                          |
+//   |-------------------------|-----------------------|------------------------------------------------|
+//   | any (set by the user)   | KILN_PART             | KILN_PARTS                                     |
+//   | Slurm job array         | SLURM_ARRAY_TASK_ID   | SLURM_ARRAY_TASK_COUNT, only when the whole    |
+//   |                         |                       | array runs: _MIN = 0, _MAX = COUNT-1, _STEP = 1 |
+//   |                         |                       | and COUNT >= 2 (a re-run of one task reports   |
+//   |                         |                       | a count of 1)                                  |
+//   | Kubernetes Indexed Job  | JOB_COMPLETION_INDEX  | (none)                                         |
+//   | Open MPI                | OMPI_COMM_WORLD_RANK  | OMPI_COMM_WORLD_SIZE                           |
+//   | MPICH, Intel MPI        | PMI_RANK              | PMI_SIZE                                       |
+//   | srun, inside a step     | SLURM_PROCID          | SLURM_STEP_NUM_TASKS, else SLURM_NTASKS        |
+//   |   (SLURM_STEP_ID set)   |                       |                                                |
+//   | torchrun                | RANK                  | WORLD_SIZE                                     |
+//
+// Every source present is read. A source that says "index 0 of 1" (a launcher of one process,
+// such as `srun -n1` inside an array task) is ignored when another source says more. All the
+// others must agree on the index, and every count they know must agree with each other and with
+// `of` (--of, when given); the count is `of` or theirs. Errors (InvalidArgument, naming the
+// variables and values): no source at all; two sources that disagree; a count that nobody
+// knows ("pass --of N"); a value that is not a decimal number; an index not below the count.
+Result<PartChoice> PartFromEnvironment(std::optional<uint32_t> of,
+                                       const Environment& env = ProcessEnvironment());
+
+}  // namespace kiln
+
+#endif  // KILN_TOOLS_PARTITION_H_
