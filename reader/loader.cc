@@ -393,7 +393,6 @@ void Loader::WorkerLoop() {
     // Extend the read-ahead window past this chunk's start; the claiming thread advises what
     // it adds. The frontier only moves forward, so each sample is advised at most once a pass.
     uint64_t ahead_begin = 0, ahead_end = 0;
-    const bool advise = miss_history_ != 0;
     if (read_ahead_samples_window_ > 0 && options_.shuffle == ShuffleMode::kBlock) {
       // Block order reads the samples of a window of blocks in random order: advise whole
       // blocks (one sequential run each), at least the window the batch reads from.
@@ -440,7 +439,7 @@ void Loader::WorkerLoop() {
       } else {
         PositionIndices(ahead_begin, ahead_end, &ahead_indices, &ahead_padding);
       }
-      ahead = ReadAhead(ahead_indices, advise);
+      ahead = ReadAhead(ahead_indices);
       ahead_ns = NowNs() - ahead_start;
     }
     const uint64_t fetch_start = NowNs();
@@ -464,7 +463,6 @@ void Loader::WorkerLoop() {
     if (ahead.probed) {
       ++stats_.residency_probes;
       stats_.residency_misses += ahead.missed;
-      miss_history_ = (miss_history_ << 1) | (ahead.missed ? 1 : 0);
     }
     --busy_;
     if (!status.ok() && slot.status.ok()) slot.status = std::move(status);
@@ -493,8 +491,7 @@ void Loader::PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>
   indices->resize(p - begin);
 }
 
-Loader::ReadAheadResult Loader::ReadAhead(const std::vector<uint64_t>& indices,
-                                          bool advise) const {
+Loader::ReadAheadResult Loader::ReadAhead(const std::vector<uint64_t>& indices) const {
   ReadAheadResult result;
   if (indices.empty()) return result;
   // StoredRange reads index entries from the mapping: a shrunken file faults here. Stop
@@ -514,7 +511,15 @@ Loader::ReadAheadResult Loader::ReadAhead(const std::vector<uint64_t>& indices,
     result.probed = true;
     result.missed = !IsResident(r);
   }
-  if (!advise && !result.missed) return result;
+  uint64_t history = miss_history_.load(std::memory_order_relaxed);
+  if (result.probed) {
+    uint64_t next;
+    do {
+      next = (history << 1) | (result.missed ? 1 : 0);
+    } while (!miss_history_.compare_exchange_weak(history, next, std::memory_order_relaxed));
+    history = next;
+  }
+  if (history == 0) return result;  // the last 64 probes found everything resident
   // Neighbouring records (block or sequential order) are advised as one run: fewer calls and
   // one large read for the kernel to issue.
   MappedRange run;

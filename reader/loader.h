@@ -53,6 +53,7 @@
 #ifndef KILN_READER_LOADER_H_
 #define KILN_READER_LOADER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -231,13 +232,13 @@ class Loader {
   // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.
   void PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
                        std::vector<uint8_t>* padding) const;
-  // Read-ahead of samples `indices` (in read order): probes a few for residency, then advises
-  // all of them when `advise` is set or a probe missed.
+  // Read-ahead of samples `indices` (in read order): probes a few for residency (recording the
+  // result in miss_history_), then advises all of them when a recent probe missed.
   struct ReadAheadResult {
     uint64_t samples = 0, bytes = 0;
     bool probed = false, missed = false;
   };
-  ReadAheadResult ReadAhead(const std::vector<uint64_t>& indices, bool advise) const;
+  ReadAheadResult ReadAhead(const std::vector<uint64_t>& indices) const;
   struct DeviceRing;  // upload stream, device buffers and events (loader.cc)
   Status CreateDeviceRing(uint64_t data_bytes, uint64_t label_bytes);
   Status UploadLocked(size_t slot_index, uint32_t size, Batch* batch);
@@ -271,7 +272,9 @@ class Loader {
   uint64_t epoch_positions_ = 0;  // guarded by mu_: samples of this rank's epoch, in order
   uint64_t read_ahead_until_ = 0;  // guarded by mu_: positions (kBlock: this rank's dealt
                                    // blocks) [0, it) handed out for advice
-  uint64_t miss_history_ = 0;  // guarded by mu_: bit k set = the k-th latest probe missed
+  // Bit k set: the k-th latest residency probe missed. Atomic: ReadAhead records its probe at
+  // once, so threads claiming at the same time see it.
+  mutable std::atomic<uint64_t> miss_history_{0};
   bool stop_ = false;           // guarded by mu_
   LoaderStats stats_;           // guarded by mu_
 };

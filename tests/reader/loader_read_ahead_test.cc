@@ -207,8 +207,11 @@ TEST(LoaderReadAheadTest, BatchesAreIdenticalWithReadAheadOnOrOffAtAnyThreadCoun
                                  std::to_string(window);
         EXPECT_EQ(EpochHash(OpenCold(data, &cold), lo, &stats), want) << what;
         if (cold) {
-          // Each sample once: exact and none advise positions, block order whole blocks.
-          EXPECT_EQ(stats.read_ahead_samples, data.num_samples()) << what;
+          // Never a sample twice (exact and none advise positions, block order whole blocks);
+          // an extension whose probes all find resident pages (the kernel keeps the pages
+          // around each shard's header and footer) is skipped, so not always all of them.
+          EXPECT_GT(stats.read_ahead_samples, 0u) << what;
+          EXPECT_LE(stats.read_ahead_samples, data.num_samples()) << what;
         }
       }
     }
