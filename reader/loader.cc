@@ -534,13 +534,13 @@ void Loader::WorkerLoop() {
     uint64_t ahead_begin = 0, ahead_end = 0;
     if (read_ahead_samples_window_ > 0 && options_.shuffle == ShuffleMode::kBlock) {
       // Block order reads the samples of a window of blocks in random order: advise whole
-      // blocks (one sequential run each), at least the window the batch reads from.
+      // blocks (one sequential run each): the window(s) the batch reads from, which must be
+      // in memory anyway, and read_ahead_bytes of blocks past them.
       uint64_t first = 0, end = 0;
       sampler_.BatchBlocks(b, &first, &end);
       const uint64_t block = std::max<uint64_t>(1, sampler_.block_samples());
       const uint64_t target = std::min(
-          sampler_.rank_blocks(),
-          std::max(end, first + (read_ahead_samples_window_ + block - 1) / block));
+          sampler_.rank_blocks(), end + (read_ahead_samples_window_ + block - 1) / block);
       if (target > read_ahead_until_) {
         ahead_begin = read_ahead_until_;
         ahead_end = target;
