@@ -20,7 +20,8 @@
 #include "formats/record_codec.h"
 #include "formats/record_store_writer.h"
 #include "formats/format_registry.h"
-#include "formats/shard_format.h"
+#include "formats/byte_coding.h"
+#include "formats/file_util.h"
 #include "formats/status.h"
 
 namespace kiln {
@@ -104,9 +105,6 @@ class DatasetWriter {
 // The file that marks `<out>.partial` as kiln's own staging directory, so that only a directory
 // kiln made is ever removed as a leftover of an interrupted run.
 inline constexpr char kStagingMarkerFileName[] = ".kiln-staging";
-
-// Removes `path` and everything below it. Errors: IOError naming the path.
-Status RemoveTree(const std::string& path);
 
 }  // namespace kiln
 

@@ -1,5 +1,7 @@
 #include "formats/hdf5_writer.h"
 
+#include "formats/file_util.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 #include "formats/xxh3.h"
@@ -18,32 +20,6 @@ namespace {
 
 constexpr size_t kBufferBytes = size_t{4} << 20;      // staging-file write buffer
 constexpr uint64_t kWriteBlockBytes = uint64_t{64} << 20;  // images copied per H5Dwrite
-
-Status WriteAllFd(int fd, const uint8_t* data, size_t size, const std::string& path) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno("cannot write", path, errno);
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
-}
-
-Status PreadAll(int fd, uint8_t* data, size_t size, uint64_t offset, const std::string& path) {
-  while (size > 0) {
-    const ssize_t n = ::pread(fd, data, size, static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::FromErrno("cannot read", path, errno);
-    if (n == 0) return Status::IOError("cannot read " + path + ": unexpected end of file");
-    data += n;
-    size -= static_cast<size_t>(n);
-    offset += static_cast<uint64_t>(n);
-  }
-  return Status::Ok();
-}
 
 // A dataset creation property list without timestamps (so equal input gives an equal file) and
 // without fill values (every byte is written exactly once).
@@ -111,7 +87,7 @@ Hdf5Writer::~Hdf5Writer() {
 }
 
 Status Hdf5Writer::FlushBuffer() {
-  Status s = WriteAllFd(fd_, buffer_.data(), buffer_.size(), records_path_);
+  Status s = WriteFully(fd_, buffer_.data(), buffer_.size(), records_path_);
   buffer_.clear();
   return s;
 }
@@ -135,7 +111,7 @@ Status Hdf5Writer::Add(const EncodedRecord& record) {
   if (buffer_.size() + record.stored.size() > kBufferBytes) KILN_RETURN_IF_ERROR(FlushBuffer());
   if (record.stored.size() > kBufferBytes) {
     KILN_RETURN_IF_ERROR(
-        WriteAllFd(fd_, record.stored.data(), record.stored.size(), records_path_));
+        WriteFully(fd_, record.stored.data(), record.stored.size(), records_path_));
   } else {
     buffer_.insert(buffer_.end(), record.stored.begin(), record.stored.end());
   }
@@ -208,7 +184,7 @@ Status Hdf5Writer::WriteFile(const std::string& path) {
       for (uint64_t i = 0; i < n; ++i) {
         const uint64_t size = ends_[i] - start;
         block.resize(size);
-        KILN_RETURN_IF_ERROR(PreadAll(fd_, block.data(), size, start, records_path_));
+        KILN_RETURN_IF_ERROR(PreadFully(fd_, block.data(), size, start, records_path_));
         const hsize_t offset[4] = {i, 0, 0, 0};
         const uint32_t mask = zstd_[i] ? 0 : kHdf5ChunkSkippedZstd;
         if (H5Dwrite_chunk(dset.get(), H5P_DEFAULT, mask, offset, size, block.data()) < 0) {
@@ -223,7 +199,7 @@ Status Hdf5Writer::WriteFile(const std::string& path) {
         const uint64_t count = std::min(per_block, n - first);
         block.resize(count * sample_bytes);
         KILN_RETURN_IF_ERROR(
-            PreadAll(fd_, block.data(), block.size(), first * sample_bytes, records_path_));
+            PreadFully(fd_, block.data(), block.size(), first * sample_bytes, records_path_));
         const hsize_t start[4] = {first, 0, 0, 0};
         const hsize_t extent[4] = {count, dims[1], dims[2], dims[3]};
         Hdf5Id fspace(H5Dget_space(dset.get()));

@@ -8,22 +8,6 @@
 
 namespace kiln {
 
-std::string_view CodecName(Codec codec) {
-  switch (codec) {
-    case Codec::kNone:
-      return "none";
-    case Codec::kZstd:
-      return "zstd";
-  }
-  return "invalid";
-}
-
-std::string FormatChecksum(uint64_t v) {
-  char buf[19];
-  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 void EncodeShardHeader(const ShardHeader& header, uint8_t* out) {
   std::memset(out, 0, kShardHeaderBytes);
   std::memcpy(out, kShardMagic, 8);
@@ -146,10 +130,6 @@ Result<ShardFooter> DecodeShardFooter(const uint8_t* in, uint64_t file_size) {
         "+" + std::to_string(f.keys_size) + ", file size " + std::to_string(file_size) + ")");
   }
   return f;
-}
-
-uint64_t RecordChecksum(const void* stored, size_t stored_size, int64_t label) {
-  return Xxh3(stored, stored_size, static_cast<uint64_t>(label));
 }
 
 }  // namespace kiln

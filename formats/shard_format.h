@@ -2,6 +2,8 @@
 // decoding of its three fixed structures (header, index entry, footer).
 //
 // The byte-level specification is formats/shard_format.md; section numbers below refer to it.
+// The little-endian coding and alignment helpers (formats/byte_coding.h) and the codec and
+// record checksum (formats/codec.h) that the shards share with the other backends are included.
 // Nothing here touches files: ShardWriter and ShardReader do. Every Decode* function validates
 // what it can see on its own (magic, version, reserved bits, checksums) and returns Corruption
 // with a message that starts with the reason; callers prefix the file name and offset.
@@ -15,6 +17,8 @@
 #include <string>
 #include <string_view>
 
+#include "formats/byte_coding.h"
+#include "formats/codec.h"
 #include "formats/status.h"
 #include "formats/tensor_schema.h"
 
@@ -31,22 +35,8 @@ inline constexpr uint16_t kShardVersionMinor = 0;
 inline constexpr size_t kShardHeaderBytes = 64;
 inline constexpr size_t kShardIndexEntryBytes = 40;
 inline constexpr size_t kShardFooterBytes = 64;
-// Section 3: default and bounds of the record alignment (a power of two), in bytes. 64 matches a
-// cache line and keeps AVX-512 loads aligned.
-inline constexpr uint32_t kDefaultRecordAlignment = 64;
-inline constexpr uint32_t kMinRecordAlignment = 8;
-inline constexpr uint32_t kMaxRecordAlignment = 1u << 20;
-// Section 4: the longest key (a UTF-8 relative path) a record can carry, in bytes.
-inline constexpr size_t kMaxKeyBytes = 65535;
 // File name suffix of a shard, and the prefix of its name inside a dataset directory.
 inline constexpr std::string_view kShardSuffix = ".kiln";
-
-// Section 4, field `codec`: how a record's stored bytes encode its raw tensor bytes.
-enum class Codec : uint8_t {
-  kNone = 0,  // stored bytes are the raw tensor bytes; stored_size == raw_size.
-  kZstd = 1,  // stored bytes are one Zstandard frame (RFC 8878) of the raw tensor bytes.
-};
-std::string_view CodecName(Codec codec);
 
 // Section 2: the fixed 64-byte header at offset 0.
 struct ShardHeader {
@@ -94,37 +84,6 @@ void EncodeShardFooter(const ShardFooter& footer, uint8_t* out);
 // Errors: Corruption ("no footer magic (incomplete or truncated shard)", "footer checksum
 // mismatch", "index out of bounds ...").
 Result<ShardFooter> DecodeShardFooter(const uint8_t* in, uint64_t file_size);
-
-// Section 4: the per-record checksum, XXH3-64 of the stored bytes with the label (as a
-// two's-complement uint64) as seed, so that a damaged label is caught like damaged pixels.
-uint64_t RecordChecksum(const void* stored, size_t stored_size, int64_t label);
-
-// Returns "0x" and the 16 hex digits of a checksum, as every kiln message prints checksums.
-std::string FormatChecksum(uint64_t checksum);
-
-// Returns `value` rounded up to a multiple of `alignment` (a power of two).
-inline uint64_t AlignUp(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) & ~(alignment - 1);
-}
-
-// Little-endian load and store, independent of the host byte order (section 1).
-inline void StoreLE16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-}
-inline void StoreLE32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-inline void StoreLE64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-inline uint16_t LoadLE16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-inline uint32_t LoadLE32(const uint8_t* p) {
-  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
-}
-inline uint64_t LoadLE64(const uint8_t* p) {
-  return uint64_t{LoadLE32(p)} | (uint64_t{LoadLE32(p + 4)} << 32);
-}
 
 }  // namespace kiln
 

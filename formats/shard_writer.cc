@@ -1,5 +1,7 @@
 #include "formats/shard_writer.h"
 
+#include "formats/file_util.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 #include "formats/xxh3.h"
@@ -52,15 +54,7 @@ ShardWriter::~ShardWriter() {
 }
 
 Status ShardWriter::Flush() {
-  size_t done = 0;
-  while (done < buffer_.size()) {
-    const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno("cannot write", tmp_path_, errno);
-    }
-    done += static_cast<size_t>(n);
-  }
+  KILN_RETURN_IF_ERROR(WriteFully(fd_, buffer_.data(), buffer_.size(), tmp_path_));
   buffer_.clear();
   return Status::Ok();
 }
