@@ -1,7 +1,7 @@
 // Little-endian coding and alignment helpers shared by every on-disk structure kiln writes
 // (shard header, index and footer, LMDB value headers, HDF5 side data): explicit byte-by-byte
 // encoding, independent of the host byte order, never a memcpy of a struct
-// (formats/shard_format.md section 1).
+// (formats/shards/shard_format.md section 1).
 // Thread safety: stateless inline functions.
 #ifndef KILN_FORMATS_BYTE_CODING_H_
 #define KILN_FORMATS_BYTE_CODING_H_
@@ -11,7 +11,7 @@
 namespace kiln {
 
 // Default and bounds of the record alignment (a power of two), in bytes, recorded in the manifest
-// for every format (formats/shard_format.md section 3). 64 matches a cache line and keeps
+// for every format (formats/shards/shard_format.md section 3). 64 matches a cache line and keeps
 // AVX-512 loads aligned.
 inline constexpr uint32_t kDefaultRecordAlignment = 64;
 inline constexpr uint32_t kMinRecordAlignment = 8;
@@ -22,7 +22,7 @@ inline uint64_t AlignUp(uint64_t value, uint64_t alignment) {
   return (value + alignment - 1) & ~(alignment - 1);
 }
 
-// Little-endian load and store, independent of the host byte order (formats/shard_format.md
+// Little-endian load and store, independent of the host byte order (formats/shards/shard_format.md
 // section 1).
 inline void StoreLE16(uint8_t* p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v);

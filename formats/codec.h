@@ -1,5 +1,5 @@
 // kiln::Codec and the record checksum: how every backend's records store a sample's raw tensor
-// bytes (formats/shard_format.md section 4; LMDB values and HDF5 samples use the same fields).
+// bytes (formats/shards/shard_format.md section 4; LMDB values and HDF5 samples use the same fields).
 // Thread safety: stateless functions.
 #ifndef KILN_FORMATS_CODEC_H_
 #define KILN_FORMATS_CODEC_H_
@@ -12,10 +12,10 @@
 namespace kiln {
 
 // The longest key (a UTF-8 relative path) a record can carry, in bytes
-// (formats/shard_format.md section 4).
+// (formats/shards/shard_format.md section 4).
 inline constexpr size_t kMaxKeyBytes = 65535;
 
-// How a record's stored bytes encode its raw tensor bytes (formats/shard_format.md section 4,
+// How a record's stored bytes encode its raw tensor bytes (formats/shards/shard_format.md section 4,
 // field `codec`).
 enum class Codec : uint8_t {
   kNone = 0,  // stored bytes are the raw tensor bytes; stored_size == raw_size.
@@ -23,7 +23,7 @@ enum class Codec : uint8_t {
 };
 std::string_view CodecName(Codec codec);
 
-// The per-record checksum (formats/shard_format.md section 4): XXH3-64 of the stored bytes with
+// The per-record checksum (formats/shards/shard_format.md section 4): XXH3-64 of the stored bytes with
 // the label (as a two's-complement uint64) as seed, so that a damaged label is caught like
 // damaged pixels.
 uint64_t RecordChecksum(const void* stored, size_t stored_size, int64_t label);

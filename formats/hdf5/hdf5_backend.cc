@@ -1,15 +1,15 @@
 // The hdf5 row of the format registry (formats/format_registry.h).
 #include "formats/format_registry.h"
-#include "formats/hdf5_dataset.h"
-#include "formats/hdf5_verifier.h"
-#include "formats/hdf5_writer.h"
+#include "formats/hdf5/hdf5_dataset.h"
+#include "formats/hdf5/hdf5_verifier.h"
+#include "formats/hdf5/hdf5_writer.h"
 
 namespace kiln {
 
 StorageFormat Hdf5StorageFormat() {
   StorageFormat row;
   row.name = "hdf5";
-  row.description = "one HDF5 file, readable by h5py (formats/hdf5_format.md)";
+  row.description = "one HDF5 file, readable by h5py (formats/hdf5/hdf5_format.md)";
   row.compiled_in = true;
   row.open = [](const std::string& dir, Manifest manifest) -> Result<std::unique_ptr<Dataset>> {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Hdf5Dataset> ds,

@@ -1,4 +1,4 @@
-#include "formats/hdf5_dataset.h"
+#include "formats/hdf5/hdf5_dataset.h"
 
 #include <sys/stat.h>
 
@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "formats/hdf5_file.h"
-#include "formats/hdf5_format.h"
+#include "formats/hdf5/hdf5_file.h"
+#include "formats/hdf5/hdf5_format.h"
 #include "formats/mapped_file.h"
 
 namespace kiln {

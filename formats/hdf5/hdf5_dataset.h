@@ -1,6 +1,6 @@
-// kiln::Hdf5Dataset: the Dataset backend for HDF5 files written by kiln (formats/hdf5_format.md).
+// kiln::Hdf5Dataset: the Dataset backend for HDF5 files written by kiln (formats/hdf5/hdf5_format.md).
 //
-// Open() uses the HDF5 library once, under kiln's HDF5 lock (formats/hdf5_file.h): it opens
+// Open() uses the HDF5 library once, under kiln's HDF5 lock (formats/hdf5/hdf5_file.h): it opens
 // data.h5 read-only without file locking, checks the datasets against the manifest and finds the
 // byte offset of every dataset (the contiguous `images`, or each sample's chunk: offset, size and
 // whether zstd was applied), checks each range against the file size, and closes the file. Then

@@ -1,4 +1,4 @@
-#include "formats/hdf5_file.h"
+#include "formats/hdf5/hdf5_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 
 #include "formats/xxh3.h"
 
-#include "formats/hdf5_format.h"
+#include "formats/hdf5/hdf5_format.h"
 
 namespace kiln {
 
@@ -345,7 +345,7 @@ class Inspector {
     }
     // libhdf5 1.10 finds one chunk's location by iterating over every chunk (and has no
     // H5Dchunk_iter), so asking it per sample is O(N^2). kiln walks the chunk index itself, once:
-    // the v1 B-tree named by the dataset's layout message (formats/hdf5_format.md section 6),
+    // the v1 B-tree named by the dataset's layout message (formats/hdf5/hdf5_format.md section 6),
     // then checks a few samples against the library's answer.
     out->chunks.assign(n_, Hdf5Layout::Chunk{});
     if (n_ == 0) return Status::Ok();  // no chunk, no index allocated

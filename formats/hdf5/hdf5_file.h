@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "formats/shard_format.h"
+#include "formats/shards/shard_format.h"
 #include "formats/status.h"
 #include "formats/tensor_schema.h"
 
@@ -124,7 +124,7 @@ Status CheckHdf5KeysChecksum(const Hdf5Layout& layout, const uint8_t* data,
 class Hdf5File {
  public:
   // Opens `path` read-only through HDF5 (no file locking), checks the layout of
-  // formats/hdf5_format.md against `schema` and `samples` (dataset names, types, shapes,
+  // formats/hdf5/hdf5_format.md against `schema` and `samples` (dataset names, types, shapes,
   // storage layouts, filters, every chunk present), finds the byte offset of every dataset (and of
   // every chunk, O(N), by walking the chunk B-tree itself: libhdf5 1.10 answers per-chunk
   // queries in O(N) each), checks each range lies inside the file, closes the file and returns

@@ -1,10 +1,10 @@
-#include "formats/hdf5_verifier.h"
+#include "formats/hdf5/hdf5_verifier.h"
 
 #include <memory>
 #include <vector>
 
-#include "formats/hdf5_file.h"
-#include "formats/hdf5_format.h"
+#include "formats/hdf5/hdf5_file.h"
+#include "formats/hdf5/hdf5_format.h"
 #include "formats/mapped_file.h"
 #include "formats/record_codec.h"
 #include "formats/verifier_checks.h"

@@ -1,4 +1,4 @@
-#include "formats/hdf5_writer.h"
+#include "formats/hdf5/hdf5_writer.h"
 
 #include "formats/file_util.h"
 
@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "formats/hdf5_file.h"
-#include "formats/hdf5_format.h"
+#include "formats/hdf5/hdf5_file.h"
+#include "formats/hdf5/hdf5_format.h"
 #include "formats/mapped_file.h"
 
 namespace kiln {

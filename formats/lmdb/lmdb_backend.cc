@@ -1,15 +1,15 @@
 // The lmdb row of the format registry (formats/format_registry.h).
 #include "formats/format_registry.h"
-#include "formats/lmdb_dataset.h"
-#include "formats/lmdb_verifier.h"
-#include "formats/lmdb_writer.h"
+#include "formats/lmdb/lmdb_dataset.h"
+#include "formats/lmdb/lmdb_verifier.h"
+#include "formats/lmdb/lmdb_writer.h"
 
 namespace kiln {
 
 StorageFormat LmdbStorageFormat() {
   StorageFormat row;
   row.name = "lmdb";
-  row.description = "one LMDB environment (formats/lmdb_format.md)";
+  row.description = "one LMDB environment (formats/lmdb/lmdb_format.md)";
   row.compiled_in = true;
   row.open = [](const std::string& dir, Manifest manifest) -> Result<std::unique_ptr<Dataset>> {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<LmdbDataset> ds,

@@ -1,4 +1,4 @@
-#include "formats/lmdb_dataset.h"
+#include "formats/lmdb/lmdb_dataset.h"
 
 #include <sys/stat.h>
 
@@ -11,8 +11,8 @@
 #include <mutex>
 #include <vector>
 
-#include "formats/lmdb_env.h"
-#include "formats/lmdb_format.h"
+#include "formats/lmdb/lmdb_env.h"
+#include "formats/lmdb/lmdb_format.h"
 
 namespace kiln {
 

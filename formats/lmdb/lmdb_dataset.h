@@ -1,5 +1,5 @@
 // kiln::LmdbDataset: the Dataset backend for LMDB environments written by kiln
-// (formats/lmdb_format.md): sample i is the value under the 8-byte big-endian key i.
+// (formats/lmdb/lmdb_format.md): sample i is the value under the 8-byte big-endian key i.
 //
 // The environment is opened MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS: nothing is ever written (not
 // even lock.mdb, which may be absent), so a read-only directory and many processes opening the

@@ -1,8 +1,8 @@
-#include "formats/lmdb_env.h"
+#include "formats/lmdb/lmdb_env.h"
 
 #include <cerrno>
 
-#include "formats/lmdb_format.h"
+#include "formats/lmdb/lmdb_format.h"
 
 namespace kiln {
 

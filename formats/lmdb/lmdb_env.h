@@ -2,7 +2,7 @@
 // LMDB return codes into kiln Status values, once, naming the data file. Internal to formats/:
 // only the LMDB backend's .cc files include it (it includes lmdb.h).
 //
-// Two ways to open (formats/lmdb_format.md section 5):
+// Two ways to open (formats/lmdb/lmdb_format.md section 5):
 //   OpenForWrite: a new environment in a directory (data.mdb + lock.mdb), MDB_NOSYNC (durability
 //     comes from Sync() before the manifest is written).
 //   OpenReadOnly: MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS | MDB_NORDAHEAD: never writes a byte, needs

@@ -1,4 +1,4 @@
-#include "formats/lmdb_format.h"
+#include "formats/lmdb/lmdb_format.h"
 
 #include "formats/xxh3.h"
 

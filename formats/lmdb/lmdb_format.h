@@ -1,4 +1,8 @@
-// Constants and byte encoding of kiln's LMDB layout (formats/lmdb_format.md): the 8-byte key of
+// formats/lmdb/: the LMDB backend. lmdb_format.{h,md} (this header: keys and value headers),
+// lmdb_env.h (the environment wrapper that translates LMDB's return codes), lmdb_writer.h,
+// lmdb_dataset.h, lmdb_verifier.h, and lmdb_backend.cc (its row of formats/format_registry.h).
+//
+// Constants and byte encoding of kiln's LMDB layout (formats/lmdb/lmdb_format.md): the 8-byte key of
 // each sample and the 40-byte header in front of each value. Pure byte handling; no LMDB calls.
 //
 // A value is: header (40 bytes, section 3) | key (key_size bytes, UTF-8) | stored bytes
@@ -15,7 +19,7 @@
 #include <string_view>
 
 #include "formats/record_codec.h"
-#include "formats/shard_format.h"
+#include "formats/shards/shard_format.h"
 #include "formats/status.h"
 
 namespace kiln {

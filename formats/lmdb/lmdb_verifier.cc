@@ -1,11 +1,11 @@
-#include "formats/lmdb_verifier.h"
+#include "formats/lmdb/lmdb_verifier.h"
 
 #include <cstring>
 #include <memory>
 #include <vector>
 
-#include "formats/lmdb_env.h"
-#include "formats/lmdb_format.h"
+#include "formats/lmdb/lmdb_env.h"
+#include "formats/lmdb/lmdb_format.h"
 #include "formats/mapped_file.h"
 #include "formats/record_codec.h"
 #include "formats/verifier_checks.h"

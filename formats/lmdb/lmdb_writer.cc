@@ -1,4 +1,4 @@
-#include "formats/lmdb_writer.h"
+#include "formats/lmdb/lmdb_writer.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -7,8 +7,8 @@
 
 #include <cerrno>
 
-#include "formats/lmdb_env.h"
-#include "formats/lmdb_format.h"
+#include "formats/lmdb/lmdb_env.h"
+#include "formats/lmdb/lmdb_format.h"
 #include "formats/mapped_file.h"
 
 namespace kiln {

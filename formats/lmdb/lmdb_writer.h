@@ -1,5 +1,5 @@
 // kiln::LmdbWriter: writes records into one LMDB environment (data.mdb, lock.mdb) in a
-// directory, in sample order, in the layout of formats/lmdb_format.md.
+// directory, in sample order, in the layout of formats/lmdb/lmdb_format.md.
 //
 // Records are buffered and written in batched transactions (MDB_APPEND: keys only increase).
 // When a transaction fills the map (MDB_MAP_FULL) the writer aborts it, doubles the map size and

@@ -1,4 +1,4 @@
-#include "formats/shard_dataset.h"
+#include "formats/shards/shard_dataset.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-// kiln::ShardDataset: the Dataset backend for kiln's own shard files (formats/shard_format.md).
+// kiln::ShardDataset: the Dataset backend for kiln's own shard files (formats/shards/shard_format.md).
 //
 // Sample i lives in the shard whose [first_sample, first_sample + samples) range holds it; the
 // lookup is a binary search over the per-shard start indices (O(log shards)).
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
-#include "formats/shard_reader.h"
+#include "formats/shards/shard_reader.h"
 
 namespace kiln {
 

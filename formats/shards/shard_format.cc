@@ -1,4 +1,4 @@
-#include "formats/shard_format.h"
+#include "formats/shards/shard_format.h"
 
 #include "formats/xxh3.h"
 

@@ -1,7 +1,12 @@
+// formats/shards/: the shard backend. shard_format.{h,md} (this header: the byte layout),
+// shard_writer.h (one file) and shard_set_writer.h (a sequence, the backend's writer),
+// shard_reader.h (one mapped file), shard_dataset.h (the Dataset), shard_verifier.h, and
+// shards_backend.cc (its row of formats/format_registry.h).
+//
 // The kiln shard file format, version 1: constants, and the explicit little-endian encoding and
 // decoding of its three fixed structures (header, index entry, footer).
 //
-// The byte-level specification is formats/shard_format.md; section numbers below refer to it.
+// The byte-level specification is formats/shards/shard_format.md; section numbers below refer to it.
 // The little-endian coding and alignment helpers (formats/byte_coding.h) and the codec and
 // record checksum (formats/codec.h) that the shards share with the other backends are included.
 // Nothing here touches files: ShardWriter and ShardReader do. Every Decode* function validates

@@ -1,4 +1,4 @@
-#include "formats/shard_reader.h"
+#include "formats/shards/shard_reader.h"
 
 #include "formats/xxh3.h"
 

@@ -16,7 +16,7 @@
 
 #include "formats/mapped_file.h"
 #include "formats/record_codec.h"
-#include "formats/shard_format.h"
+#include "formats/shards/shard_format.h"
 #include "formats/status.h"
 
 namespace kiln {

@@ -1,4 +1,4 @@
-#include "formats/shard_set_writer.h"
+#include "formats/shards/shard_set_writer.h"
 
 #include <cstdio>
 

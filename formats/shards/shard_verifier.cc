@@ -1,4 +1,4 @@
-#include "formats/shard_verifier.h"
+#include "formats/shards/shard_verifier.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "formats/record_codec.h"
-#include "formats/shard_reader.h"
+#include "formats/shards/shard_reader.h"
 #include "formats/verifier_checks.h"
 
 namespace kiln {

@@ -1,4 +1,4 @@
-#include "formats/shard_writer.h"
+#include "formats/shards/shard_writer.h"
 
 #include "formats/file_util.h"
 

@@ -1,4 +1,4 @@
-// kiln::ShardWriter: writes one shard file (formats/shard_format.md) record by record.
+// kiln::ShardWriter: writes one shard file (formats/shards/shard_format.md) record by record.
 //
 // The file is written under `<path>.tmp` and renamed to `path` by Finish() only after the index,
 // keys and footer are written and the data is flushed to disk (fsync): a shard that exists under
@@ -14,7 +14,7 @@
 
 #include "formats/data_file_info.h"
 #include "formats/record_codec.h"
-#include "formats/shard_format.h"
+#include "formats/shards/shard_format.h"
 #include "formats/status.h"
 
 namespace kiln {

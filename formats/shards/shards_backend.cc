@@ -1,8 +1,8 @@
 // The shards row of the format registry (formats/format_registry.h).
 #include "formats/format_registry.h"
-#include "formats/shard_dataset.h"
-#include "formats/shard_set_writer.h"
-#include "formats/shard_verifier.h"
+#include "formats/shards/shard_dataset.h"
+#include "formats/shards/shard_set_writer.h"
+#include "formats/shards/shard_verifier.h"
 
 namespace kiln {
 
@@ -21,7 +21,7 @@ ShardSetWriterOptions ShardOptions(const StoreWriterOptions& options) {
 StorageFormat ShardsStorageFormat() {
   StorageFormat row;
   row.name = "shards";
-  row.description = "kiln's shard files, zero-copy reads (formats/shard_format.md)";
+  row.description = "kiln's shard files, zero-copy reads (formats/shards/shard_format.md)";
   row.compiled_in = true;
   row.open = [](const std::string& dir, Manifest manifest) -> Result<std::unique_ptr<Dataset>> {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardDataset> ds,
