@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <type_traits>
 
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_format.h"
@@ -132,13 +133,19 @@ void Hdf5Writer::SetManifest(const Manifest& manifest) {
   compression_ = manifest.compression;
 }
 
+static_assert(std::is_same_v<hid_t, int64_t>, "Hdf5Writer's helpers pass hid_t as int64_t");
+
+// The shape of `images`: [N, H, W, C] for HWC, [N, C, H, W] for CHW.
+static void ImagesShape(const TensorSchema& schema, uint64_t n, hsize_t dims[4]) {
+  const bool chw = schema.layout == Layout::kCHW;
+  dims[0] = n;
+  dims[1] = chw ? schema.channels : schema.height;
+  dims[2] = chw ? schema.height : schema.width;
+  dims[3] = chw ? schema.width : schema.channels;
+}
+
 Status Hdf5Writer::WriteFile(const std::string& path) {
   Hdf5Lock lock;
-  const uint64_t n = labels_.size();
-  const bool chw = schema_.layout == Layout::kCHW;
-  const hsize_t dims[4] = {n, chw ? schema_.channels : schema_.height,
-                           chw ? schema_.height : schema_.width,
-                           chw ? schema_.width : schema_.channels};
   Hdf5Id fcpl(H5Pcreate(H5P_FILE_CREATE));
   H5Pset_obj_track_times(fcpl.get(), false);  // the root group: no timestamps either
   Hdf5Id fapl = Hdf5FileAccess();
@@ -146,133 +153,158 @@ Status Hdf5Writer::WriteFile(const std::string& path) {
   H5Pset_alignment(fapl.get(), 64 << 10, 4096);
   Hdf5Id file(H5Fcreate(path.c_str(), H5F_ACC_EXCL, fcpl.get(), fapl.get()));
   if (!file.valid()) return Hdf5Error("cannot create", path);
+  KILN_RETURN_IF_ERROR(WriteImages(file.get(), path));
+  KILN_RETURN_IF_ERROR(WriteVector(file.get(), path, kHdf5LabelsName, H5T_STD_I64LE,
+                                   H5T_NATIVE_INT64, labels_.data()));
+  KILN_RETURN_IF_ERROR(WriteVector(file.get(), path, kHdf5ChecksumsName, H5T_STD_U64LE,
+                                   H5T_NATIVE_UINT64, checksums_.data()));
+  KILN_RETURN_IF_ERROR(WriteKeys(file.get(), path));
+  KILN_RETURN_IF_ERROR(WriteRootAttributes(file.get(), path));
+  if (H5Fflush(file.get(), H5F_SCOPE_LOCAL) < 0) return Hdf5Error("cannot flush", path);
+  file.Reset();
+  if (H5Eget_num(H5E_DEFAULT) > 0) return Hdf5Error("cannot close", path);
+  return Status::Ok();
+}
 
-  // images
-  {
-    const PluginLoadingOff no_plugins;  // outlives `dset`
-    Hdf5Id type = Hdf5FileType(schema_.dtype);
-    Hdf5Id space(H5Screate_simple(4, dims, nullptr));
-    Hdf5Id dcpl = DatasetCreation();
-    const bool chunked = any_zstd_ || compression_ != "none";
-    if (chunked) {
-      const hsize_t chunk[4] = {1, dims[1], dims[2], dims[3]};
-      H5Pset_chunk(dcpl.get(), 4, chunk);
-      // Declared optional: libhdf5 itself has no zstd filter, and direct chunk writes never run
-      // it; readers with the filter (h5py + hdf5plugin) decode, kiln decodes on its own.
-      const Result<Compression> compression = Compression::Parse(compression_);
-      const int level = compression.ok() && compression->codec == Codec::kZstd
-                            ? compression->level
-                            : Compression{}.level;
-      const unsigned cd[1] = {static_cast<unsigned>(level)};
-      if (H5Pset_filter(dcpl.get(), kHdf5ZstdFilterId, H5Z_FLAG_OPTIONAL, 1, cd) < 0) {
-        return Hdf5Error("cannot declare the zstd filter (32015)", path);
-      }
-      H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_INCR);
-    } else {
-      H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
-      H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_LATE);
+// `images` [N, ...]: one chunk per sample when any record may be compressed, else contiguous.
+Status Hdf5Writer::WriteImages(int64_t file, const std::string& path) {
+  const uint64_t n = labels_.size();
+  const bool chw = schema_.layout == Layout::kCHW;
+  hsize_t dims[4];
+  ImagesShape(schema_, n, dims);
+  const PluginLoadingOff no_plugins;  // outlives `dset`
+  Hdf5Id type = Hdf5FileType(schema_.dtype);
+  Hdf5Id space(H5Screate_simple(4, dims, nullptr));
+  Hdf5Id dcpl = DatasetCreation();
+  const bool chunked = any_zstd_ || compression_ != "none";
+  if (chunked) {
+    const hsize_t chunk[4] = {1, dims[1], dims[2], dims[3]};
+    H5Pset_chunk(dcpl.get(), 4, chunk);
+    // Declared optional: libhdf5 itself has no zstd filter, and direct chunk writes never run
+    // it; readers with the filter (h5py + hdf5plugin) decode, kiln decodes on its own.
+    const Result<Compression> compression = Compression::Parse(compression_);
+    const int level = compression.ok() && compression->codec == Codec::kZstd
+                          ? compression->level
+                          : Compression{}.level;
+    const unsigned cd[1] = {static_cast<unsigned>(level)};
+    if (H5Pset_filter(dcpl.get(), kHdf5ZstdFilterId, H5Z_FLAG_OPTIONAL, 1, cd) < 0) {
+      return Hdf5Error("cannot declare the zstd filter (32015)", path);
     }
-    Hdf5Id dset(H5Dcreate2(file.get(), kHdf5ImagesName, type.get(), space.get(), H5P_DEFAULT,
-                           dcpl.get(), H5P_DEFAULT));
-    if (!dset.valid()) return Hdf5Error("cannot create dataset 'images'", path);
-    if (!WriteStringAttr(dset.get(), kHdf5LayoutAttr, chw ? "CHW" : "HWC")) {
-      return Hdf5Error("cannot write attribute 'layout'", path);
-    }
-    std::vector<uint8_t> block;
-    if (chunked) {
-      uint64_t start = 0;
-      for (uint64_t i = 0; i < n; ++i) {
-        const uint64_t size = ends_[i] - start;
-        block.resize(size);
-        KILN_RETURN_IF_ERROR(PreadFully(fd_, block.data(), size, start, records_path_));
-        const hsize_t offset[4] = {i, 0, 0, 0};
-        const uint32_t mask = zstd_[i] ? 0 : kHdf5ChunkSkippedZstd;
-        if (H5Dwrite_chunk(dset.get(), H5P_DEFAULT, mask, offset, size, block.data()) < 0) {
-          return Hdf5Error("cannot write the chunk of sample " + std::to_string(i), path);
-        }
-        start = ends_[i];
-      }
-    } else if (n > 0) {
-      const uint64_t sample_bytes = schema_.sample_bytes();
-      const uint64_t per_block = std::max<uint64_t>(1, kWriteBlockBytes / sample_bytes);
-      for (uint64_t first = 0; first < n; first += per_block) {
-        const uint64_t count = std::min(per_block, n - first);
-        block.resize(count * sample_bytes);
-        KILN_RETURN_IF_ERROR(
-            PreadFully(fd_, block.data(), block.size(), first * sample_bytes, records_path_));
-        const hsize_t start[4] = {first, 0, 0, 0};
-        const hsize_t extent[4] = {count, dims[1], dims[2], dims[3]};
-        Hdf5Id fspace(H5Dget_space(dset.get()));
-        H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, extent, nullptr);
-        Hdf5Id mspace(H5Screate_simple(4, extent, nullptr));
-        // Memory type = file type: the bytes are already little-endian, no conversion runs.
-        if (H5Dwrite(dset.get(), type.get(), mspace.get(), fspace.get(), H5P_DEFAULT,
-                     block.data()) < 0) {
-          return Hdf5Error("cannot write samples " + std::to_string(first) + ".." +
-                               std::to_string(first + count - 1),
-                           path);
-        }
-      }
-    }
-  }
-
-  // labels, checksums, keys: contiguous [N]
-  const hsize_t n1[1] = {n};
-  auto write_vector = [&](const char* name, hid_t ftype, hid_t mtype, const void* data) {
-    Hdf5Id space(H5Screate_simple(1, n1, nullptr));
-    Hdf5Id dcpl = DatasetCreation();
+    H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_INCR);
+  } else {
     H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
-    Hdf5Id dset(H5Dcreate2(file.get(), name, ftype, space.get(), H5P_DEFAULT, dcpl.get(),
-                           H5P_DEFAULT));
-    if (!dset.valid()) return Hdf5Error(std::string("cannot create dataset '") + name + "'", path);
-    if (n > 0 && H5Dwrite(dset.get(), mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-      return Hdf5Error(std::string("cannot write dataset '") + name + "'", path);
+    H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_LATE);
+  }
+  Hdf5Id dset(H5Dcreate2(file, kHdf5ImagesName, type.get(), space.get(), H5P_DEFAULT,
+                         dcpl.get(), H5P_DEFAULT));
+  if (!dset.valid()) return Hdf5Error("cannot create dataset 'images'", path);
+  if (!WriteStringAttr(dset.get(), kHdf5LayoutAttr, chw ? "CHW" : "HWC")) {
+    return Hdf5Error("cannot write attribute 'layout'", path);
+  }
+  if (chunked) return WriteImageChunks(dset.get(), path);
+  return n > 0 ? WriteImageBlocks(dset.get(), type.get(), path) : Status::Ok();
+}
+
+// Each stored record as its own chunk, verbatim (H5Dwrite_chunk): no filter runs.
+Status Hdf5Writer::WriteImageChunks(int64_t dset, const std::string& path) {
+  std::vector<uint8_t> block;
+  uint64_t start = 0;
+  for (uint64_t i = 0; i < labels_.size(); ++i) {
+    const uint64_t size = ends_[i] - start;
+    block.resize(size);
+    KILN_RETURN_IF_ERROR(PreadFully(fd_, block.data(), size, start, records_path_));
+    const hsize_t offset[4] = {i, 0, 0, 0};
+    const uint32_t mask = zstd_[i] ? 0 : kHdf5ChunkSkippedZstd;
+    if (H5Dwrite_chunk(dset, H5P_DEFAULT, mask, offset, size, block.data()) < 0) {
+      return Hdf5Error("cannot write the chunk of sample " + std::to_string(i), path);
     }
-    return Status::Ok();
-  };
-  KILN_RETURN_IF_ERROR(
-      write_vector(kHdf5LabelsName, H5T_STD_I64LE, H5T_NATIVE_INT64, labels_.data()));
-  KILN_RETURN_IF_ERROR(
-      write_vector(kHdf5ChecksumsName, H5T_STD_U64LE, H5T_NATIVE_UINT64, checksums_.data()));
-  {
-    std::vector<char> keys(n * key_width_, '\0');
-    uint64_t start = 0;
-    for (uint64_t i = 0; i < n; ++i) {
-      std::memcpy(keys.data() + i * key_width_, keys_.data() + start, key_ends_[i] - start);
-      start = key_ends_[i];
-    }
-    Hdf5Id type(H5Tcopy(H5T_C_S1));
-    H5Tset_size(type.get(), key_width_);
-    H5Tset_cset(type.get(), H5T_CSET_UTF8);
-    H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
-    KILN_RETURN_IF_ERROR(write_vector(kHdf5KeysName, type.get(), type.get(), keys.data()));
-    // Section 3: the keys checksum, so a reader can trust a key without hashing the whole file.
-    const uint64_t keys_checksum = Xxh3(keys.data(), keys.size());
-    Hdf5Id space(H5Screate(H5S_SCALAR));
-    Hdf5Id attr(H5Acreate_by_name(file.get(), kHdf5KeysName, kHdf5KeysChecksumAttr,
-                                  H5T_STD_U64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                                  H5P_DEFAULT));
-    if (!attr.valid() || H5Awrite(attr.get(), H5T_NATIVE_UINT64, &keys_checksum) < 0) {
-      return Hdf5Error("cannot write attribute 'keys/xxh3_64'", path);
+    start = ends_[i];
+  }
+  return Status::Ok();
+}
+
+// Raw samples into the contiguous dataset, kWriteBlockBytes at a time.
+Status Hdf5Writer::WriteImageBlocks(int64_t dset, int64_t type, const std::string& path) {
+  const uint64_t n = labels_.size();
+  hsize_t dims[4];
+  ImagesShape(schema_, n, dims);
+  const uint64_t sample_bytes = schema_.sample_bytes();
+  const uint64_t per_block = std::max<uint64_t>(1, kWriteBlockBytes / sample_bytes);
+  std::vector<uint8_t> block;
+  for (uint64_t first = 0; first < n; first += per_block) {
+    const uint64_t count = std::min(per_block, n - first);
+    block.resize(count * sample_bytes);
+    KILN_RETURN_IF_ERROR(
+        PreadFully(fd_, block.data(), block.size(), first * sample_bytes, records_path_));
+    const hsize_t start[4] = {first, 0, 0, 0};
+    const hsize_t extent[4] = {count, dims[1], dims[2], dims[3]};
+    Hdf5Id fspace(H5Dget_space(dset));
+    H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, extent, nullptr);
+    Hdf5Id mspace(H5Screate_simple(4, extent, nullptr));
+    // Memory type = file type: the bytes are already little-endian, no conversion runs.
+    if (H5Dwrite(dset, type, mspace.get(), fspace.get(), H5P_DEFAULT, block.data()) < 0) {
+      return Hdf5Error("cannot write samples " + std::to_string(first) + ".." +
+                           std::to_string(first + count - 1),
+                       path);
     }
   }
+  return Status::Ok();
+}
 
-  // Attributes of the root group.
+// One contiguous [N] dataset (labels, checksums, keys).
+Status Hdf5Writer::WriteVector(int64_t file, const std::string& path, const char* name,
+                               int64_t ftype, int64_t mtype, const void* data) {
+  const hsize_t n1[1] = {labels_.size()};
+  Hdf5Id space(H5Screate_simple(1, n1, nullptr));
+  Hdf5Id dcpl = DatasetCreation();
+  H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
+  Hdf5Id dset(H5Dcreate2(file, name, ftype, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+  if (!dset.valid()) return Hdf5Error(std::string("cannot create dataset '") + name + "'", path);
+  if (!labels_.empty() && H5Dwrite(dset.get(), mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+    return Hdf5Error(std::string("cannot write dataset '") + name + "'", path);
+  }
+  return Status::Ok();
+}
+
+// `keys` [N] as fixed-width NUL-padded UTF-8, with its checksum attribute.
+Status Hdf5Writer::WriteKeys(int64_t file, const std::string& path) {
+  const uint64_t n = labels_.size();
+  std::vector<char> keys(n * key_width_, '\0');
+  uint64_t start = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::memcpy(keys.data() + i * key_width_, keys_.data() + start, key_ends_[i] - start);
+    start = key_ends_[i];
+  }
+  Hdf5Id type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), key_width_);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  H5Tset_strpad(type.get(), H5T_STR_NULLPAD);
+  KILN_RETURN_IF_ERROR(WriteVector(file, path, kHdf5KeysName, type.get(), type.get(), keys.data()));
+  // Section 3: the keys checksum, so a reader can trust a key without hashing the whole file.
+  const uint64_t keys_checksum = Xxh3(keys.data(), keys.size());
+  Hdf5Id space(H5Screate(H5S_SCALAR));
+  Hdf5Id attr(H5Acreate_by_name(file, kHdf5KeysName, kHdf5KeysChecksumAttr, H5T_STD_U64LE,
+                                space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  if (!attr.valid() || H5Awrite(attr.get(), H5T_NATIVE_UINT64, &keys_checksum) < 0) {
+    return Hdf5Error("cannot write attribute 'keys/xxh3_64'", path);
+  }
+  return Status::Ok();
+}
+
+// The root group's attributes: the layout version and the manifest.
+Status Hdf5Writer::WriteRootAttributes(int64_t file, const std::string& path) {
   {
     Hdf5Id space(H5Screate(H5S_SCALAR));
-    Hdf5Id attr(H5Acreate2(file.get(), kHdf5VersionAttr, H5T_STD_I32LE, space.get(),
-                           H5P_DEFAULT, H5P_DEFAULT));
+    Hdf5Id attr(H5Acreate2(file, kHdf5VersionAttr, H5T_STD_I32LE, space.get(), H5P_DEFAULT,
+                           H5P_DEFAULT));
     const int32_t version = kHdf5Version;
     if (!attr.valid() || H5Awrite(attr.get(), H5T_NATIVE_INT32, &version) < 0) {
       return Hdf5Error("cannot write attribute 'kiln_hdf5_version'", path);
     }
   }
-  if (!WriteStringAttr(file.get(), kHdf5ManifestAttr, manifest_json_)) {
+  if (!WriteStringAttr(file, kHdf5ManifestAttr, manifest_json_)) {
     return Hdf5Error("cannot write attribute 'kiln_manifest'", path);
   }
-  if (H5Fflush(file.get(), H5F_SCOPE_LOCAL) < 0) return Hdf5Error("cannot flush", path);
-  file.Reset();
-  if (H5Eget_num(H5E_DEFAULT) > 0) return Hdf5Error("cannot close", path);
   return Status::Ok();
 }
 

@@ -1,5 +1,5 @@
 // kiln::Hdf5Writer: writes records into one HDF5 file, data.h5, in a directory, in the layout of
-// formats/hdf5_format.md, for h5py, h5dump and kiln's own reader.
+// formats/hdf5/hdf5_format.md, for h5py, h5dump and kiln's own reader.
 //
 // Records arrive one at a time and their count is known only at the end, while HDF5's
 // contiguous datasets cannot grow. So Add() appends each record's stored bytes to a staging
@@ -51,7 +51,16 @@ class Hdf5Writer final : public RecordStoreWriter {
  private:
   Hdf5Writer(std::string dir, const TensorSchema& schema);
   Status FlushBuffer();
+  // Writes data.h5 from the staging file; the helpers below write its parts. HDF5 ids (hid_t)
+  // travel as int64_t so that this header does not include hdf5.h.
   Status WriteFile(const std::string& path);
+  Status WriteImages(int64_t file, const std::string& path);
+  Status WriteImageChunks(int64_t dset, const std::string& path);
+  Status WriteImageBlocks(int64_t dset, int64_t type, const std::string& path);
+  Status WriteVector(int64_t file, const std::string& path, const char* name, int64_t ftype,
+                     int64_t mtype, const void* data);
+  Status WriteKeys(int64_t file, const std::string& path);
+  Status WriteRootAttributes(int64_t file, const std::string& path);
 
   std::string dir_;
   std::string records_path_;  // the staging file
