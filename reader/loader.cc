@@ -311,12 +311,15 @@ Result<uint64_t> Loader::CheckResume(const ReaderState& state) const {
                                    "shuffle " + ShuffleModeName(options_.shuffle));
   }
   const bool block = options_.shuffle == ShuffleMode::kBlock;
-  if (block && (state.block_samples != sampler_.block_samples() ||
+  // The block size as asked (block_bytes / sample_bytes): the sampler's cap for small datasets
+  // (kMinBlocksPerRank) depends on the world size, which may change at an epoch boundary.
+  const uint64_t asked_block = sampler_.options().block_samples;
+  if (block && (state.block_samples != asked_block ||
                 state.window_blocks != options_.shuffle_window)) {
     return Status::InvalidArgument(
         what + "it was saved with blocks of " + std::to_string(state.block_samples) +
         " samples and a window of " + std::to_string(state.window_blocks) +
-        " blocks; the loader options give " + std::to_string(sampler_.block_samples()) +
+        " blocks; the loader options give " + std::to_string(asked_block) +
         " samples per block and a window of " + std::to_string(options_.shuffle_window));
   }
   if (state.crop_height != options_.augment.crop_height ||
@@ -388,7 +391,7 @@ ReaderState Loader::state() const {
   s.seed = options_.seed;
   s.shuffle = options_.shuffle;
   if (options_.shuffle == ShuffleMode::kBlock) {
-    s.block_samples = sampler_.block_samples();
+    s.block_samples = sampler_.options().block_samples;
     s.window_blocks = options_.shuffle_window;
   }
   s.batch_size = options_.batch_size;

@@ -139,7 +139,10 @@ Result<Sampler> Sampler::Create(const SamplerOptions& options) {
 Sampler::Sampler(const SamplerOptions& options) : options_(options) {
   const uint64_t n = options.num_samples, w = options.world_size, b = options.batch_size;
   if (options.shuffle == ShuffleMode::kBlock) {
-    block_samples_ = std::clamp<uint64_t>(options.block_samples, 1, std::max<uint64_t>(n, 1));
+    // Blocks larger than N / (16 W) would leave some ranks with few or no blocks (and empty or
+    // all-padding batches): cap them so every rank is dealt at least kMinBlocksPerRank blocks.
+    const uint64_t cap = std::max<uint64_t>(1, n / (kMinBlocksPerRank * w));
+    block_samples_ = std::clamp<uint64_t>(options.block_samples, 1, cap);
     full_blocks_ = n / block_samples_;
     tail_samples_ = n % block_samples_;
     own_full_blocks_ =

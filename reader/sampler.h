@@ -52,7 +52,10 @@
 //
 // kExact / kNone. Position p of epoch e holds sample Perm(N, K_e)(p) (kExact) or p (kNone).
 //
-// kBlock. With S = block_samples (clamped to [1, max(N, 1)]) and G_w = window_blocks:
+// kBlock. With S = block_samples clamped to [1, max(1, floor(N / (16 W)))] (so that every rank
+// is dealt at least kMinBlocksPerRank = 16 blocks whenever N >= 16 W, and rank shares differ by
+// at most one block: a block larger than N / W would leave ranks with no samples) and
+// G_w = window_blocks:
 //   - Full blocks: M = floor(N / S); block q holds samples [q S, q S + S). The tail run
 //     T = N mod S samples [M S, N), when T > 0, is the tail block.
 //   - Block order: Q = Perm(M, Mix(K_e ^ 0x426C6F636B4F7264)). Rank r is dealt the full blocks
@@ -141,6 +144,10 @@ enum class TailPolicy {
   kPad,
 };
 
+// kBlock: the fewest blocks each rank is dealt when N allows it (N >= 16 W); block_samples is
+// capped at N / (kMinBlocksPerRank * W) to guarantee it.
+inline constexpr uint64_t kMinBlocksPerRank = 16;
+
 struct SamplerOptions {
   uint64_t num_samples = 0;                 // N, the dataset's samples
   uint32_t batch_size = 1;                  // >= 1
@@ -150,7 +157,8 @@ struct SamplerOptions {
   TailPolicy tail = TailPolicy::kShort;
   uint32_t rank = 0;                        // in [0, world_size)
   uint32_t world_size = 1;                  // >= 1
-  // kBlock only: samples per block, >= 1 (values above N act as N). Default 1.
+  // kBlock only: samples per block, >= 1 (values above max(1, N / (16 W)) act as that, see
+  // kMinBlocksPerRank). Default 1.
   uint64_t block_samples = 1;
   // kBlock only: blocks per shuffle window, in [1, 2^20]. Default 16.
   uint32_t window_blocks = 16;
@@ -255,7 +263,8 @@ class Sampler {
   // (< its share). O(1).
   uint64_t PositionToIndex(uint64_t position) const;
 
-  // kBlock: the samples per block actually used (block_samples clamped to [1, max(N, 1)]);
+  // kBlock: the samples per block actually used (block_samples clamped to
+  // [1, max(1, N / (kMinBlocksPerRank * world size))]);
   // 1 otherwise.
   uint64_t block_samples() const { return block_samples_; }
   // kBlock: blocks dealt to this rank this epoch (its full blocks, plus the tail block on the

@@ -160,7 +160,8 @@ std::vector<uint64_t> ReferencePermutation(uint64_t n, uint64_t seed, uint64_t e
 std::vector<uint64_t> ReferenceBlockSequence(const SamplerOptions& o, uint64_t epoch,
                                              uint32_t rank) {
   const uint64_t n = o.num_samples, w = o.world_size;
-  const uint64_t s = std::clamp<uint64_t>(o.block_samples, 1, std::max<uint64_t>(n, 1));
+  const uint64_t s =
+      std::clamp<uint64_t>(o.block_samples, 1, std::max<uint64_t>(1, n / (kMinBlocksPerRank * w)));
   const uint64_t m = n / s, t = n % s, ke = EpochKey(o.seed, epoch);
   const std::vector<uint64_t> q = ReferenceKeyedPermutation(m, Mix(ke ^ 0x426C6F636B4F7264ull));
   std::vector<std::pair<uint64_t, uint64_t>> blocks;  // (first sample, count)
@@ -492,6 +493,28 @@ TEST(SamplerTest, BlockOrderFollowsTheHeaderSpecification) {
           }
         }
       }
+    }
+  }
+}
+
+// A block larger than N / W would deal every sample to a few ranks and leave the others empty
+// (or all padding) batches: the sampler caps the block so each rank gets at least
+// kMinBlocksPerRank blocks, and rank shares differ by at most one block plus the tail.
+TEST(SamplerTest, BlockOrderCapsBlocksSoEveryRankGetsItsShare) {
+  for (uint64_t n : {1000, 4096, 100003}) {
+    for (uint32_t w : {2, 4, 8}) {
+      uint64_t min_share = UINT64_MAX, max_share = 0, total = 0;
+      for (uint32_t r = 0; r < w; ++r) {
+        Sampler s = MustCreate(BlockOptions(n, 64, w, r, /*block=*/n * 10, 16));
+        EXPECT_LE(s.block_samples() * kMinBlocksPerRank * w, n) << "N=" << n << " W=" << w;
+        EXPECT_GE(s.rank_blocks(), kMinBlocksPerRank) << "N=" << n << " W=" << w << " r=" << r;
+        min_share = std::min(min_share, s.samples_per_epoch());
+        max_share = std::max(max_share, s.samples_per_epoch());
+        total += s.samples_per_epoch();
+      }
+      EXPECT_EQ(total, n);
+      const uint64_t block = std::max<uint64_t>(1, n / (kMinBlocksPerRank * w));
+      EXPECT_LE(max_share - min_share, 2 * block) << "N=" << n << " W=" << w;
     }
   }
 }
