@@ -112,6 +112,14 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   return o;
 }
 
+void PrintRejections(const PackReport& report) {
+  for (const Rejection& r : report.rejections) {
+    std::fprintf(stderr, "kiln pack: rejected %s%s: %s\n", r.path.c_str(),
+                 r.line ? (" (line " + std::to_string(r.line) + ")").c_str() : "",
+                 r.reason.c_str());
+  }
+}
+
 void PrintPackReport(const PackReport& report, bool json) {
   if (!report.resume_note.empty()) {
     std::fprintf(stderr, "kiln pack: --resume: %s\n", report.resume_note.c_str());
@@ -119,20 +127,21 @@ void PrintPackReport(const PackReport& report, bool json) {
     std::fprintf(stderr, "kiln pack: resumed after %llu inputs of an interrupted run\n",
                  static_cast<unsigned long long>(report.resumed_inputs));
   }
-  for (const Rejection& r : report.rejections) {
-    std::fprintf(stderr, "kiln pack: rejected %s%s: %s\n", r.path.c_str(),
-                 r.line ? (" (line " + std::to_string(r.line) + ")").c_str() : "",
-                 r.reason.c_str());
-  }
+  PrintRejections(report);
   if (json) {
     std::cout << PackReportJson(report) << "\n";
     return;
   }
-  std::printf("packed %llu of %llu images (%llu rejected) into %s: %zu files, %.1f MB in "
+  const std::string skipped =
+      report.skipped == 0 ? ""
+                          : ", " + std::to_string(report.skipped) +
+                                " other files skipped for their name (skipped.tsv)";
+  std::printf("packed %llu of %llu images (%llu rejected%s) into %s: %zu files, %.1f MB in "
               "%.2f s (%.0f images/s, %.1f MB/s)\n",
               static_cast<unsigned long long>(report.packed),
               static_cast<unsigned long long>(report.listed),
-              static_cast<unsigned long long>(report.rejected), report.output.c_str(),
+              static_cast<unsigned long long>(report.rejected), skipped.c_str(),
+              report.output.c_str(),
               report.manifest.files.size(), report.output_bytes / 1e6, report.seconds,
               report.seconds > 0 ? report.packed / report.seconds : 0.0,
               report.seconds > 0 ? report.output_bytes / 1e6 / report.seconds : 0.0);
@@ -146,9 +155,17 @@ int RunPack(const PackFlags& flags) {
   std::signal(SIGTERM, OnInterrupt);
   options->cancel = &g_interrupted;
   ProgressPrinter printer;
+  PackReport failed;
   Result<PackReport> report =
-      Pack(*options, [&](uint64_t done, uint64_t total) { printer(done, total); });
-  if (!report.ok()) return FailCommand(report.status(), flags.json);
+      Pack(*options, [&](uint64_t done, uint64_t total) { printer(done, total); }, &failed);
+  if (!report.ok()) {
+    // Scripts get the counts on every path (kiln pack --json), the failure included.
+    if (!flags.json) return FailCommand(report.status(), false);
+    std::fprintf(stderr, "kiln: %s\n", report.status().message().c_str());
+    const int code = ExitCodeFor(report.status());
+    std::cout << PackFailureJson(report.status(), code, failed) << "\n";
+    return code;
+  }
   PrintPackReport(*report, flags.json);
   return kExitOk;
 }

@@ -7,7 +7,7 @@
 // Reading, decoding, preprocessing and encoding run in parallel on `threads` threads (oneTBB
 // parallel_pipeline); records are written by one thread in listing order, so the output bytes
 // are identical whatever the thread count. Every listed input is accounted for: packed +
-// rejected = listed, and each rejection is kept with its reason (also written to the dataset as
+// rejected = listed (and + skipped = files found), and each rejection is kept with its reason (also written to the dataset as
 // rejected.tsv). Output is crash-safe (see formats/dataset_writer.h): a failed or interrupted
 // pack leaves nothing under the output name.
 // Thread safety: Pack may run concurrently with other Packs writing elsewhere.
@@ -26,6 +26,7 @@
 #include "formats/status.h"
 #include "tools/image_decoder.h"
 #include "tools/preprocessor.h"
+#include "tools/source_listing.h"
 
 namespace kiln {
 
@@ -72,6 +73,11 @@ struct PackReport {
   uint64_t listed = 0;    // inputs found: images plus listing problems
   uint64_t packed = 0;
   uint64_t rejected = 0;  // listed - packed
+  // ImageFolder: files not listed for their name (no image extension, or hidden), so that
+  // packed + rejected + skipped = files found. Also written to the dataset as skipped.tsv when
+  // there are any. List file: 0.
+  uint64_t skipped = 0;
+  std::vector<SkippedFile> skipped_files;  // ordered by path
   uint64_t input_bytes = 0;   // bytes of image files read
   uint64_t output_bytes = 0;  // bytes of the dataset's shard files
   double seconds = 0;
@@ -88,11 +94,21 @@ using PackProgress = std::function<void(uint64_t done, uint64_t total)>;
 // input; InvalidArgument for bad options or when no image is found ("0 images found under
 // ROOT ...") and for an existing non-empty output; Corruption under OnError::kFail for the
 // first bad input (naming the file and the reason); IOError naming the path (no space left).
-Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress = nullptr);
+// When Pack fails and `failed` is not null, *failed receives the counts as far as the pack got
+// (listed, rejected with the rejections, skipped; packed 0, since nothing is under the output
+// name), for `kiln pack --json`.
+Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress = nullptr,
+                        PackReport* failed = nullptr);
 
-// Returns the report as one JSON object (listed, packed, rejected, seconds, output_bytes,
-// input_bytes, images_per_s, mb_per_s, output, rejections).
+// Returns the report as one JSON object: ok (true), output, listed, packed, rejected, skipped,
+// seconds, input_bytes, output_bytes, images_per_s, mb_per_s, shards, rejections
+// ([{path, line, reason}]), skipped_files ([{path, reason}]).
 std::string PackReportJson(const PackReport& report);
+
+// Returns the JSON object of a failed pack: ok (false), error (the status message), exit_code,
+// then listed, packed, rejected, skipped, rejections and skipped_files from `report` (what
+// Pack's `failed` received).
+std::string PackFailureJson(const Status& status, int exit_code, const PackReport& report);
 
 }  // namespace kiln
 

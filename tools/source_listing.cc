@@ -20,8 +20,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::array<std::string_view, 11> kImageExtensions = {
-    "jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp", "ppm", "pgm", "pbm", "pnm"};
+constexpr std::array<std::string_view, 13> kImageExtensions = {
+    "jpg", "jpeg", "png", "apng", "gif", "bmp", "tif", "tiff", "webp", "ppm", "pgm", "pbm", "pnm"};
+
+constexpr char kHiddenReason[] = "hidden (name starts with '.')";
+constexpr char kNoExtensionReason[] =
+    "no image extension (jpg jpeg png apng gif bmp tif tiff webp ppm pgm pbm pnm)";
+
+// Counts and keeps a file that is not listed for its name.
+void Skip(SourceListing* listing, const std::string& path, const char* reason) {
+  ++listing->ignored_files;
+  listing->skipped.push_back({path, reason});
+}
 
 bool EqualsAsciiNoCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -237,8 +247,8 @@ class FolderWalker {
       const bool image_name = HasImageExtension(name);
       if (name[0] == '.') {
         // Hidden: ".git", ".DS_Store", macOS "._a.jpg" resource forks. Directories are skipped
-        // whole; files are counted so the summary can mention them.
-        if (entry.kind != EntryKind::kDirectory) ++listing_->ignored_files;
+        // whole; files are counted and listed so the summary can mention them.
+        if (entry.kind != EntryKind::kDirectory) Skip(listing_, path, kHiddenReason);
         continue;
       }
       if (entry.kind == EntryKind::kDirectory && !image_name) {
@@ -253,7 +263,7 @@ class FolderWalker {
         continue;
       }
       if (!image_name) {
-        ++listing_->ignored_files;
+        Skip(listing_, path, kNoExtensionReason);
         continue;
       }
       if (entry.kind != EntryKind::kRegular) {
@@ -357,7 +367,7 @@ Result<SourceListing> ListImageFolder(const std::string& root) {
     const Entry entry = Classify(*it);
     const bool image_name = HasImageExtension(name);
     if (name[0] == '.') {
-      if (entry.kind != EntryKind::kDirectory) ++listing.ignored_files;
+      if (entry.kind != EntryKind::kDirectory) Skip(&listing, path, kHiddenReason);
       continue;
     }
     if (entry.kind == EntryKind::kDirectory && !image_name) {
@@ -370,7 +380,7 @@ Result<SourceListing> ListImageFolder(const std::string& root) {
       continue;
     }
     if (!image_name) {
-      ++listing.ignored_files;
+      Skip(&listing, path, kNoExtensionReason);
       continue;
     }
     if (entry.kind == EntryKind::kRegular) {
@@ -403,6 +413,8 @@ Result<SourceListing> ListImageFolder(const std::string& root) {
   }
   std::stable_sort(listing.problems.begin(), listing.problems.end(),
                    [](const SourceProblem& a, const SourceProblem& b) { return a.path < b.path; });
+  std::sort(listing.skipped.begin(), listing.skipped.end(),
+            [](const SkippedFile& a, const SkippedFile& b) { return a.path < b.path; });
   return listing;
 }
 
