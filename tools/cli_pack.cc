@@ -56,6 +56,7 @@ struct PackFlags {
   uint64_t max_pixels = DecodeOptions{}.max_pixels;
   int64_t shuffle_seed = -1;
   bool json = false, overwrite = false, resume = false;
+  std::string classes_file, classes_from;
 };
 
 void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
@@ -93,6 +94,13 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_flag("--resume", f->resume,
                  "Continue an interrupted pack of the same inputs and options (shards format)");
   pack->add_flag("--json", f->json, "Print one JSON object on stdout");
+  CLI::Option* classes =
+      pack->add_option("--classes", f->classes_file,
+                       "Class names, one a line, in label order: pins the class ids (a folder "
+                       "not listed there is refused)");
+  pack->add_option("--classes-from", f->classes_from,
+                   "Pin the class ids to the classes of this existing kiln dataset")
+      ->excludes(classes);
 }
 
 Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
@@ -109,6 +117,22 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
   KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
                                       f.mean, f.std_dev, f.shard_size, f.compress, &o));
+  if (!f.classes_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(o.class_map, ReadClassNames(f.classes_file));
+    o.class_map_origin = f.classes_file;
+  } else if (!f.classes_from.empty()) {
+    Result<Manifest> manifest = Manifest::Read(f.classes_from);
+    if (!manifest.ok()) {
+      return Status::InvalidArgument("--classes-from " + f.classes_from + ": " +
+                                     manifest.status().message());
+    }
+    if (manifest->classes.empty()) {
+      return Status::InvalidArgument("--classes-from " + f.classes_from +
+                                     ": that dataset's manifest names no classes");
+    }
+    o.class_map = manifest->classes;
+    o.class_map_origin = "dataset " + f.classes_from;
+  }
   return o;
 }
 
@@ -120,6 +144,12 @@ void PrintRejections(const PackReport& report) {
   }
 }
 
+void PrintWarnings(const PackReport& report) {
+  for (const std::string& w : report.warnings) {
+    std::fprintf(stderr, "kiln pack: warning: %s\n", w.c_str());
+  }
+}
+
 void PrintPackReport(const PackReport& report, bool json) {
   if (!report.resume_note.empty()) {
     std::fprintf(stderr, "kiln pack: --resume: %s\n", report.resume_note.c_str());
@@ -127,6 +157,7 @@ void PrintPackReport(const PackReport& report, bool json) {
     std::fprintf(stderr, "kiln pack: resumed after %llu inputs of an interrupted run\n",
                  static_cast<unsigned long long>(report.resumed_inputs));
   }
+  PrintWarnings(report);
   PrintRejections(report);
   if (json) {
     std::cout << PackReportJson(report) << "\n";
@@ -159,6 +190,7 @@ int RunPack(const PackFlags& flags) {
   Result<PackReport> report =
       Pack(*options, [&](uint64_t done, uint64_t total) { printer(done, total); }, &failed);
   if (!report.ok()) {
+    PrintWarnings(failed);
     // Scripts get the counts on every path (kiln pack --json), the failure included.
     if (!flags.json) return FailCommand(report.status(), false);
     std::fprintf(stderr, "kiln: %s\n", report.status().message().c_str());

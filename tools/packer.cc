@@ -204,6 +204,10 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   } else {
     KILN_ASSIGN_OR_RETURN(listing, ReadListFile(options.input, input.root));
   }
+  if (!options.class_map.empty()) {
+    KILN_RETURN_IF_ERROR(PinClasses(options.class_map, options.class_map_origin, &listing));
+  }
+  report->warnings = listing.warnings;
   report->listed = listing.items.size() + listing.problems.size();
   report->skipped = listing.skipped.size();
   report->skipped_files = std::move(listing.skipped);
@@ -468,6 +472,7 @@ std::string SourceJson(const PackOptions& options, const PackInput& input,
   source["packed"] = report.packed;
   source["rejected"] = report.rejected;
   source["rejected_list"] = kRejectedFileName;
+  if (!options.class_map.empty()) source["class_map"] = options.class_map_origin;
   if (input.is_dir) {
     source["skipped"] = report.skipped;
     if (report.skipped > 0) source["skipped_list"] = kSkippedFileName;
@@ -540,6 +545,7 @@ nlohmann::ordered_json ListsJson(const PackReport& r) {
     skipped.push_back({{"path", f.path}, {"reason", f.reason}});
   }
   j["skipped_files"] = skipped;
+  j["warnings"] = r.warnings;
   return j;
 }
 

@@ -51,6 +51,13 @@ struct PackOptions {
   uint32_t threads = 0;          // 0 = every hardware thread
   std::optional<uint64_t> shuffle_seed;  // write-time shuffle (recorded in the manifest)
   OnError on_error = OnError::kSkip;
+  // Pins the class ids (tools/source_listing.h: PinClasses): class i is class_map[i], whichever
+  // class folders the input holds; a folder not in the map is refused by name. Empty (the
+  // default): the input's own class folders, sorted, or "0".."max label" for a list file.
+  std::vector<std::string> class_map;
+  // Where class_map comes from, for messages and the manifest's source.class_map, e.g.
+  // "classes.txt" or "dataset train.kiln". Default: empty.
+  std::string class_map_origin;
   bool overwrite = false;        // replace an existing dataset at `output`
   // Continue an interrupted pack of the same inputs and options (shards format): the shards it
   // finished in `<output>.partial` are kept and the rest is written; the result is
@@ -78,6 +85,8 @@ struct PackReport {
   // there are any. List file: 0.
   uint64_t skipped = 0;
   std::vector<SkippedFile> skipped_files;  // ordered by path
+  // Listing warnings that did not stop the pack (SourceListing::warnings).
+  std::vector<std::string> warnings;
   uint64_t input_bytes = 0;   // bytes of image files read
   uint64_t output_bytes = 0;  // bytes of the dataset's shard files
   double seconds = 0;

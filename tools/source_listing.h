@@ -82,6 +82,10 @@ struct SourceListing {
   // List file: always 0 and empty (listed files are not judged by their names).
   uint64_t ignored_files = 0;
   std::vector<SkippedFile> skipped;
+  // Things worth saying that do not stop the listing, in line order: list file: a key listed
+  // again with another label ("LIST: line 9: 'a.png' is listed with label 1 and on line 2 with
+  // label 0; both are packed"). ImageFolder: none.
+  std::vector<std::string> warnings;
 };
 
 // Lists an ImageFolder tree: ROOT/CLASS/.../IMAGE.
@@ -153,6 +157,27 @@ Result<SourceListing> ListImageFolder(const std::string& root);
 // if it cannot be opened or read. Messages name `list_path`. A file with no items is not an
 // error.
 Result<SourceListing> ReadListFile(const std::string& list_path, const std::string& root);
+
+// Reads a class map: one class name a line, in label order (line 1 is label 0). UTF-8 bytes; a
+// byte-order mark at the start and the '\n' or "\r\n" line ends are stripped; empty lines are
+// skipped; nothing else is trimmed (a class folder name may hold spaces).
+// Errors: NotFound if `path` does not exist; InvalidArgument for a directory, an empty map, a
+// name with NUL or '/' or invalid UTF-8, or a name given twice (naming both lines); IOError if
+// it cannot be read. Messages name `path` and the line.
+Result<std::vector<std::string>> ReadClassNames(const std::string& path);
+
+// Pins the labels of `listing` to `class_map` (`map_origin` names it in messages, e.g.
+// "classes.txt" or "the classes of dataset D"), so that every split packed with one map gives a
+// class the same id, whichever folders each split holds.
+// ImageFolder listing: each item's label becomes the position of its class folder's name in
+// `class_map`; classes becomes `class_map` (so it may name classes with no folder); items are
+// reordered by the new label, then key. List file listing: labels are ids into the map and
+// must be in [0, size); classes becomes `class_map`.
+// Errors: InvalidArgument naming the first class folder that is not in the map ("class folder
+// 'dog' under ROOT is not in the class map M (...)"), or the first list item whose label is
+// not an id of it; `listing` is then unchanged.
+Status PinClasses(const std::vector<std::string>& class_map, const std::string& map_origin,
+                  SourceListing* listing);
 
 // Returns true if `filename` has an image extension, compared ASCII-case-insensitively:
 // .jpg .jpeg .png .apng .gif .bmp .tif .tiff .webp .ppm .pgm .pbm .pnm. The extension is the text after the
