@@ -96,8 +96,8 @@ Result<cv::Mat> DecodeGifFirstFrame(std::string_view bytes, const std::string& p
     // Row order of the four interlace passes (GIF89a, appendix E), or top to bottom.
     std::vector<int> rows;
     if (desc.Interlace) {
-      for (const auto& [first, step] : {std::pair{0, 8}, std::pair{4, 8}, std::pair{2, 4},
-                                       std::pair{1, 2}}) {
+      for (const auto& [first, step] :
+           {std::pair{0, 8}, std::pair{4, 8}, std::pair{2, 4}, std::pair{1, 2}}) {
         for (int y = first; y < desc.Height; y += step) rows.push_back(y);
       }
     } else {
@@ -131,8 +131,8 @@ Result<cv::Mat> DecodeGifFirstFrame(std::string_view bytes, const std::string& p
 
 bool IsAnimatedWebp(std::string_view bytes) {
   WebPBitstreamFeatures features;
-  return WebPGetFeatures(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                         &features) == VP8_STATUS_OK &&
+  return WebPGetFeatures(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &features) ==
+             VP8_STATUS_OK &&
          features.has_animation;
 }
 
@@ -169,8 +169,8 @@ Result<cv::Mat> DecodeAnimatedWebpFirstFrame(std::string_view bytes, const std::
     return invalid("the first frame does not decode");
   }
   // `frame` belongs to the decoder: copy it out before the decoder goes.
-  return cv::Mat(static_cast<int>(info.canvas_height), static_cast<int>(info.canvas_width),
-                 CV_8UC4, frame)
+  return cv::Mat(static_cast<int>(info.canvas_height), static_cast<int>(info.canvas_width), CV_8UC4,
+                 frame)
       .clone();
 }
 

@@ -62,8 +62,9 @@ struct DecodeOptions {
   uint8_t background = 255;
 };
 
-// Decodes the encoded image (JPEG, PNG, BMP, TIFF, WebP, PPM/PGM/PBM/PAM, GIF: whatever this
-// OpenCV build reads, and GIF and animated WebP through giflib and libwebp) held in `bytes`, following the policy at the top of this file.
+// Decodes the encoded image (JPEG, PNG, BMP, TIFF, WebP, PPM/PGM/PBM/PAM: whatever this OpenCV
+// build reads; GIF and animated WebP through giflib and libwebp) held in `bytes`, following the
+// policy at the top of this file.
 //
 // Returns a new, continuous, upright 8-bit image of the file's size after orientation:
 // CV_8UC3 with channels in R, G, B order when options.channels is 3, CV_8UC1 when it is 1.

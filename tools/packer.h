@@ -7,8 +7,8 @@
 // Reading, decoding, preprocessing and encoding run in parallel on `threads` threads (oneTBB
 // parallel_pipeline); records are written by one thread in listing order, so the output bytes
 // are identical whatever the thread count. Every listed input is accounted for: packed +
-// rejected = listed (and + skipped = files found), and each rejection is kept with its reason (also written to the dataset as
-// rejected.tsv). Output is crash-safe (see formats/dataset_writer.h): a failed or interrupted
+// rejected = listed (and + skipped = files found), and each rejection is kept with its reason
+// (also written to the dataset as rejected.tsv). Output is crash-safe (see formats/dataset_writer.h): a failed or interrupted
 // pack leaves nothing under the output name.
 // Thread safety: Pack may run concurrently with other Packs writing elsewhere.
 #ifndef KILN_TOOLS_PACKER_H_

@@ -180,9 +180,9 @@ Status PinClasses(const std::vector<std::string>& class_map, const std::string& 
                   SourceListing* listing);
 
 // Returns true if `filename` has an image extension, compared ASCII-case-insensitively:
-// .jpg .jpeg .png .apng .gif .bmp .tif .tiff .webp .ppm .pgm .pbm .pnm. The extension is the text after the
-// last '.' of the last '/'-separated component, when that '.' is not the component's first
-// character (".jpg" alone is a hidden file without extension). "IMG_0001.JPG" and "c.Jpeg" match;
+// .jpg .jpeg .png .apng .gif .bmp .tif .tiff .webp .ppm .pgm .pbm .pnm. The extension is the
+// text after the last '.' of the last '/'-separated component, when that '.' is not the
+// component's first character (".jpg" alone is a hidden file without extension). "IMG_0001.JPG" and "c.Jpeg" match;
 // "a.jpg.txt", "a.jpg " and "jpg" do not.
 bool HasImageExtension(std::string_view filename);
 

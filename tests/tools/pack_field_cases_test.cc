@@ -27,8 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "kiln_pack_cases_" + std::to_string(::getpid()) +
-                          "_" + name;
+  const std::string dir =
+      ::testing::TempDir() + "kiln_pack_cases_" + std::to_string(::getpid()) + "_" + name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -137,8 +137,7 @@ TEST(PackFieldCases, B42_OneClassMapGivesCatTheSameIdInEverySplit) {
   Result<std::vector<std::string>> from_file = ReadClassNames(dir + "/classes.txt");
   ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
   EXPECT_EQ(*from_file, train->classes);
-  for (const auto& [name, map] :
-       std::vector<std::pair<std::string, std::vector<std::string>>>{
+  for (const auto& [name, map] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"dataset train.kiln", train->classes}, {"classes.txt", *from_file}}) {
     PackOptions o = Options(dir + "/val", dir + "/val-" + std::to_string(name.size()) + ".kiln");
     o.class_map = map;
@@ -173,7 +172,8 @@ TEST(PackFieldCases, B42_OneClassMapGivesCatTheSameIdInEverySplit) {
 
 TEST(PackFieldCases, B43_HiddenEntriesAreSkippedAndCounted) {
   const std::string dir = FreshDir("b43");
-  for (const char* c : {"a", "b", "c"}) WritePng(dir + "/in/" + std::string(c) + "/x.png", {9, 9, 9});
+  for (const char* c : {"a", "b", "c"})
+    WritePng(dir + "/in/" + std::string(c) + "/x.png", {9, 9, 9});
   WritePng(dir + "/in/.ipynb_checkpoints/y.png", {9, 9, 9});
   WriteFile(dir + "/in/.DS_Store", "");
   WriteFile(dir + "/in/a/._x.png", "AppleDouble");
@@ -183,7 +183,7 @@ TEST(PackFieldCases, B43_HiddenEntriesAreSkippedAndCounted) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->manifest.classes, (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(r->packed, 3u);
-  EXPECT_EQ(r->skipped, 3u);  // the three hidden files; hidden folders are not walked
+  EXPECT_EQ(r->skipped, 3u);   // the three hidden files; hidden folders are not walked
   ASSERT_EQ(r->rejected, 1u);  // the cycle, reported once
   EXPECT_EQ(r->rejections[0].path, dir + "/in/b/loop");
 }
@@ -201,8 +201,9 @@ TEST(PackFieldCases, B44_SameFileListedTwiceWithTwoLabelsWarnsAndPacksBoth) {
     ASSERT_TRUE(r.ok()) << format << ": " << r.status().ToString();
     EXPECT_EQ(r->packed, 4u) << format;
     ASSERT_EQ(r->warnings.size(), 1u) << format;
-    EXPECT_EQ(r->warnings[0], dir + "/in/list.txt: line 3: 'a.png' is listed with label 1 and "
-                                    "on line 1 with label 0; both are packed");
+    EXPECT_EQ(r->warnings[0], dir +
+                                  "/in/list.txt: line 3: 'a.png' is listed with label 1 and "
+                                  "on line 1 with label 0; both are packed");
     Result<std::unique_ptr<Dataset>> d = Dataset::Open(o.output);
     ASSERT_TRUE(d.ok());
     ASSERT_EQ((*d)->num_samples(), 4u) << format;  // no entry lost to a key collision
@@ -222,8 +223,7 @@ TEST(PackFieldCases, B45_LargeLabelsComeBackExactlyInEveryFormat) {
   const std::string dir = FreshDir("b45");
   WritePng(dir + "/in/a.png", {5, 5, 5});
   const std::vector<int64_t> labels = {0, (int64_t{1} << 24) + 1, (int64_t{1} << 31) + 5,
-                                       (int64_t{1} << 53) + 1,
-                                       std::numeric_limits<int64_t>::max()};
+                                       (int64_t{1} << 53) + 1, std::numeric_limits<int64_t>::max()};
   std::string list;
   for (int64_t l : labels) list += "a.png " + std::to_string(l) + "\n";
   WriteFile(dir + "/in/list.txt", list);
@@ -320,10 +320,10 @@ TEST(PackFieldCases, B42_ClassMapFlags) {
             0);
   EXPECT_EQ(ReadBack(dir + "/val.kiln")["cat/x.png"].label, 2);
   WriteFile(dir + "/classes.txt", "cat\nant\nbee\n");
-  ASSERT_EQ(Kiln("pack " + dir + "/val " + dir + "/val2.kiln --size 8 --classes " + dir +
-                 "/classes.txt")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Kiln("pack " + dir + "/val " + dir + "/val2.kiln --size 8 --classes " + dir + "/classes.txt")
+          .exit_code,
+      0);
   EXPECT_EQ(ReadBack(dir + "/val2.kiln")["cat/x.png"].label, 0);
   EXPECT_EQ(Kiln("pack " + dir + "/val " + dir + "/val3.kiln --size 8 --classes " + dir +
                  "/classes.txt --classes-from " + dir + "/train.kiln")

@@ -4,10 +4,10 @@
 // only when the header says so. tests/tools/pillow_reference.py writes the files (with Pillow,
 // or byte by byte where Pillow cannot write them) and prints Pillow's decode of each.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -56,7 +56,8 @@ class PillowDecodeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (std::system("/usr/bin/python3 -c 'import PIL' 2>/dev/null") != 0) return;
-    dir_ = new std::string(fs::temp_directory_path() / ("kiln_pillow_" + std::to_string(::getpid())));
+    dir_ =
+        new std::string(fs::temp_directory_path() / ("kiln_pillow_" + std::to_string(::getpid())));
     RunCommand("/usr/bin/python3 " + kScript + " make " + *dir_);
     std::string files;
     for (const fs::directory_entry& e : fs::directory_iterator(*dir_)) {
@@ -124,8 +125,8 @@ std::map<std::string, PillowImage>* PillowDecodeTest::reference_ = nullptr;
   }
   const double diff = cv::norm(*kiln, pillow, cv::NORM_INF);
   if (diff > tolerance) {
-    return ::testing::AssertionFailure() << name << ": pixels differ by " << diff << "\nkiln "
-                                         << *kiln << "\nPillow " << pillow;
+    return ::testing::AssertionFailure()
+           << name << ": pixels differ by " << diff << "\nkiln " << *kiln << "\nPillow " << pillow;
   }
   return ::testing::AssertionSuccess();
 }
@@ -230,11 +231,11 @@ TEST_F(PillowDecodeTest, Bmp32AlphaOnlyWhereTheHeaderDeclaresIt) {
     bool alpha;  // what the header declares
   };
   const std::vector<Case> cases = {
-      {"bmp_v1_rgb.bmp", false},          {"bmp_v1_bitfields.bmp", false},
-      {"bmp_v2_bitfields.bmp", false},    {"bmp_v3_no_alpha.bmp", false},
-      {"bmp_v3_alpha.bmp", true},         {"bmp_v4_no_alpha.bmp", false},
-      {"bmp_v4_alpha.bmp", true},         {"bmp_v5_no_alpha.bmp", false},
-      {"bmp_v5_alpha.bmp", true},         {"bmp_v5_rgb_with_alpha_mask.bmp", false},
+      {"bmp_v1_rgb.bmp", false},       {"bmp_v1_bitfields.bmp", false},
+      {"bmp_v2_bitfields.bmp", false}, {"bmp_v3_no_alpha.bmp", false},
+      {"bmp_v3_alpha.bmp", true},      {"bmp_v4_no_alpha.bmp", false},
+      {"bmp_v4_alpha.bmp", true},      {"bmp_v5_no_alpha.bmp", false},
+      {"bmp_v5_alpha.bmp", true},      {"bmp_v5_rgb_with_alpha_mask.bmp", false},
   };
   for (const Case& c : cases) {
     const std::string bytes = Bytes(c.name);
