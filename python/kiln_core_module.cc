@@ -21,6 +21,7 @@
 
 #include "formats/dataset.h"
 #include "formats/format_registry.h"
+#include "formats/version.h"
 #include "formats/inspector.h"
 #include "formats/verifier.h"
 #include "python/py_status.h"
@@ -411,6 +412,7 @@ std::string VerifyJson(const std::string& dir, bool deep) {
 PYBIND11_MODULE(_core, m) {
   using kiln::python::PyLoader;
   m.doc() = "kiln's reader and formats layers (no OpenCV). Use the `kiln` package, not this.";
+  m.attr("__version__") = kiln::kVersionString;
 
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, uint32_t, const std::string&, uint64_t, bool, uint32_t,

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "formats/dataset_writer.h"
+#include "formats/version.h"
 #include "reader/sampler.h"
 #include "tools/pack_journal.h"
 #include "tools/source_listing.h"
@@ -28,7 +29,6 @@ namespace kiln {
 
 namespace {
 
-constexpr char kToolName[] = "kiln 0.1.0";
 constexpr char kRejectedFileName[] = "rejected.tsv";
 constexpr char kSkippedFileName[] = "skipped.tsv";
 
@@ -490,7 +490,7 @@ Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWri
     KILN_RETURN_IF_ERROR(writer->AddFile(kSkippedFileName, SkippedTsv(report->skipped_files)));
   }
   Manifest manifest;
-  manifest.tool = kToolName;
+  manifest.tool = kToolVersionString;
   manifest.classes = input.classes;
   manifest.compression = options.compression.ToString();
   manifest.shuffle_seed = options.shuffle_seed;

@@ -1,4 +1,4 @@
-// Tests for formats/dataset.h and formats/shard_dataset.h: Open's checks of every shard against
+// Tests for formats/dataset.h and formats/shards/shard_dataset.h: Open's checks of every shard against
 // the manifest (B27a: a truncated shard is named at open), sample lookup across shards, errors.
 #include "formats/dataset.h"
 
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "formats/dataset_writer.h"
-#include "formats/shard_set_writer.h"
-#include "formats/shard_dataset.h"
+#include "formats/shards/shard_set_writer.h"
+#include "formats/shards/shard_dataset.h"
 #include "tests/formats/temp_dir.h"
 
 namespace kiln {
@@ -232,7 +232,7 @@ TEST(DatasetTest, DamagedHeaderNamesTheShard) {
   EXPECT_NE(ds.status().message().find("header checksum"), std::string::npos);
 }
 
-// Issue 7: a key has no checksum of its own (shard_format.md section 4); Key checks the index
+// A key has no checksum of its own (shard_format.md section 4); Key checks the index
 // checksum once per shard, so a damaged key is an error naming shard and record, never returned.
 // Samples of that shard still read (their records are intact), and other shards' keys too.
 TEST(DatasetTest, DamagedKeyIsNeverReturned) {
