@@ -316,7 +316,10 @@ py::dict StateToDict(const py::bytes& blob) {
   d["world_size"] = s.world_size;
   d["tail"] = std::string(TailName(s.tail));
   d["drop_last"] = s.drop_last;
-  d["crop"] = py::make_tuple(s.crop_height, s.crop_width);
+  py::list crop;
+  crop.append(s.crop_height);
+  crop.append(s.crop_width);
+  d["crop"] = crop;
   d["flip"] = s.flip;
   d["num_samples"] = s.num_samples;
   d["dataset_fingerprint"] = HexDigest(s.dataset_fingerprint);
