@@ -18,6 +18,8 @@ KILN_DEBIAN_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev liblmdb-dev libhdf5-dev
   # JPEG straight to RGB in the converter (tools/jpeg_decoder.h)
   libjpeg62-turbo-dev libexif-dev
+  # first frames of GIF and animated WebP (tools/first_frame_decoder.h)
+  libgif-dev libwebp-dev
   # real data for tests and samples (see DATA.md)
   dataset-fashion-mnist opencv-doc golang-1.19-src golang-github-disintegration-imaging-dev
   # tools the data scripts use

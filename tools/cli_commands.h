@@ -40,6 +40,9 @@ Subcommand AddBenchCommand(CLI::App& app);    // kiln bench DATASET [flags]
 // kExitUsage for InvalidArgument, kExitInterrupted for Cancelled, else kExitDataProblem.
 int FailCommand(const Status& status, bool json);
 
+// Returns the exit code FailCommand returns for `status`.
+int ExitCodeFor(const Status& status);
+
 }  // namespace kiln
 
 #endif  // KILN_TOOLS_CLI_COMMANDS_H_

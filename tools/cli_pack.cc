@@ -57,6 +57,7 @@ struct PackFlags {
   uint64_t max_pixels = DecodeOptions{}.max_pixels;
   int64_t shuffle_seed = -1;
   bool json = false, overwrite = false, resume = false;
+  std::string classes_file, classes_from;
 };
 
 void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
@@ -97,6 +98,13 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_flag("--resume", f->resume,
                  "Continue an interrupted pack of the same inputs and options (shards format)");
   pack->add_flag("--json", f->json, "Print one JSON object on stdout");
+  CLI::Option* classes =
+      pack->add_option("--classes", f->classes_file,
+                       "Class names, one a line, in label order: pins the class ids (a folder "
+                       "not listed there is refused)");
+  pack->add_option("--classes-from", f->classes_from,
+                   "Pin the class ids to the classes of this existing kiln dataset")
+      ->excludes(classes);
 }
 
 Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
@@ -113,7 +121,37 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
   KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
                                       f.mean, f.std_dev, f.shard_size, f.compress, &o));
+  if (!f.classes_file.empty()) {
+    KILN_ASSIGN_OR_RETURN(o.class_map, ReadClassNames(f.classes_file));
+    o.class_map_origin = f.classes_file;
+  } else if (!f.classes_from.empty()) {
+    Result<Manifest> manifest = Manifest::Read(f.classes_from);
+    if (!manifest.ok()) {
+      return Status::InvalidArgument("--classes-from " + f.classes_from + ": " +
+                                     manifest.status().message());
+    }
+    if (manifest->classes.empty()) {
+      return Status::InvalidArgument("--classes-from " + f.classes_from +
+                                     ": that dataset's manifest names no classes");
+    }
+    o.class_map = manifest->classes;
+    o.class_map_origin = "dataset " + f.classes_from;
+  }
   return o;
+}
+
+void PrintRejections(const PackReport& report) {
+  for (const Rejection& r : report.rejections) {
+    std::fprintf(stderr, "kiln pack: rejected %s%s: %s\n", r.path.c_str(),
+                 r.line ? (" (line " + std::to_string(r.line) + ")").c_str() : "",
+                 r.reason.c_str());
+  }
+}
+
+void PrintWarnings(const PackReport& report) {
+  for (const std::string& w : report.warnings) {
+    std::fprintf(stderr, "kiln pack: warning: %s\n", w.c_str());
+  }
 }
 
 void PrintPackReport(const PackReport& report, bool json) {
@@ -123,20 +161,22 @@ void PrintPackReport(const PackReport& report, bool json) {
     std::fprintf(stderr, "kiln pack: resumed after %llu inputs of an interrupted run\n",
                  static_cast<unsigned long long>(report.resumed_inputs));
   }
-  for (const Rejection& r : report.rejections) {
-    std::fprintf(stderr, "kiln pack: rejected %s%s: %s\n", r.path.c_str(),
-                 r.line ? (" (line " + std::to_string(r.line) + ")").c_str() : "",
-                 r.reason.c_str());
-  }
+  PrintWarnings(report);
+  PrintRejections(report);
   if (json) {
     std::cout << PackReportJson(report) << "\n";
     return;
   }
-  std::printf("packed %llu of %llu images (%llu rejected) into %s: %zu files, %.1f MB in "
+  const std::string skipped =
+      report.skipped == 0 ? ""
+                          : ", " + std::to_string(report.skipped) +
+                                " other files skipped for their name (skipped.tsv)";
+  std::printf("packed %llu of %llu images (%llu rejected%s) into %s: %zu files, %.1f MB in "
               "%.2f s (%.0f images/s, %.1f MB/s)\n",
               static_cast<unsigned long long>(report.packed),
               static_cast<unsigned long long>(report.listed),
-              static_cast<unsigned long long>(report.rejected), report.output.c_str(),
+              static_cast<unsigned long long>(report.rejected), skipped.c_str(),
+              report.output.c_str(),
               report.manifest.files.size(), report.output_bytes / 1e6, report.seconds,
               report.seconds > 0 ? report.packed / report.seconds : 0.0,
               report.seconds > 0 ? report.output_bytes / 1e6 / report.seconds : 0.0);
@@ -150,9 +190,18 @@ int RunPack(const PackFlags& flags) {
   std::signal(SIGTERM, OnInterrupt);
   options->cancel = &g_interrupted;
   ProgressPrinter printer;
+  PackReport failed;
   Result<PackReport> report =
-      Pack(*options, [&](uint64_t done, uint64_t total) { printer(done, total); });
-  if (!report.ok()) return FailCommand(report.status(), flags.json);
+      Pack(*options, [&](uint64_t done, uint64_t total) { printer(done, total); }, &failed);
+  if (!report.ok()) {
+    PrintWarnings(failed);
+    // Scripts get the counts on every path (kiln pack --json), the failure included.
+    if (!flags.json) return FailCommand(report.status(), false);
+    std::fprintf(stderr, "kiln: %s\n", report.status().message().c_str());
+    const int code = ExitCodeFor(report.status());
+    std::cout << PackFailureJson(report.status(), code, failed) << "\n";
+    return code;
+  }
   PrintPackReport(*report, flags.json);
   return kExitOk;
 }

@@ -5,6 +5,7 @@
 #include <opencv2/imgproc.hpp>
 #include <string>
 
+#include "tools/first_frame_decoder.h"
 #include "tools/image_header.h"
 #include "tools/jpeg_decoder.h"
 
@@ -152,29 +153,45 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
   // CMYK / YCCK JPEG (DecodeJpeg decoded its scans and found no damage): IMREAD_COLOR converts
   // it to 8-bit BGR; the orientation is applied below as DecodeJpeg reads it, since OpenCV
   // looks at the first APP1 only. Others: IMREAD_UNCHANGED keeps 16-bit samples and alpha.
-  const int flags = format == ImageFormat::kJpeg
-                        ? cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION
-                        : cv::IMREAD_UNCHANGED;
   cv::Mat decoded;
-  std::string opencv_error;
-  try {
-    // imdecode only reads the buffer; the const_cast is needed by cv::Mat's constructor.
-    const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1,
-                         const_cast<char*>(bytes.data()));
-    decoded = cv::imdecode(buffer, flags);
-  } catch (const cv::Exception& e) {
-    opencv_error = e.what();
-  } catch (const std::exception& e) {  // For example std::bad_alloc from a huge allocation.
-    opencv_error = e.what();
-  }
-  if (decoded.empty()) {
-    std::string reason = path + ": truncated or invalid (OpenCV could not decode this " +
-                         std::string(ImageFormatName(format)) + " file";
-    if (!opencv_error.empty()) reason += ": " + opencv_error;
-    return Status::Corruption(reason + ")");
+  if (format == ImageFormat::kGif || (format == ImageFormat::kWebp && IsAnimatedWebp(bytes))) {
+    // Debian's OpenCV 4.6 has no GIF reader and refuses animated WebP: first frame, as Pillow.
+    Result<cv::Mat> frame = format == ImageFormat::kGif
+                                ? DecodeGifFirstFrame(bytes, path, options.max_pixels)
+                                : DecodeAnimatedWebpFirstFrame(bytes, path, options.max_pixels);
+    if (!frame.ok()) return frame.status();
+    decoded = std::move(frame).value();
+  } else {
+    const int flags = format == ImageFormat::kJpeg
+                          ? cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION
+                          : cv::IMREAD_UNCHANGED;
+    std::string opencv_error;
+    try {
+      // imdecode only reads the buffer; the const_cast is needed by cv::Mat's constructor.
+      const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1,
+                           const_cast<char*>(bytes.data()));
+      decoded = cv::imdecode(buffer, flags);
+    } catch (const cv::Exception& e) {
+      opencv_error = e.what();
+    } catch (const std::exception& e) {  // For example std::bad_alloc from a huge allocation.
+      opencv_error = e.what();
+    }
+    if (decoded.empty()) {
+      std::string reason = path + ": truncated or invalid (OpenCV could not decode this " +
+                           std::string(ImageFormatName(format)) + " file";
+      if (!opencv_error.empty()) reason += ": " + opencv_error;
+      return Status::Corruption(reason + ")");
+    }
   }
   if (format == ImageFormat::kJpeg) {
     decoded = ApplyExifOrientation(decoded, JpegExifOrientation(bytes));
+  }
+  if (format == ImageFormat::kBmp && decoded.channels() == 4 && !BmpDeclaresAlpha(bytes)) {
+    // OpenCV 4.6 takes the padding byte of a 32-bit BMP with BI_BITFIELDS for alpha when the
+    // header has no alpha mask (40- and 52-byte headers): that would make it transparent.
+    cv::Mat bgr;
+    cv::cvtColor(decoded, bgr, cv::COLOR_BGRA2BGR);
+    decoded = bgr;
   }
   // Formats whose header is not parsed are checked here, after decoding.
   KILN_RETURN_IF_ERROR(CheckPixelLimit(decoded.cols, decoded.rows, options, path));

@@ -18,15 +18,20 @@
 //      1..8, mirrored ones included) of the first APP1 segment that is Exif, and refuses a file
 //      whose data libjpeg warns is damaged; CMYK / YCCK JPEGs are checked for damage the same
 //      way, then converted to RGB by cv::IMREAD_COLOR, and oriented as DecodeJpeg reads the tag.
-//      Every other
-//      format (PNG, BMP, TIFF, WebP, PNM, GIF ...) is decoded with cv::IMREAD_UNCHANGED so that
-//      16-bit samples and alpha survive; OpenCV then ignores orientation metadata, so EXIF
+//      GIF and animated WebP, which Debian's OpenCV 4.6 cannot read, give their first frame
+//      (tools/first_frame_decoder.h), with alpha. Every other format (PNG and APNG, BMP, TIFF,
+//      still WebP, PNM ...) is decoded with cv::IMREAD_UNCHANGED so that 16-bit samples and
+//      alpha survive (an APNG gives its default image, a multi-page TIFF its first page);
+//      OpenCV then ignores orientation metadata, so EXIF
 //      orientation is applied to JPEG only (a PNG eXIf chunk, a TIFF Orientation tag or WebP
 //      EXIF are NOT applied: such files are packed in stored orientation).
 //   3. Depth. 16-bit samples become 8-bit as round(v / 257) = (v * 255 + 32767) / 65535, so
 //      0 -> 0, 0x1234 -> 18, 0x8000 -> 128, 0xFFFF -> 255. Other depths (32-bit float TIFF,
 //      EXR, HDR, PFM, signed samples) are refused with NotSupported.
-//   4. Alpha. RGBA, grey + alpha and palette + tRNS images are composited over the grey level
+//   4. Alpha. What the header declares decides whether there is alpha: a 32-bit BMP has alpha
+//      only when its header holds a non-zero alpha mask (tools/image_header.h:
+//      BmpDeclaresAlpha); otherwise its fourth byte is padding and is dropped.
+//      RGBA, grey + alpha and palette + tRNS images are composited over the grey level
 //      `background` (white by default) after step 3: out = round((c * a + bg * (255 - a)) / 255)
 //      per channel. Transparent pixels therefore become (bg, bg, bg) whatever colour they hide.
 //      (RGB + tRNS colour key is composited too; grey + tRNS key is not: OpenCV drops it.)
@@ -57,8 +62,9 @@ struct DecodeOptions {
   uint8_t background = 255;
 };
 
-// Decodes the encoded image (JPEG, PNG, BMP, TIFF, WebP, PPM/PGM/PBM/PAM, GIF: whatever this
-// OpenCV build reads) held in `bytes`, following the policy at the top of this file.
+// Decodes the encoded image (JPEG, PNG, BMP, TIFF, WebP, PPM/PGM/PBM/PAM: whatever this OpenCV
+// build reads; GIF and animated WebP through giflib and libwebp) held in `bytes`, following the
+// policy at the top of this file.
 //
 // Returns a new, continuous, upright 8-bit image of the file's size after orientation:
 // CV_8UC3 with channels in R, G, B order when options.channels is 3, CV_8UC1 when it is 1.

@@ -22,6 +22,11 @@ uint32_t ReadBe16(std::string_view bytes, size_t pos) {
   return (uint32_t{p[0]} << 8) | p[1];
 }
 
+uint32_t ReadLe32(std::string_view bytes, size_t pos) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + pos);
+  return (uint32_t{p[3]} << 24) | (uint32_t{p[2]} << 16) | (uint32_t{p[1]} << 8) | p[0];
+}
+
 unsigned char At(std::string_view bytes, size_t pos) {
   return static_cast<unsigned char>(bytes[pos]);
 }
@@ -242,6 +247,25 @@ std::string_view ImageFormatName(ImageFormat format) {
       break;
   }
   return "unknown";
+}
+
+bool BmpDeclaresAlpha(std::string_view bytes) {
+  // BITMAPFILEHEADER is 14 bytes; the DIB header follows with its own size first. Offsets
+  // below are from the start of the file (Microsoft's BITMAPV5HEADER documentation).
+  constexpr size_t kDib = 14;
+  if (!StartsWith(bytes, "BM") || bytes.size() < kDib + 20) return false;
+  const uint32_t header_bytes = ReadLe32(bytes, kDib);
+  const uint32_t bits_per_pixel = At(bytes, kDib + 14) | (uint32_t{At(bytes, kDib + 15)} << 8);
+  const uint32_t compression = ReadLe32(bytes, kDib + 16);
+  if (header_bytes < 40 || bits_per_pixel != 32) return false;
+  constexpr uint32_t kBitfields = 3, kAlphaBitfields = 6;
+  // The alpha mask follows the red, green and blue masks at file offset 66: inside a V3 (56),
+  // V4 (108) or V5 (124) header, or after a 40-byte header with BI_ALPHABITFIELDS. A 40-byte
+  // header with BI_BITFIELDS has three masks after it, a V2 (52) header three inside: no alpha.
+  const bool has_alpha_mask = (compression == kBitfields && header_bytes >= 56) ||
+                              (compression == kAlphaBitfields && header_bytes >= 40);
+  if (!has_alpha_mask || bytes.size() < 70) return false;
+  return ReadLe32(bytes, 66) != 0;
 }
 
 Result<ImageSize> PeekImageSize(std::string_view bytes) {

@@ -70,6 +70,14 @@ struct ImageSize {
 //                 at which byte offset, but not the file name (the caller adds it).
 Result<ImageSize> PeekImageSize(std::string_view bytes);
 
+// Returns true when the BMP `bytes` declares an alpha channel: 32 bits per pixel and a non-zero
+// alpha mask, which only a BITMAPV3/V4/V5 header with BI_BITFIELDS, or any header with
+// BI_ALPHABITFIELDS, can hold. False for a plain 40-byte BITMAPINFOHEADER (with or without
+// BI_BITFIELDS red, green and blue masks), a BITMAPV2INFOHEADER (RGB masks only), BI_RGB
+// whatever the header, other depths, and anything that is not a BMP or is too short to say.
+// Then the fourth byte of each pixel is padding, usually 0, and must not be taken for alpha.
+bool BmpDeclaresAlpha(std::string_view bytes);
+
 }  // namespace kiln
 
 #endif  // KILN_TOOLS_IMAGE_HEADER_H_

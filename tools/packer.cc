@@ -30,6 +30,7 @@ namespace kiln {
 namespace {
 
 constexpr char kRejectedFileName[] = "rejected.tsv";
+constexpr char kSkippedFileName[] = "skipped.tsv";
 
 // Reads a whole regular file. Never blocks on fifos or devices: they are refused by type.
 Status ReadImageFile(const std::string& path, std::string* out) {
@@ -203,7 +204,13 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   } else {
     KILN_ASSIGN_OR_RETURN(listing, ReadListFile(options.input, input.root));
   }
+  if (!options.class_map.empty()) {
+    KILN_RETURN_IF_ERROR(PinClasses(options.class_map, options.class_map_origin, &listing));
+  }
+  report->warnings = listing.warnings;
   report->listed = listing.items.size() + listing.problems.size();
+  report->skipped = listing.skipped.size();
+  report->skipped_files = std::move(listing.skipped);
   for (const SourceProblem& p : listing.problems) {
     report->rejections.push_back({p.path, p.line, p.reason});
   }
@@ -213,7 +220,7 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
         (input.is_dir ? options.input : options.input + " (root " + input.root + ")") + " (" +
         std::to_string(listing.ignored_files) + " other files ignored, " +
         std::to_string(listing.problems.size()) +
-        " problems; image extensions: jpg jpeg png bmp tif tiff webp ppm pgm pbm pnm)");
+        " problems; image extensions: jpg jpeg png apng gif bmp tif tiff webp ppm pgm pbm pnm)");
   }
   if (options.on_error == OnError::kFail && !listing.problems.empty()) {
     const SourceProblem& p = listing.problems.front();
@@ -449,6 +456,12 @@ std::string RejectedTsv(const std::vector<Rejection>& rejections) {
   return tsv;
 }
 
+std::string SkippedTsv(const std::vector<SkippedFile>& skipped) {
+  std::string tsv = "# path\treason (\\, tab, newline and CR escaped as \\\\ \\t \\n \\r)\n";
+  for (const SkippedFile& f : skipped) tsv += EscapeTsv(f.path) + "\t" + EscapeTsv(f.reason) + "\n";
+  return tsv;
+}
+
 std::string SourceJson(const PackOptions& options, const PackInput& input,
                        const PackReport& report) {
   nlohmann::ordered_json source;
@@ -459,6 +472,11 @@ std::string SourceJson(const PackOptions& options, const PackInput& input,
   source["packed"] = report.packed;
   source["rejected"] = report.rejected;
   source["rejected_list"] = kRejectedFileName;
+  if (!options.class_map.empty()) source["class_map"] = options.class_map_origin;
+  if (input.is_dir) {
+    source["skipped"] = report.skipped;
+    if (report.skipped > 0) source["skipped_list"] = kSkippedFileName;
+  }
   return source.dump();
 }
 
@@ -468,6 +486,9 @@ Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWri
   report->rejected = report->rejections.size();
   KILN_RETURN_IF_ERROR(CheckSomethingPacked(options, *report));
   KILN_RETURN_IF_ERROR(writer->AddFile(kRejectedFileName, RejectedTsv(report->rejections)));
+  if (!report->skipped_files.empty()) {
+    KILN_RETURN_IF_ERROR(writer->AddFile(kSkippedFileName, SkippedTsv(report->skipped_files)));
+  }
   Manifest manifest;
   manifest.tool = kToolVersionString;
   manifest.classes = input.classes;
@@ -482,42 +503,91 @@ Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWri
 
 }  // namespace
 
-Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress) {
+namespace {
+
+// The steps of Pack; on an error, `report` holds the counts as far as they got.
+Status RunPack(const PackOptions& options, const PackProgress& progress, PackReport* report) {
   const auto start = std::chrono::steady_clock::now();
   KILN_RETURN_IF_ERROR(CheckPackOptions(options));
-  PackReport report;
-  report.output = options.output;
-  KILN_ASSIGN_OR_RETURN(PackInput input, ListInput(options, &report));
+  report->output = options.output;
+  KILN_ASSIGN_OR_RETURN(PackInput input, ListInput(options, report));
   const uint64_t fingerprint =
-      PackFingerprint(options, input.classes, input.items, report.rejections);
+      PackFingerprint(options, input.classes, input.items, report->rejections);
   KILN_ASSIGN_OR_RETURN(OpenedWriter opened,
-                        OpenOrResumeWriter(options, input, fingerprint, &report));
-  PackPipeline pipeline(options, input, fingerprint, opened.writer.get(), &report, progress);
+                        OpenOrResumeWriter(options, input, fingerprint, report));
+  PackPipeline pipeline(options, input, fingerprint, opened.writer.get(), report, progress);
   // On an error `opened.writer` is destroyed: the staging directory goes with it.
   KILN_RETURN_IF_ERROR(pipeline.Run(opened.first_item));
-  KILN_RETURN_IF_ERROR(FinishPack(options, input, opened.writer.get(), &report));
-  report.seconds =
+  KILN_RETURN_IF_ERROR(FinishPack(options, input, opened.writer.get(), report));
+  report->seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Status::Ok();
+}
+
+nlohmann::ordered_json CountsJson(const PackReport& r) {
+  nlohmann::ordered_json j;
+  j["listed"] = r.listed;
+  j["packed"] = r.packed;
+  j["rejected"] = r.rejected;
+  j["skipped"] = r.skipped;
+  return j;
+}
+
+nlohmann::ordered_json ListsJson(const PackReport& r) {
+  nlohmann::ordered_json j;
+  nlohmann::ordered_json rej = nlohmann::ordered_json::array();
+  for (const Rejection& x : r.rejections) {
+    rej.push_back({{"path", x.path}, {"line", x.line}, {"reason", x.reason}});
+  }
+  j["rejections"] = rej;
+  nlohmann::ordered_json skipped = nlohmann::ordered_json::array();
+  for (const SkippedFile& f : r.skipped_files) {
+    skipped.push_back({{"path", f.path}, {"reason", f.reason}});
+  }
+  j["skipped_files"] = skipped;
+  j["warnings"] = r.warnings;
+  return j;
+}
+
+}  // namespace
+
+Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress,
+                        PackReport* failed) {
+  PackReport report;
+  Status status = RunPack(options, progress, &report);
+  if (!status.ok()) {
+    if (failed != nullptr) {
+      report.rejected = report.rejections.size();
+      report.packed = 0;  // nothing is under the output name
+      *failed = std::move(report);
+    }
+    return status;
+  }
   return report;
+}
+
+std::string PackFailureJson(const Status& status, int exit_code, const PackReport& report) {
+  nlohmann::ordered_json j;
+  j["ok"] = false;
+  j["error"] = status.message();
+  j["exit_code"] = exit_code;
+  j.update(CountsJson(report));
+  j.update(ListsJson(report));
+  return j.dump();
 }
 
 std::string PackReportJson(const PackReport& r) {
   nlohmann::ordered_json j;
+  j["ok"] = true;
   j["output"] = r.output;
-  j["listed"] = r.listed;
-  j["packed"] = r.packed;
-  j["rejected"] = r.rejected;
+  j.update(CountsJson(r));
   j["seconds"] = r.seconds;
   j["input_bytes"] = r.input_bytes;
   j["output_bytes"] = r.output_bytes;
   j["images_per_s"] = r.seconds > 0 ? r.packed / r.seconds : 0.0;
   j["mb_per_s"] = r.seconds > 0 ? r.output_bytes / 1e6 / r.seconds : 0.0;
   j["shards"] = r.manifest.files.size();
-  nlohmann::ordered_json rej = nlohmann::ordered_json::array();
-  for (const Rejection& x : r.rejections) {
-    rej.push_back({{"path", x.path}, {"line", x.line}, {"reason", x.reason}});
-  }
-  j["rejections"] = rej;
+  j.update(ListsJson(r));
   return j.dump();
 }
 

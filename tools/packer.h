@@ -7,8 +7,8 @@
 // Reading, decoding, preprocessing and encoding run in parallel on `threads` threads (oneTBB
 // parallel_pipeline); records are written by one thread in listing order, so the output bytes
 // are identical whatever the thread count. Every listed input is accounted for: packed +
-// rejected = listed, and each rejection is kept with its reason (also written to the dataset as
-// rejected.tsv). Output is crash-safe (see formats/dataset_writer.h): a failed or interrupted
+// rejected = listed (and + skipped = files found), and each rejection is kept with its reason
+// (also written to the dataset as rejected.tsv). Output is crash-safe (see formats/dataset_writer.h): a failed or interrupted
 // pack leaves nothing under the output name.
 // Thread safety: Pack may run concurrently with other Packs writing elsewhere.
 #ifndef KILN_TOOLS_PACKER_H_
@@ -26,6 +26,7 @@
 #include "formats/status.h"
 #include "tools/image_decoder.h"
 #include "tools/preprocessor.h"
+#include "tools/source_listing.h"
 
 namespace kiln {
 
@@ -50,6 +51,13 @@ struct PackOptions {
   uint32_t threads = 0;          // 0 = every hardware thread
   std::optional<uint64_t> shuffle_seed;  // write-time shuffle (recorded in the manifest)
   OnError on_error = OnError::kSkip;
+  // Pins the class ids (tools/source_listing.h: PinClasses): class i is class_map[i], whichever
+  // class folders the input holds; a folder not in the map is refused by name. Empty (the
+  // default): the input's own class folders, sorted, or "0".."max label" for a list file.
+  std::vector<std::string> class_map;
+  // Where class_map comes from, for messages and the manifest's source.class_map, e.g.
+  // "classes.txt" or "dataset train.kiln". Default: empty.
+  std::string class_map_origin;
   bool overwrite = false;        // replace an existing dataset at `output`
   // Continue an interrupted pack of the same inputs and options (shards format): the shards it
   // finished in `<output>.partial` are kept and the rest is written; the result is
@@ -72,6 +80,13 @@ struct PackReport {
   uint64_t listed = 0;    // inputs found: images plus listing problems
   uint64_t packed = 0;
   uint64_t rejected = 0;  // listed - packed
+  // ImageFolder: files not listed for their name (no image extension, or hidden), so that
+  // packed + rejected + skipped = files found. Also written to the dataset as skipped.tsv when
+  // there are any. List file: 0.
+  uint64_t skipped = 0;
+  std::vector<SkippedFile> skipped_files;  // ordered by path
+  // Listing warnings that did not stop the pack (SourceListing::warnings).
+  std::vector<std::string> warnings;
   uint64_t input_bytes = 0;   // bytes of image files read
   uint64_t output_bytes = 0;  // bytes of the dataset's shard files
   double seconds = 0;
@@ -88,11 +103,21 @@ using PackProgress = std::function<void(uint64_t done, uint64_t total)>;
 // input; InvalidArgument for bad options or when no image is found ("0 images found under
 // ROOT ...") and for an existing non-empty output; Corruption under OnError::kFail for the
 // first bad input (naming the file and the reason); IOError naming the path (no space left).
-Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress = nullptr);
+// When Pack fails and `failed` is not null, *failed receives the counts as far as the pack got
+// (listed, rejected with the rejections, skipped; packed 0, since nothing is under the output
+// name), for `kiln pack --json`.
+Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress = nullptr,
+                        PackReport* failed = nullptr);
 
-// Returns the report as one JSON object (listed, packed, rejected, seconds, output_bytes,
-// input_bytes, images_per_s, mb_per_s, output, rejections).
+// Returns the report as one JSON object: ok (true), output, listed, packed, rejected, skipped,
+// seconds, input_bytes, output_bytes, images_per_s, mb_per_s, shards, rejections
+// ([{path, line, reason}]), skipped_files ([{path, reason}]).
 std::string PackReportJson(const PackReport& report);
+
+// Returns the JSON object of a failed pack: ok (false), error (the status message), exit_code,
+// then listed, packed, rejected, skipped, rejections and skipped_files from `report` (what
+// Pack's `failed` received).
+std::string PackFailureJson(const Status& status, int exit_code, const PackReport& report);
 
 }  // namespace kiln
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 
 namespace kiln {
@@ -20,8 +21,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::array<std::string_view, 11> kImageExtensions = {
-    "jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp", "ppm", "pgm", "pbm", "pnm"};
+constexpr std::array<std::string_view, 13> kImageExtensions = {
+    "jpg", "jpeg", "png", "apng", "gif", "bmp", "tif", "tiff", "webp", "ppm", "pgm", "pbm", "pnm"};
+
+constexpr char kHiddenReason[] = "hidden (name starts with '.')";
+constexpr char kNoExtensionReason[] =
+    "no image extension (jpg jpeg png apng gif bmp tif tiff webp ppm pgm pbm pnm)";
+
+// Counts and keeps a file that is not listed for its name.
+void Skip(SourceListing* listing, const std::string& path, const char* reason) {
+  ++listing->ignored_files;
+  listing->skipped.push_back({path, reason});
+}
 
 bool EqualsAsciiNoCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -237,8 +248,8 @@ class FolderWalker {
       const bool image_name = HasImageExtension(name);
       if (name[0] == '.') {
         // Hidden: ".git", ".DS_Store", macOS "._a.jpg" resource forks. Directories are skipped
-        // whole; files are counted so the summary can mention them.
-        if (entry.kind != EntryKind::kDirectory) ++listing_->ignored_files;
+        // whole; files are counted and listed so the summary can mention them.
+        if (entry.kind != EntryKind::kDirectory) Skip(listing_, path, kHiddenReason);
         continue;
       }
       if (entry.kind == EntryKind::kDirectory && !image_name) {
@@ -253,7 +264,7 @@ class FolderWalker {
         continue;
       }
       if (!image_name) {
-        ++listing_->ignored_files;
+        Skip(listing_, path, kNoExtensionReason);
         continue;
       }
       if (entry.kind != EntryKind::kRegular) {
@@ -357,7 +368,7 @@ Result<SourceListing> ListImageFolder(const std::string& root) {
     const Entry entry = Classify(*it);
     const bool image_name = HasImageExtension(name);
     if (name[0] == '.') {
-      if (entry.kind != EntryKind::kDirectory) ++listing.ignored_files;
+      if (entry.kind != EntryKind::kDirectory) Skip(&listing, path, kHiddenReason);
       continue;
     }
     if (entry.kind == EntryKind::kDirectory && !image_name) {
@@ -370,7 +381,7 @@ Result<SourceListing> ListImageFolder(const std::string& root) {
       continue;
     }
     if (!image_name) {
-      ++listing.ignored_files;
+      Skip(&listing, path, kNoExtensionReason);
       continue;
     }
     if (entry.kind == EntryKind::kRegular) {
@@ -403,6 +414,8 @@ Result<SourceListing> ListImageFolder(const std::string& root) {
   }
   std::stable_sort(listing.problems.begin(), listing.problems.end(),
                    [](const SourceProblem& a, const SourceProblem& b) { return a.path < b.path; });
+  std::sort(listing.skipped.begin(), listing.skipped.end(),
+            [](const SkippedFile& a, const SkippedFile& b) { return a.path < b.path; });
   return listing;
 }
 
@@ -421,6 +434,7 @@ Result<SourceListing> ReadListFile(const std::string& list_path, const std::stri
 
   SourceListing listing;
   listing.root = root;
+  std::unordered_map<std::string, size_t> first_line_of;  // key -> index of its first item
   LineBuffer buffer;
   uint64_t line_number = 0;
   for (;;) {
@@ -492,9 +506,107 @@ Result<SourceListing> ReadListFile(const std::string& list_path, const std::stri
     item.path = (path.front() == '/' || root.empty()) ? item.key : JoinPath(root, path);
     item.label = label;
     item.line = line_number;
+    // The same file twice is kept twice (both become records); with two labels it is most
+    // likely a mistake in the list, so it is said.
+    const auto [first, inserted] = first_line_of.emplace(item.key, listing.items.size());
+    if (!inserted) {
+      const SourceItem& earlier = listing.items[first->second];
+      if (earlier.label != item.label) {
+        listing.warnings.push_back(
+            Printable(list_path) + ": " + prefix + "'" + item.key + "' is listed with label " +
+            std::to_string(item.label) + " and on line " + std::to_string(earlier.line) +
+            " with label " + std::to_string(earlier.label) + "; both are packed");
+      }
+    }
     listing.items.push_back(std::move(item));
   }
   return listing;
+}
+
+Result<std::vector<std::string>> ReadClassNames(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    return Status::InvalidArgument("class list " + Printable(path) +
+                                   " is a directory (for a dataset's classes use --classes-from)");
+  }
+  std::unique_ptr<FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (!file) {
+    if (errno == ENOENT) return Status::NotFound("class list does not exist: " + Printable(path));
+    return Status::FromErrno("cannot open class list", Printable(path), errno);
+  }
+  std::vector<std::string> names;
+  std::unordered_map<std::string, uint64_t> line_of;
+  LineBuffer buffer;
+  uint64_t line_number = 0;
+  for (;;) {
+    errno = 0;
+    const ssize_t n = ::getline(&buffer.data, &buffer.capacity, file.get());
+    if (n < 0) {
+      const int error = errno;
+      if (std::ferror(file.get())) {
+        return Status::FromErrno("cannot read class list", Printable(path), error);
+      }
+      break;
+    }
+    ++line_number;
+    std::string_view line(buffer.data, static_cast<size_t>(n));
+    if (line_number == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+    const std::string where = Printable(path) + ": line " + std::to_string(line_number) + ": ";
+    if (line.empty()) continue;
+    if (line.find('\0') != std::string_view::npos || line.find('/') != std::string_view::npos ||
+        !IsValidUtf8(line)) {
+      return Status::InvalidArgument(where + "'" + Printable(line) +
+                                     "' cannot be a class folder name (NUL, '/' or not UTF-8)");
+    }
+    const auto [it, inserted] = line_of.emplace(std::string(line), line_number);
+    if (!inserted) {
+      return Status::InvalidArgument(where + "class '" + std::string(line) +
+                                     "' is already on line " + std::to_string(it->second));
+    }
+    names.emplace_back(line);
+  }
+  if (names.empty()) return Status::InvalidArgument("class list " + Printable(path) + " is empty");
+  return names;
+}
+
+Status PinClasses(const std::vector<std::string>& class_map, const std::string& map_origin,
+                  SourceListing* listing) {
+  if (class_map.empty()) return Status::InvalidArgument("the class map " + map_origin + " is empty");
+  if (listing->classes.empty()) {
+    // A list file: its labels are ids into the map.
+    for (const SourceItem& item : listing->items) {
+      if (item.label < 0 || static_cast<uint64_t>(item.label) >= class_map.size()) {
+        return Status::InvalidArgument(
+            Printable(item.path) + " (line " + std::to_string(item.line) + "): label " +
+            std::to_string(item.label) + " is not an id of the class map " + map_origin + " (0.." +
+            std::to_string(class_map.size() - 1) + ")");
+      }
+    }
+    listing->classes = class_map;
+    return Status::Ok();
+  }
+  std::unordered_map<std::string, int64_t> id;
+  for (size_t i = 0; i < class_map.size(); ++i) id.emplace(class_map[i], static_cast<int64_t>(i));
+  std::vector<int64_t> new_label(listing->classes.size());
+  for (size_t l = 0; l < listing->classes.size(); ++l) {
+    const auto it = id.find(listing->classes[l]);
+    if (it == id.end()) {
+      return Status::InvalidArgument(
+          "class folder '" + Printable(listing->classes[l]) + "' under " +
+          Printable(listing->root) + " is not in the class map " + map_origin + " (" +
+          std::to_string(class_map.size()) + " classes); add it there or remove the folder");
+    }
+    new_label[l] = it->second;
+  }
+  for (SourceItem& item : listing->items) item.label = new_label[static_cast<size_t>(item.label)];
+  // Items stay ordered by label, then key: the pinned ids may order classes differently.
+  std::stable_sort(listing->items.begin(), listing->items.end(),
+                   [](const SourceItem& a, const SourceItem& b) {
+                     return a.label != b.label ? a.label < b.label : a.key < b.key;
+                   });
+  listing->classes = class_map;
+  return Status::Ok();
 }
 
 }  // namespace kiln

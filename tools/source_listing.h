@@ -8,7 +8,7 @@
 // those per its --on-error policy).
 //
 // Every input is accounted for: each directory entry below an ImageFolder root is either an item,
-// a problem, or counted in `ignored_files`; each list-file line is an item, a problem, or a blank
+// a problem, or skipped (listed in `skipped`, counted in `ignored_files`); each list-file line is an item, a problem, or a blank
 // or comment line.
 //
 // Names are bytes. Keys keep the bytes found on disk or in the list file, in UTF-8, never
@@ -58,6 +58,13 @@ struct SourceProblem {
   std::string reason;
 };
 
+// A file below an ImageFolder root that is not listed because of its name (no image extension,
+// or hidden). Never opened.
+struct SkippedFile {
+  std::string path;    // root joined with the entry's relative path
+  std::string reason;  // "hidden (name starts with '.')" or "no image extension (...)"
+};
+
 // The result of one listing.
 struct SourceListing {
   // The root as passed by the caller (not canonicalised).
@@ -69,10 +76,16 @@ struct SourceListing {
   std::vector<SourceItem> items;
   // Inputs that cannot become samples, in the order documented on each function below.
   std::vector<SourceProblem> problems;
-  // ImageFolder: files skipped silently because their name has no image extension or starts
-  // with '.' (hidden). They are counted so that "0 images found" can say what was there.
-  // List file: always 0.
+  // ImageFolder: files skipped because their name has no image extension or starts with '.'
+  // (hidden), in `skipped` ordered by path, and counted here (= skipped.size()), so that every
+  // file found is an item, a problem or skipped, and "0 images found" can say what was there.
+  // List file: always 0 and empty (listed files are not judged by their names).
   uint64_t ignored_files = 0;
+  std::vector<SkippedFile> skipped;
+  // Things worth saying that do not stop the listing, in line order: list file: a key listed
+  // again with another label ("LIST: line 9: 'a.png' is listed with label 1 and on line 2 with
+  // label 0; both are packed"). ImageFolder: none.
+  std::vector<std::string> warnings;
 };
 
 // Lists an ImageFolder tree: ROOT/CLASS/.../IMAGE.
@@ -87,8 +100,8 @@ struct SourceListing {
 // ordered by label, then by key in byte order. Note: this is the byte order of whole keys, not a
 // depth-first walk ("cat/a b/x.jpg" comes before "cat/a/x.jpg", since ' ' < '/').
 //
-// Skipped silently, counted in `ignored_files`: files (of any type) whose name has no image
-// extension; hidden files (name starting with '.', e.g. ".DS_Store", macOS "._a.jpg").
+// Skipped, listed in `skipped` and counted in `ignored_files`: files (of any type) whose name has
+// no image extension; hidden files (name starting with '.', e.g. ".DS_Store", macOS "._a.jpg").
 // Skipped silently, not counted: hidden directories (".git", ".ipynb_checkpoints") and all they
 // hold.
 //
@@ -145,10 +158,31 @@ Result<SourceListing> ListImageFolder(const std::string& root);
 // error.
 Result<SourceListing> ReadListFile(const std::string& list_path, const std::string& root);
 
+// Reads a class map: one class name a line, in label order (line 1 is label 0). UTF-8 bytes; a
+// byte-order mark at the start and the '\n' or "\r\n" line ends are stripped; empty lines are
+// skipped; nothing else is trimmed (a class folder name may hold spaces).
+// Errors: NotFound if `path` does not exist; InvalidArgument for a directory, an empty map, a
+// name with NUL or '/' or invalid UTF-8, or a name given twice (naming both lines); IOError if
+// it cannot be read. Messages name `path` and the line.
+Result<std::vector<std::string>> ReadClassNames(const std::string& path);
+
+// Pins the labels of `listing` to `class_map` (`map_origin` names it in messages, e.g.
+// "classes.txt" or "the classes of dataset D"), so that every split packed with one map gives a
+// class the same id, whichever folders each split holds.
+// ImageFolder listing: each item's label becomes the position of its class folder's name in
+// `class_map`; classes becomes `class_map` (so it may name classes with no folder); items are
+// reordered by the new label, then key. List file listing: labels are ids into the map and
+// must be in [0, size); classes becomes `class_map`.
+// Errors: InvalidArgument naming the first class folder that is not in the map ("class folder
+// 'dog' under ROOT is not in the class map M (...)"), or the first list item whose label is
+// not an id of it; `listing` is then unchanged.
+Status PinClasses(const std::vector<std::string>& class_map, const std::string& map_origin,
+                  SourceListing* listing);
+
 // Returns true if `filename` has an image extension, compared ASCII-case-insensitively:
-// .jpg .jpeg .png .bmp .tif .tiff .webp .ppm .pgm .pbm .pnm. The extension is the text after the
-// last '.' of the last '/'-separated component, when that '.' is not the component's first
-// character (".jpg" alone is a hidden file without extension). "IMG_0001.JPG" and "c.Jpeg" match;
+// .jpg .jpeg .png .apng .gif .bmp .tif .tiff .webp .ppm .pgm .pbm .pnm. The extension is the
+// text after the last '.' of the last '/'-separated component, when that '.' is not the
+// component's first character (".jpg" alone is a hidden file without extension). "IMG_0001.JPG" and "c.Jpeg" match;
 // "a.jpg.txt", "a.jpg " and "jpg" do not.
 bool HasImageExtension(std::string_view filename);
 

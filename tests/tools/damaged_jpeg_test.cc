@@ -10,6 +10,9 @@
 // magnitude bits, say) cannot be seen by any decoder; every change that libjpeg can see must be
 // refused.
 #include <gtest/gtest.h>
+#include <jpeglib.h>
+// After jpeglib.h, whose configuration decides which JWRN_* codes exist.
+#include <jerror.h>
 
 #include <algorithm>
 #include <csetjmp>
@@ -21,9 +24,6 @@
 #include <opencv2/imgcodecs.hpp>
 #include <string>
 #include <vector>
-
-#include <jpeglib.h>
-#include <jerror.h>
 
 #include "tools/image_decoder.h"
 #include "tools/jpeg_decoder.h"
@@ -41,7 +41,7 @@ std::string ReadFile(const std::string& path) {
 // Every JPEG of samples/photos and opencv-doc's example data, sorted.
 std::vector<std::string> RealPhotos() {
   std::vector<std::string> files;
-  for (const std::string dir : {std::string(KILN_SOURCE_DIR) + "/samples/photos",
+  for (const std::string& dir : {std::string(KILN_SOURCE_DIR) + "/samples/photos",
                                 std::string("/usr/share/doc/opencv-doc/examples/data")}) {
     if (!fs::is_directory(dir)) continue;
     for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
@@ -187,9 +187,8 @@ TEST(DamagedJpegTest, ChangedScanBytesAreRefusedWheneverLibjpegSeesDamage) {
                                : static_cast<char>(changed[at] + 0x5B);
       const std::string name = path + "#" + std::to_string(at);
       const Oracle oracle = AskLibjpeg(changed);
-      const bool damage_visible =
-          oracle.error || (oracle.first_warning != -1 &&
-                           !IsHarmlessJpegWarning(oracle.first_warning));
+      const bool damage_visible = oracle.error || (oracle.first_warning != -1 &&
+                                                   !IsHarmlessJpegWarning(oracle.first_warning));
       Result<cv::Mat> r = DecodeImage(changed, name, DecodeOptions());
       if (damage_visible) {
         ++seen;
@@ -234,8 +233,8 @@ TEST(DamagedJpegTest, HarmlessWarningsDoNotRefuse) {
   // Bytes between two header markers: libjpeg would skip them with JWRN_EXTRANEOUS_DATA;
   // DecodeImage's header check (policy step 1) refuses the file first.
   std::string extra = ReadFile(path);
-  const size_t app0_end = 4 + ((static_cast<unsigned char>(extra[4]) << 8) |
-                               static_cast<unsigned char>(extra[5]));
+  const size_t app0_end =
+      4 + ((static_cast<unsigned char>(extra[4]) << 8) | static_cast<unsigned char>(extra[5]));
   extra.insert(app0_end, "\x00\x01\x02", 3);
   EXPECT_EQ(AskLibjpeg(extra).first_warning, JWRN_EXTRANEOUS_DATA);
   Result<cv::Mat> between = DecodeImage(extra, "x.jpg", DecodeOptions());

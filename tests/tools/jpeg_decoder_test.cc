@@ -205,8 +205,8 @@ TEST(JpegDecoderTest, ExifOrientationIsReadAsOpenCvReadsIt) {
   std::vector<Case> cases;
   for (int v = 0; v <= 9; ++v) {
     const int expected = v >= 1 && v <= 8 ? v : 1;
-    cases.push_back({"MM " + std::to_string(v), App1(ExifOrientation(v, true)), expected});
-    cases.push_back({"II " + std::to_string(v), App1(ExifOrientation(v, false)), expected});
+    cases.push_back({"MM " + std::to_string(v), App1(ExifOrientation(v, true)), expected, ""});
+    cases.push_back({"II " + std::to_string(v), App1(ExifOrientation(v, false)), expected, ""});
   }
   // An XMP packet first does not hide the Exif orientation (OpenCV 4.6 would miss it).
   cases.push_back({"XMP before Exif",
@@ -216,10 +216,10 @@ TEST(JpegDecoderTest, ExifOrientationIsReadAsOpenCvReadsIt) {
   cases.push_back({"Exif before XMP",
                    App1(ExifOrientation(6, true)) +
                        App1(std::string("http://ns.adobe.com/xap/1.0/\0<x/>", 33)),
-                   6});
-  cases.push_back({"truncated TIFF", App1(ExifOrientation(6, true).substr(0, 16)), 1});
-  cases.push_back({"Exif header only", App1(std::string("Exif\0\0", 6)), 1});
-  cases.push_back({"no Exif", "", 1});
+                   6, ""});
+  cases.push_back({"truncated TIFF", App1(ExifOrientation(6, true).substr(0, 16)), 1, ""});
+  cases.push_back({"Exif header only", App1(std::string("Exif\0\0", 6)), 1, ""});
+  cases.push_back({"no Exif", "", 1, ""});
   for (const Case& c : cases) {
     const std::string jpeg = Insert(plain, c.segments);
     EXPECT_EQ(JpegExifOrientation(jpeg), c.orientation) << c.name;

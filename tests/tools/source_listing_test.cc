@@ -113,16 +113,18 @@ Result<SourceListing> ListWithDeadline(const std::string& root, const std::strin
 // HasImageExtension
 
 TEST(HasImageExtensionTest, MatchesEveryListedExtensionInAnyCase) {
-  for (const char* name : {"a.jpg", "a.jpeg", "a.png", "a.bmp", "a.tif", "a.tiff", "a.webp",
-                           "a.ppm", "a.pgm", "a.pbm", "a.pnm", "B.JPG", "c.Jpeg", "d.PNG",
-                           "IMG_0001.JPG", "x.TiFf", "a.b.c.WebP", "dir/sub/x.jpg", "猫 1.jpg"}) {
+  for (const char* name :
+       {"a.jpg",  "a.jpeg",     "a.png",         "a.apng",  "a.gif", "a.GIF",
+        "a.bmp",  "a.tif",      "a.tiff",        "a.webp",  "a.ppm", "a.pgm",
+        "a.pbm",  "a.pnm",      "B.JPG",         "c.Jpeg",  "d.PNG", "IMG_0001.JPG",
+        "x.TiFf", "a.b.c.WebP", "dir/sub/x.jpg", "猫 1.jpg"}) {
     EXPECT_TRUE(HasImageExtension(name)) << name;
   }
 }
 
 TEST(HasImageExtensionTest, RejectsOtherNames) {
   for (const char* name : {"", "jpg", ".jpg", ".PNG", "a.jpg.txt", "a.jpg ", "a.jpgx", "a.jp", "a.",
-                           "notes.txt", "a.gif", "dir.jpg/readme", "a_jpg", "a.j\xC3\xA9g"}) {
+                           "notes.txt", "a.svg", "dir.jpg/readme", "a_jpg", "a.j\xC3\xA9g"}) {
     EXPECT_FALSE(HasImageExtension(name)) << name;
   }
 }
