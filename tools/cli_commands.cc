@@ -1,0 +1,22 @@
+#include "tools/cli_commands.h"
+
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+namespace kiln {
+
+int FailCommand(const Status& status, bool json) {
+  std::fprintf(stderr, "kiln: %s\n", status.message().c_str());
+  const int code = status.code() == StatusCode::kInvalidArgument ? kExitUsage
+                   : status.code() == StatusCode::kCancelled     ? kExitInterrupted
+                                                                 : kExitDataProblem;
+  if (json) {
+    std::cout << nlohmann::json{{"ok", false}, {"error", status.message()}, {"exit_code", code}}
+                     .dump()
+              << "\n";
+  }
+  return code;
+}
+
+}  // namespace kiln

@@ -1,0 +1,165 @@
+// kiln pack: flags to PackOptions, a progress bar, Ctrl-C handling, the report.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "tools/cli_commands.h"
+#include "tools/cli_parsing.h"
+#include "tools/packer.h"
+
+namespace kiln {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void OnInterrupt(int) { g_interrupted.store(true); }
+
+// Draws a progress bar on a terminal, or a plain line every 10% elsewhere.
+class ProgressPrinter {
+ public:
+  ProgressPrinter() : tty_(::isatty(STDERR_FILENO) != 0) {}
+  void operator()(uint64_t done, uint64_t total) {
+    if (tty_) {
+      if (done != total && done % 64 != 0) return;
+      const int width = 40;
+      const int filled = total ? static_cast<int>(width * done / total) : width;
+      std::fprintf(stderr, "\r[%s%s] %llu/%llu images", std::string(filled, '#').c_str(),
+                   std::string(width - filled, '.').c_str(),
+                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(total));
+      if (done == total) std::fprintf(stderr, "\n");
+      return;
+    }
+    const uint64_t tenth = total ? done * 10 / total : 10;
+    if (tenth > last_tenth_) {
+      last_tenth_ = tenth;
+      std::fprintf(stderr, "kiln pack: %llu/%llu images (%llu%%)\n",
+                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
+                   static_cast<unsigned long long>(tenth * 10));
+    }
+  }
+
+ private:
+  bool tty_;
+  uint64_t last_tenth_ = 0;
+};
+
+// The flags of `kiln pack` as typed; ParsePackFlags turns the compound ones into options.
+struct PackFlags {
+  std::string input, output, root, size = "224", crop = "center", layout = "hwc", dtype = "uint8";
+  std::string compress = "none", shard_size = "128MiB", on_error = "skip", mean, std_dev;
+  std::string format = "shards";
+  uint32_t channels = 3, resize = 0, threads = 0;
+  uint64_t max_pixels = DecodeOptions{}.max_pixels;
+  int64_t shuffle_seed = -1;
+  bool json = false, overwrite = false, resume = false;
+};
+
+void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
+  pack->add_option("input", f->input,
+                   "ImageFolder directory (one sub-folder per class) or list file")
+      ->required();
+  pack->add_option("output", f->output, "Dataset directory to create")->required();
+  pack->add_option("--root", f->root, "Root of the list file's paths (default: its directory)");
+  pack->add_option("--size", f->size, "Final size H or HxW (default 224)");
+  pack->add_option("--resize", f->resize, "Shorter side before the crop (default: cover --size)");
+  pack->add_option("--crop", f->crop, "center or none (resize to --size, aspect not kept)")
+      ->check(CLI::IsMember({"center", "none"}));
+  pack->add_option("--channels", f->channels, "1 (grey) or 3 (RGB)")
+      ->check(CLI::IsMember({1, 3}));
+  pack->add_option("--layout", f->layout, "hwc or chw")->check(CLI::IsMember({"hwc", "chw"}));
+  pack->add_option("--dtype", f->dtype, "uint8, float16 or float32")
+      ->check(CLI::IsMember({"uint8", "float16", "float32"}));
+  pack->add_option("--mean", f->mean,
+                   "Per-channel mean in [0,1] for float dtypes, e.g. 0.485,0.456,0.406");
+  pack->add_option("--std", f->std_dev, "Per-channel std for float dtypes, e.g. 0.229,0.224,0.225");
+  pack->add_option("--format", f->format, "Storage format: shards (default), lmdb or hdf5")
+      ->check(CLI::IsMember({"shards", "lmdb", "hdf5"}));
+  pack->add_option("--shard-size", f->shard_size,
+                   "Maximum shard size, e.g. 64MiB (default 128MiB)");
+  pack->add_option("--compress", f->compress, "none, zstd or zstd:LEVEL (per record)");
+  pack->add_option("--threads", f->threads, "Worker threads (default: all cores)")
+      ->check(CLI::Range(0u, 256u));
+  pack->add_option("--shuffle-seed", f->shuffle_seed,
+                   "Shuffle samples at write time with this seed");
+  pack->add_option("--on-error", f->on_error,
+                   "skip (report and go on) or fail (stop, write nothing)")
+      ->check(CLI::IsMember({"skip", "fail"}));
+  pack->add_option("--max-pixels", f->max_pixels, "Refuse images with more pixels (0: no limit)");
+  pack->add_flag("--overwrite", f->overwrite, "Replace an existing dataset at OUTPUT");
+  pack->add_flag("--resume", f->resume,
+                 "Continue an interrupted pack of the same inputs and options (shards format)");
+  pack->add_flag("--json", f->json, "Print one JSON object on stdout");
+}
+
+Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
+  PackOptions o;
+  o.input = f.input;
+  o.output = f.output;
+  o.root = f.root;
+  o.threads = f.threads;
+  o.overwrite = f.overwrite;
+  o.resume = f.resume;
+  o.format = f.format;
+  o.on_error = f.on_error == "fail" ? OnError::kFail : OnError::kSkip;
+  o.decode.max_pixels = f.max_pixels;
+  if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
+  KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
+                                      f.mean, f.std_dev, f.shard_size, f.compress, &o));
+  return o;
+}
+
+void PrintPackReport(const PackReport& report, bool json) {
+  if (!report.resume_note.empty()) {
+    std::fprintf(stderr, "kiln pack: --resume: %s\n", report.resume_note.c_str());
+  } else if (report.resumed_inputs > 0) {
+    std::fprintf(stderr, "kiln pack: resumed after %llu inputs of an interrupted run\n",
+                 static_cast<unsigned long long>(report.resumed_inputs));
+  }
+  for (const Rejection& r : report.rejections) {
+    std::fprintf(stderr, "kiln pack: rejected %s%s: %s\n", r.path.c_str(),
+                 r.line ? (" (line " + std::to_string(r.line) + ")").c_str() : "",
+                 r.reason.c_str());
+  }
+  if (json) {
+    std::cout << PackReportJson(report) << "\n";
+    return;
+  }
+  std::printf("packed %llu of %llu images (%llu rejected) into %s: %zu files, %.1f MB in "
+              "%.2f s (%.0f images/s, %.1f MB/s)\n",
+              static_cast<unsigned long long>(report.packed),
+              static_cast<unsigned long long>(report.listed),
+              static_cast<unsigned long long>(report.rejected), report.output.c_str(),
+              report.manifest.files.size(), report.output_bytes / 1e6, report.seconds,
+              report.seconds > 0 ? report.packed / report.seconds : 0.0,
+              report.seconds > 0 ? report.output_bytes / 1e6 / report.seconds : 0.0);
+}
+
+int RunPack(const PackFlags& flags) {
+  Result<PackOptions> options = PackOptionsFromFlags(flags);
+  if (!options.ok()) return FailCommand(options.status(), flags.json);
+  // Ctrl-C or SIGTERM: stop between images and clean up, rather than die mid-write.
+  std::signal(SIGINT, OnInterrupt);
+  std::signal(SIGTERM, OnInterrupt);
+  options->cancel = &g_interrupted;
+  ProgressPrinter printer;
+  Result<PackReport> report =
+      Pack(*options, [&](uint64_t done, uint64_t total) { printer(done, total); });
+  if (!report.ok()) return FailCommand(report.status(), flags.json);
+  PrintPackReport(*report, flags.json);
+  return kExitOk;
+}
+
+}  // namespace
+
+Subcommand AddPackCommand(CLI::App& app) {
+  auto flags = std::make_shared<PackFlags>();
+  CLI::App* pack = app.add_subcommand("pack", "Pack an image folder or list file into a dataset");
+  DeclarePackFlags(pack, flags.get());
+  return {pack, [flags] { return RunPack(*flags); }};
+}
+
+}  // namespace kiln

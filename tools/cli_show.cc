@@ -1,0 +1,66 @@
+// kiln show: writes one sample, or a grid of evenly spaced samples, as a PNG picture.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tools/cli_commands.h"
+#include "tools/cli_parsing.h"
+#include "tools/sample_renderer.h"
+
+namespace kiln {
+namespace {
+
+struct ShowFlags {
+  std::string dataset;
+  uint64_t index = 0;
+  std::string grid;
+  std::string png;
+  CLI::Option* index_option = nullptr;  // set when --index was given
+};
+
+// Returns the sample indices to draw: the one --index, or a --grid (default 4x8) of evenly
+// spaced samples with its column count in `columns`.
+Result<std::vector<uint64_t>> ShownIndices(const ShowFlags& flags, uint32_t* columns) {
+  *columns = 1;
+  if (flags.index_option->count() > 0) {
+    KILN_ASSIGN_OR_RETURN(uint64_t n, CountSamples(flags.dataset));
+    if (flags.index >= n) {
+      return Status::InvalidArgument("--index " + std::to_string(flags.index) +
+                                     " is out of range: " + flags.dataset + " holds " +
+                                     std::to_string(n) + " samples (0 to " +
+                                     std::to_string(n - 1) + ")");
+    }
+    return std::vector<uint64_t>{flags.index};
+  }
+  uint32_t rows = 0;
+  KILN_RETURN_IF_ERROR(ParseGrid(flags.grid.empty() ? "4x8" : flags.grid, &rows, columns));
+  KILN_ASSIGN_OR_RETURN(uint64_t n, CountSamples(flags.dataset));
+  return EvenlySpacedIndices(n, uint64_t{rows} * *columns);
+}
+
+int RunShow(const ShowFlags& flags) {
+  uint32_t columns = 1;
+  Result<std::vector<uint64_t>> indices = ShownIndices(flags, &columns);
+  if (!indices.ok()) return FailCommand(indices.status(), false);
+  Status s = RenderSamples(flags.dataset, *indices, columns, flags.png);
+  if (!s.ok()) return FailCommand(s, false);
+  std::printf("wrote %zu samples to %s\n", indices->size(), flags.png.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+Subcommand AddShowCommand(CLI::App& app) {
+  auto flags = std::make_shared<ShowFlags>();
+  CLI::App* show = app.add_subcommand("show", "Write samples as a PNG picture");
+  show->add_option("dataset", flags->dataset, "Dataset directory")->required();
+  flags->index_option = show->add_option("--index", flags->index, "One sample index");
+  CLI::Option* grid = show->add_option("--grid", flags->grid,
+                                       "RxC grid of evenly spaced samples, e.g. 4x8");
+  flags->index_option->excludes(grid);
+  show->add_option("-o,--output", flags->png, "PNG file to write")->required();
+  return {show, [flags] { return RunShow(*flags); }};
+}
+
+}  // namespace kiln
