@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tools/cli_commands.h"
 #include "tools/cli_parsing.h"
 #include "tools/packer.h"
+#include "tools/partition.h"
 
 namespace kiln {
 namespace {
@@ -56,6 +58,8 @@ struct PackFlags {
   uint64_t max_pixels = DecodeOptions{}.max_pixels;
   int64_t shuffle_seed = -1;
   bool json = false, overwrite = false, resume = false;
+  std::string part;  // "" (not a part), "auto", or the index
+  uint32_t of = 0;   // 0 = not given
 };
 
 void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
@@ -92,7 +96,41 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_flag("--overwrite", f->overwrite, "Replace an existing dataset at OUTPUT");
   pack->add_flag("--resume", f->resume,
                  "Continue an interrupted pack of the same inputs and options (shards format)");
+  pack->add_option("--part", f->part,
+                   "Pack only part I (from 0) of --of N into OUTPUT.parts/part-IIIII-of-NNNNN, "
+                   "or 'auto': take I (and N) from the engine's environment (Slurm array, "
+                   "mpirun, srun, Kubernetes Indexed Job, KILN_PART/KILN_PARTS); then kiln merge");
+  pack->add_option("--of", f->of,
+                   "Number of parts. Without --part: pack all N parts here, in turn, into OUTPUT "
+                   "(the bytes kiln merge of N parts gives)")
+      ->check(CLI::Range(1u, kMaxParts));
   pack->add_flag("--json", f->json, "Print one JSON object on stdout");
+}
+
+// Resolves --part / --of into options.part_index / part_count; --part auto reads the
+// environment (tools/partition.h) and says on stderr what it used.
+Status ResolvePart(const PackFlags& f, PackOptions* o) {
+  if (f.part.empty()) {
+    o->part_count = f.of == 0 ? 1 : f.of;
+    return Status::Ok();
+  }
+  if (f.part == "auto") {
+    KILN_ASSIGN_OR_RETURN(PartChoice choice,
+                          PartFromEnvironment(f.of ? std::optional<uint32_t>(f.of) : std::nullopt));
+    std::fprintf(stderr, "kiln pack: --part auto: part %u of %u from %s\n", choice.index,
+                 choice.count, choice.source.c_str());
+    o->part_index = choice.index;
+    o->part_count = choice.count;
+    return Status::Ok();
+  }
+  const std::optional<uint32_t> index = ParseEnvironmentNumber(f.part);
+  if (!index) {
+    return Status::InvalidArgument("--part " + f.part + ": expected a part number or 'auto'");
+  }
+  if (f.of == 0) return Status::InvalidArgument("--part " + f.part + " needs --of N");
+  o->part_index = *index;
+  o->part_count = f.of;
+  return ValidatePart(*index, f.of);
 }
 
 Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
@@ -109,6 +147,7 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
   KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
                                       f.mean, f.std_dev, f.shard_size, f.compress, &o));
+  KILN_RETURN_IF_ERROR(ResolvePart(f, &o));
   return o;
 }
 

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "kiln 0.1.0");
   const std::vector<kiln::Subcommand> commands = {
       kiln::AddPackCommand(app), kiln::AddVerifyCommand(app), kiln::AddInspectCommand(app),
-      kiln::AddShowCommand(app), kiln::AddBenchCommand(app)};
+      kiln::AddShowCommand(app), kiln::AddBenchCommand(app), kiln::AddMergeCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
