@@ -155,7 +155,7 @@ class PyLoader {
            uint64_t seed, bool drop_last, uint32_t num_threads, uint32_t prefetch,
            bool pin_memory, uint32_t rank, uint32_t world_size, uint32_t crop_height,
            uint32_t crop_width, bool flip, const std::string& tail, uint64_t start_epoch,
-           uint64_t block_bytes, uint32_t shuffle_window)
+           uint64_t block_bytes, uint32_t shuffle_window, const py::bytes& resume)
       : state_(std::make_shared<LoaderState>()) {
     LoaderOptions o;
     o.batch_size = batch_size;
@@ -174,6 +174,8 @@ class PyLoader {
     o.augment.crop_width = crop_width;
     o.augment.flip = flip;
     o.start_epoch = start_epoch;
+    const std::string resume_blob = resume;
+    if (!resume_blob.empty()) o.resume = ValueOrThrow(ReaderState::Decode(resume_blob));
     Result<std::unique_ptr<Loader>> loader = Status::Internal("unset");
     {
       py::gil_scoped_release release;  // opening maps and checks every file: O(files)
@@ -260,6 +262,12 @@ class PyLoader {
     return out;
   }
 
+  // The loader's ReaderState in its binary form (reader/reader_state.md).
+  py::bytes State() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return py::bytes(state_->loader->state().Encode());
+  }
+
   std::string Key(uint64_t index) const { return ValueOrThrow(loader().dataset().Key(index)); }
 
   py::dict Stats() const {
@@ -279,6 +287,104 @@ class PyLoader {
  private:
   std::shared_ptr<LoaderState> state_;
 };
+
+const char* TailName(TailPolicy tail) {
+  switch (tail) {
+    case TailPolicy::kShort: return "short";
+    case TailPolicy::kDrop: return "drop";
+    case TailPolicy::kPad: return "pad";
+  }
+  return "short";
+}
+
+// The fields of a binary ReaderState as the plain dict of kiln.Loader.state_dict().
+py::dict StateToDict(const py::bytes& blob) {
+  const ReaderState s = ValueOrThrow(ReaderState::Decode(std::string(blob)));
+  py::dict d;
+  d["kiln_reader_state"] = kReaderStateVersion;
+  d["order_version"] = s.order_version;
+  d["epoch"] = s.epoch;
+  d["samples_consumed"] = s.samples_consumed;
+  d["seed"] = s.seed;
+  d["shuffle"] = std::string(ShuffleModeName(s.shuffle));
+  d["block_samples"] = s.block_samples;
+  d["window"] = s.window_blocks;
+  d["batch_size"] = s.batch_size;
+  d["world_size"] = s.world_size;
+  d["tail"] = std::string(TailName(s.tail));
+  d["drop_last"] = s.drop_last;
+  d["crop"] = py::make_tuple(s.crop_height, s.crop_width);
+  d["flip"] = s.flip;
+  d["num_samples"] = s.num_samples;
+  d["dataset_fingerprint"] = HexDigest(s.dataset_fingerprint);
+  return d;
+}
+
+// The inverse of StateToDict; refuses a dict with missing or ill-typed fields by name.
+py::bytes StateFromDict(const py::dict& d) {
+  auto field = [&](const char* name) -> py::object {
+    if (!d.contains(name)) {
+      ThrowStatus(Status::InvalidArgument(std::string("reader state dict: missing field '") +
+                                          name + "'"));
+    }
+    return d[name];
+  };
+  auto integer = [&](const char* name) -> uint64_t {
+    py::object v = field(name);
+    if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v) ||
+        v.cast<py::int_>() < py::int_(0)) {
+      ThrowStatus(Status::InvalidArgument(std::string("reader state dict: field '") + name +
+                                          "' must be a non-negative int"));
+    }
+    return v.cast<uint64_t>();
+  };
+  auto u32 = [&](const char* name) -> uint32_t {
+    const uint64_t v = integer(name);
+    if (v > UINT32_MAX) {
+      ThrowStatus(Status::InvalidArgument(std::string("reader state dict: field '") + name +
+                                          "' is out of range"));
+    }
+    return static_cast<uint32_t>(v);
+  };
+  const uint64_t version = integer("kiln_reader_state");
+  if (version != kReaderStateVersion) {
+    ThrowStatus(Status::NotSupported("reader state dict: version " + std::to_string(version) +
+                                     "; this kiln reads version " +
+                                     std::to_string(kReaderStateVersion)));
+  }
+  ReaderState s;
+  s.order_version = u32("order_version");
+  s.epoch = integer("epoch");
+  s.samples_consumed = integer("samples_consumed");
+  s.seed = integer("seed");
+  s.shuffle = ValueOrThrow(ParseShuffleMode(field("shuffle").cast<std::string>()));
+  s.block_samples = integer("block_samples");
+  s.window_blocks = u32("window");
+  s.batch_size = u32("batch_size");
+  s.world_size = u32("world_size");
+  s.tail = ParseTail(field("tail").cast<std::string>());
+  s.drop_last = field("drop_last").cast<bool>();
+  py::object crop = field("crop");
+  py::sequence crop_seq = crop.cast<py::sequence>();
+  if (crop_seq.size() != 2) {
+    ThrowStatus(Status::InvalidArgument("reader state dict: 'crop' must be [height, width]"));
+  }
+  s.crop_height = crop_seq[0].cast<uint32_t>();
+  s.crop_width = crop_seq[1].cast<uint32_t>();
+  s.flip = field("flip").cast<bool>();
+  s.num_samples = integer("num_samples");
+  const std::string hex = field("dataset_fingerprint").cast<std::string>();
+  if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    ThrowStatus(Status::InvalidArgument("reader state dict: 'dataset_fingerprint' must be 16 "
+                                        "lower-case hex digits, got '" + hex + "'"));
+  }
+  s.dataset_fingerprint = std::stoull(hex, nullptr, 16);
+  if (s.batch_size == 0 || s.world_size == 0) {
+    ThrowStatus(Status::InvalidArgument("reader state dict: batch_size and world_size must be "
+                                        "at least 1"));
+  }
+  return py::bytes(s.Encode());
+}
 
 // The same JSON object as `kiln inspect --json`: both call formats/inspector.h.
 std::string InspectJson(const std::string& dir) {
@@ -307,13 +413,14 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, uint32_t, const std::string&, uint64_t, bool, uint32_t,
                     uint32_t, bool, uint32_t, uint32_t, uint32_t, uint32_t, bool,
-                    const std::string&, uint64_t, uint64_t, uint32_t>(),
+                    const std::string&, uint64_t, uint64_t, uint32_t, const py::bytes&>(),
            py::arg("path"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"),
            py::arg("drop_last"), py::arg("num_threads"), py::arg("prefetch"),
            py::arg("pin_memory"), py::arg("rank"), py::arg("world_size"),
            py::arg("crop_height"), py::arg("crop_width"), py::arg("flip"), py::arg("tail"),
            py::arg("start_epoch"), py::arg("block_bytes") = uint64_t{4} << 20,
-           py::arg("shuffle_window") = 16u)
+           py::arg("shuffle_window") = 16u, py::arg("resume") = py::bytes())
+      .def("state", &PyLoader::State, "The ReaderState's 96 bytes (reader/reader_state.md).")
       .def("set_epoch", &PyLoader::SetEpoch, py::arg("epoch"))
       .def("next", &PyLoader::Next, py::arg("copy"), py::arg("dlpack"),
            "(images, labels) as DLPack capsules or NumPy arrays, or None at the epoch's end. "
@@ -338,6 +445,8 @@ PYBIND11_MODULE(_core, m) {
         return kiln::python::SchemaDict(l.loader().sample_schema());
       });
 
+  m.def("state_to_dict", &kiln::python::StateToDict, py::arg("blob"));
+  m.def("state_from_dict", &kiln::python::StateFromDict, py::arg("state"));
   m.def("inspect_json", &kiln::python::InspectJson, py::arg("path"));
   m.def("verify_json", &kiln::python::VerifyJson, py::arg("path"), py::arg("deep"));
   m.def(

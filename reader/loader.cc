@@ -1,6 +1,7 @@
 #include "reader/loader.h"
 
 #include "formats/fault_guard.h"
+#include "formats/manifest.h"
 
 #include <time.h>
 
@@ -177,9 +178,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
                         AugmentedSchema(dataset->schema(), options.augment));
   if (sampler.batches_per_epoch() == 0 && dataset->num_samples() > 0) {
-    const uint64_t share = (dataset->num_samples() - std::min<uint64_t>(
-                                dataset->num_samples(), options.rank) + options.world_size - 1) /
-                           options.world_size;
+    const uint64_t share = sampler.own_samples();
     WarnOnce(options.drop_last
                  ? "the loader yields no batches: rank " + std::to_string(options.rank) +
                        "'s share of the " + std::to_string(dataset->num_samples()) +
@@ -189,8 +188,16 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
                        " ranks and this tail policy, rank " + std::to_string(options.rank) +
                        " gets no samples (its own share would be " + std::to_string(share) + ")");
   }
+  KILN_ASSIGN_OR_RETURN(const uint64_t fingerprint,
+                        ManifestChecksum(dataset->manifest().ToJson(), dataset->dir()));
   std::unique_ptr<Loader> loader(
       new Loader(std::move(dataset), options, std::move(sampler), out_schema));
+  loader->dataset_fingerprint_ = fingerprint;
+  uint64_t start_epoch = options.start_epoch, start_consumed = 0;
+  if (options.resume) {
+    KILN_ASSIGN_OR_RETURN(start_consumed, loader->CheckResume(*options.resume));
+    start_epoch = options.resume->epoch;
+  }
 
   // A slot holds the largest batch this rank can get: never more than its share of samples.
   const uint64_t slot_samples = std::max<uint64_t>(
@@ -231,7 +238,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
       (options.batch_size + loader->chunks_per_batch_ - 1) / loader->chunks_per_batch_;
   {
     std::unique_lock<std::mutex> lock(loader->mu_);
-    loader->StartEpochLocked(options.start_epoch, lock);
+    loader->StartEpochLocked(start_epoch, lock, start_consumed);
   }
   for (uint32_t t = 0; t < threads; ++t) {
     loader->threads_.emplace_back([l = loader.get()] { l->WorkerLoop(); });
@@ -263,13 +270,145 @@ Loader::~Loader() {
   }
 }
 
-void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock) {
+Result<uint64_t> Loader::CheckResume(const ReaderState& state) const {
+  const std::string what = "cannot resume from the saved reader state (" + state.ToString() +
+                           "): ";
+  if (state.order_version != kSamplerOrderVersion) {
+    return Status::NotSupported(what + "it refers to sampler order version " +
+                                std::to_string(state.order_version) + "; this kiln computes "
+                                "version " + std::to_string(kSamplerOrderVersion) +
+                                " and cannot reproduce that order (restart the epoch instead)");
+  }
+  if (state.dataset_fingerprint != dataset_fingerprint_ ||
+      state.num_samples != dataset_->num_samples()) {
+    return Status::InvalidArgument(
+        what + "it was saved on another dataset (fingerprint " +
+        HexDigest(state.dataset_fingerprint) + ", " + std::to_string(state.num_samples) +
+        " samples); " + dataset_->dir() + " has fingerprint " + HexDigest(dataset_fingerprint_) +
+        " and " + std::to_string(dataset_->num_samples()) + " samples");
+  }
+  if (options_.start_epoch != 0 && options_.start_epoch != state.epoch) {
+    return Status::InvalidArgument(what + "start_epoch " + std::to_string(options_.start_epoch) +
+                                   " contradicts the state's epoch " +
+                                   std::to_string(state.epoch) + " (leave start_epoch 0)");
+  }
+  if (state.seed != options_.seed) {
+    return Status::InvalidArgument(what + "it was saved with seed " + std::to_string(state.seed) +
+                                   "; the loader options have seed " +
+                                   std::to_string(options_.seed));
+  }
+  if (state.shuffle != options_.shuffle) {
+    return Status::InvalidArgument(what + "it was saved with shuffle " +
+                                   ShuffleModeName(state.shuffle) + "; the loader options have "
+                                   "shuffle " + ShuffleModeName(options_.shuffle));
+  }
+  const bool block = options_.shuffle == ShuffleMode::kBlock;
+  if (block && (state.block_samples != sampler_.block_samples() ||
+                state.window_blocks != options_.shuffle_window)) {
+    return Status::InvalidArgument(
+        what + "it was saved with blocks of " + std::to_string(state.block_samples) +
+        " samples and a window of " + std::to_string(state.window_blocks) +
+        " blocks; the loader options give " + std::to_string(sampler_.block_samples()) +
+        " samples per block and a window of " + std::to_string(options_.shuffle_window));
+  }
+  if (state.crop_height != options_.augment.crop_height ||
+      state.crop_width != options_.augment.crop_width || state.flip != options_.augment.flip) {
+    return Status::InvalidArgument(
+        what + "it was saved with crop " + std::to_string(state.crop_height) + "x" +
+        std::to_string(state.crop_width) + " flip " + (state.flip ? "on" : "off") +
+        "; the loader options have crop " + std::to_string(options_.augment.crop_height) + "x" +
+        std::to_string(options_.augment.crop_width) + " flip " +
+        (options_.augment.flip ? "on" : "off"));
+  }
+  const uint64_t n = dataset_->num_samples();
+  if (!block) {
+    if (state.samples_consumed > n) {
+      return Status::OutOfRange(what + "its position is past the end of the epoch (" +
+                                std::to_string(n) + " samples)");
+    }
+    return state.samples_consumed;
+  }
+  // kBlock: the position counts steps of the saved configuration.
+  SamplerOptions saved = sampler_.options();
+  saved.batch_size = state.batch_size;
+  saved.world_size = state.world_size;
+  saved.rank = 0;
+  saved.tail = state.tail;
+  saved.drop_last = state.drop_last;
+  KILN_ASSIGN_OR_RETURN(Sampler saved_sampler, Sampler::Create(saved));
+  const uint64_t saved_step = uint64_t{state.batch_size} * state.world_size;
+  const uint64_t saved_end = saved_sampler.batches_per_epoch() * saved_step;
+  if (state.samples_consumed > saved_end) {
+    return Status::OutOfRange(what + "its position is past the end of the epoch (" +
+                              std::to_string(saved_sampler.batches_per_epoch()) +
+                              " steps of " + std::to_string(saved_step) + ")");
+  }
+  const uint64_t step = uint64_t{options_.batch_size} * options_.world_size;
+  if (state.samples_consumed == 0) return uint64_t{0};
+  if (state.samples_consumed == saved_end) return sampler_.batches_per_epoch() * step;
+  if (state.batch_size != options_.batch_size || state.world_size != options_.world_size) {
+    return Status::InvalidArgument(
+        what + "block shuffle deals blocks to ranks by world size: a mid-epoch state saved "
+        "with world size " + std::to_string(state.world_size) + " and batch size " +
+        std::to_string(state.batch_size) + " restores only with the same (the loader has " +
+        std::to_string(options_.world_size) + " and " + std::to_string(options_.batch_size) +
+        "); restore at an epoch boundary to change them");
+  }
+  if (state.samples_consumed % step != 0) {
+    return Status::InvalidArgument(what + "the position is not a whole number of steps");
+  }
+  if (state.samples_consumed / step > sampler_.batches_per_epoch()) {
+    return Status::OutOfRange(what + "its position is past the end of the epoch (" +
+                              std::to_string(sampler_.batches_per_epoch()) + " steps)");
+  }
+  return state.samples_consumed;
+}
+
+ReaderState Loader::state() const {
+  ReaderState s;
+  s.order_version = kSamplerOrderVersion;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (epoch_started_) {
+      s.epoch = epoch_;
+      s.samples_consumed = sampler_.ConsumedAfter(next_batch_);
+    } else {
+      s.epoch = epoch_ + 1;  // Next() returned false: the next call starts epoch_ + 1
+      s.samples_consumed = 0;
+    }
+  }
+  s.seed = options_.seed;
+  s.shuffle = options_.shuffle;
+  if (options_.shuffle == ShuffleMode::kBlock) {
+    s.block_samples = sampler_.block_samples();
+    s.window_blocks = options_.shuffle_window;
+  }
+  s.batch_size = options_.batch_size;
+  s.world_size = options_.world_size;
+  s.tail = options_.tail_policy;
+  s.drop_last = options_.drop_last;
+  s.crop_height = options_.augment.crop_height;
+  s.crop_width = options_.augment.crop_width;
+  s.flip = options_.augment.flip;
+  s.num_samples = dataset_->num_samples();
+  s.dataset_fingerprint = dataset_fingerprint_;
+  return s;
+}
+
+uint64_t Loader::batches_in_epoch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sampler_.batches_in_epoch();
+}
+
+void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock,
+                              uint64_t consumed) {
   // The abandoned batch the consumer holds: its host slot is about to be refilled.
   if (holding_) ReleaseDeviceSlotLocked((next_batch_ - 1) % slots_.size());
   // No new claims, then wait for chunks in flight: they write slots and read the permutation.
   total_tasks_ = 0;
   idle_cv_.wait(lock, [this] { return busy_ == 0; });
-  sampler_.SetEpoch(epoch);
+  // `consumed` was checked by CheckResume (0 is always valid).
+  if (!sampler_.SetEpoch(epoch, consumed).ok()) (void)sampler_.SetEpoch(epoch, 0);
   for (Slot& slot : slots_) {
     slot.batch = UINT64_MAX;
     slot.pending = 0;

@@ -17,7 +17,23 @@
 // by the Next() call that reaches that batch, naming file, record and offset. The next call
 // continues with the following batch.
 //
-// Thread safety: one consumer thread calls SetEpoch/Next; the fetch threads are internal.
+// Checkpoint and resume: state() returns the loader's position as a ReaderState
+// (reader/reader_state.h: epoch, global samples consumed in it, the options that fix the order,
+// the dataset's fingerprint; 96 bytes encoded). A loader created with LoaderOptions::resume set
+// to a saved state starts there in O(1) (no replay) and serves exactly the batches the loader
+// that saved it would have served next (data bytes, labels, sample indices, padding flags,
+// crops and flips), provided the world size and batch size are the same. Elastic restore
+// (kExact and kNone): another world size, batch size, rank, tail policy or drop_last splits the
+// epoch's remaining global positions by the rule of reader/sampler.h ("Resuming mid-epoch").
+// num_threads and prefetch never matter. kBlock restores mid-epoch only with the world size and
+// batch size it was saved with (at an epoch boundary or the end of an epoch, with any).
+// Create() refuses, naming what differs: InvalidArgument for a state of another dataset
+// (fingerprint or sample count), another seed, shuffle mode, block size or window, other
+// augmentation settings, another sampler order version (NotSupported), a kBlock state
+// restored with another world size or batch size mid-epoch, or a start_epoch other than 0 or
+// the state's epoch; OutOfRange for a position past the end of its epoch.
+//
+// Thread safety: one consumer thread calls SetEpoch/Next/state; the fetch threads are internal.
 // Lifetimes: a Batch's pointers stay valid until the next call to Next() or SetEpoch(), or the
 // Loader's destruction, whichever comes first. Copy what you keep.
 //
@@ -57,6 +73,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,6 +84,7 @@
 #include "reader/augmenter.h"
 #include "reader/cuda_handles.h"
 #include "reader/host_buffer.h"
+#include "reader/reader_state.h"
 #include "reader/sampler.h"
 
 namespace kiln {
@@ -95,6 +113,12 @@ struct LoaderOptions {
   bool pin_memory = true;        // pinned slots when a CUDA device is present. Default true.
   AugmentOptions augment;        // random crop and flip. Default off.
   uint64_t start_epoch = 0;      // the epoch the first Next() serves (resume). Default 0.
+  // A state saved by Loader::state() (see "Checkpoint and resume" above): the first Next()
+  // serves the batch after the saved position, in the saved epoch (start_epoch must then be 0
+  // or that epoch). SetEpoch() with the state's epoch before the first Next() keeps the
+  // position; SetEpoch() with another epoch starts that epoch from its beginning, and later
+  // epochs always start from their beginning. Default none.
+  std::optional<ReaderState> resume;
   // CUDA device that receives every batch (see "Device batches" above); -1 for host batches
   // only. Falls back to host batches, with one warning, where no usable device exists.
   // Range [-1, device count). Default -1.
@@ -104,7 +128,7 @@ struct LoaderOptions {
 // One batch: `size` samples in one contiguous block, sample k at data + k * sample_bytes.
 struct Batch {
   uint64_t epoch = 0;
-  uint64_t index = 0;        // position in the epoch, from 0
+  uint64_t index = 0;        // step in the epoch, from 0 (after a resume, see Sampler::first_step)
   uint32_t size = 0;         // samples; batch_size except a last partial (or empty) batch
   TensorSchema schema;       // of each sample (after any crop)
   const uint8_t* data = nullptr;              // [size, schema shape], schema dtype, LE
@@ -176,8 +200,18 @@ class Loader {
   // (Corruption naming file, record and offset; IOError).
   Result<bool> Next(Batch* batch);
 
+  // Returns the position of the batch the next Next() serves: the current epoch and the
+  // global samples consumed by the batches Next() has returned in it (the batch held counts as
+  // consumed), or (epoch + 1, 0) once Next() has returned false at the end of an epoch.
+  // Save it after the training step that used the last batch. O(1).
+  ReaderState state() const;
+
   uint64_t epoch() const;
+  // Batches of a whole epoch (the same on every rank); a resumed epoch serves
+  // batches_per_epoch() - Sampler::first_step() when its position is a whole number of steps.
   uint64_t batches_per_epoch() const { return sampler_.batches_per_epoch(); }
+  // Batches the current epoch serves from where it started (batches_per_epoch() unless resumed).
+  uint64_t batches_in_epoch() const;
   uint64_t samples_per_epoch() const { return sampler_.samples_per_epoch(); }
   const TensorSchema& sample_schema() const { return out_schema_; }
   bool pinned() const { return buffer_->pinned(); }
@@ -202,7 +236,11 @@ class Loader {
 
   Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
          TensorSchema out_schema);
-  void StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock);
+  // Starts `epoch` after `consumed` global positions (validated by the caller).
+  void StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock,
+                        uint64_t consumed = 0);
+  // Returns the `consumed` to start the state's epoch with, or why it cannot be honoured.
+  Result<uint64_t> CheckResume(const ReaderState& state) const;
   void WorkerLoop();
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
                    std::vector<uint8_t>* scratch, uint64_t* augment_ns);
@@ -216,6 +254,7 @@ class Loader {
   LoaderOptions options_;
   Sampler sampler_;  // permutation rewritten only by StartEpochLocked with no worker busy
   TensorSchema out_schema_;
+  uint64_t dataset_fingerprint_ = 0;  // manifest checksum (ReaderState::dataset_fingerprint)
   uint32_t chunks_per_batch_ = 1;
   uint32_t chunk_samples_ = 1;
   std::unique_ptr<HostBuffer> buffer_;

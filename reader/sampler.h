@@ -210,6 +210,9 @@ class Sampler {
   // The `consumed` the current epoch started from (0 unless resumed).
   uint64_t start_consumed() const { return start_consumed_; }
 
+  // Samples of this rank's own share of an epoch, before the tail policy (kExact / kNone:
+  // ceil((N - rank) / W); kBlock: the samples of its blocks).
+  uint64_t own_samples() const { return own_real_; }
   // Samples this rank reads in a whole epoch, padding included.
   uint64_t samples_per_epoch() const;
   // Batches (steps) in a whole epoch: the same on every rank. Known before the epoch starts.

@@ -149,9 +149,12 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
     Result<cv::Mat> jpeg = DecodeJpeg(bytes, path, options.channels, options.max_pixels);
     if (jpeg.ok() || jpeg.status().code() != StatusCode::kNotSupported) return jpeg;
   }
-  // JPEG: IMREAD_COLOR applies EXIF orientation and converts CMYK; it yields 8-bit BGR, grey
-  // JPEGs replicated. Others: IMREAD_UNCHANGED keeps 16-bit samples and alpha.
-  const int flags = format == ImageFormat::kJpeg ? cv::IMREAD_COLOR : cv::IMREAD_UNCHANGED;
+  // CMYK / YCCK JPEG (DecodeJpeg decoded its scans and found no damage): IMREAD_COLOR converts
+  // it to 8-bit BGR; the orientation is applied below as DecodeJpeg reads it, since OpenCV
+  // looks at the first APP1 only. Others: IMREAD_UNCHANGED keeps 16-bit samples and alpha.
+  const int flags = format == ImageFormat::kJpeg
+                        ? cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION
+                        : cv::IMREAD_UNCHANGED;
   cv::Mat decoded;
   std::string opencv_error;
   try {
@@ -169,6 +172,9 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
                          std::string(ImageFormatName(format)) + " file";
     if (!opencv_error.empty()) reason += ": " + opencv_error;
     return Status::Corruption(reason + ")");
+  }
+  if (format == ImageFormat::kJpeg) {
+    decoded = ApplyExifOrientation(decoded, JpegExifOrientation(bytes));
   }
   // Formats whose header is not parsed are checked here, after decoding.
   KILN_RETURN_IF_ERROR(CheckPixelLimit(decoded.cols, decoded.rows, options, path));

@@ -15,8 +15,10 @@
 //      during decoding (2^30 pixels unless OPENCV_IO_MAX_IMAGE_PIXELS says otherwise).
 //   2. Orientation. JPEG is decoded by DecodeJpeg (tools/jpeg_decoder.h: libjpeg-turbo straight
 //      to RGB, the pixels of cv::IMREAD_COLOR), which applies the EXIF Orientation tag (values
-//      1..8, mirrored ones included); CMYK / YCCK JPEGs go to cv::IMREAD_COLOR, which converts
-//      them to RGB and applies the tag too. Every other
+//      1..8, mirrored ones included) of the first APP1 segment that is Exif, and refuses a file
+//      whose data libjpeg warns is damaged; CMYK / YCCK JPEGs are checked for damage the same
+//      way, then converted to RGB by cv::IMREAD_COLOR, and oriented as DecodeJpeg reads the tag.
+//      Every other
 //      format (PNG, BMP, TIFF, WebP, PNM, GIF ...) is decoded with cv::IMREAD_UNCHANGED so that
 //      16-bit samples and alpha survive; OpenCV then ignores orientation metadata, so EXIF
 //      orientation is applied to JPEG only (a PNG eXIf chunk, a TIFF Orientation tag or WebP
@@ -67,7 +69,9 @@ struct DecodeOptions {
 //                    "W x H = P pixels exceeds the limit of L (raise --max-pixels)".
 //   Corruption       "not an image" (no magic number kiln knows);
 //                    "truncated or invalid (...)" (a known format that fails to decode, a PNG
-//                    bomb or truncated PNG, a JPEG without end-of-image marker).
+//                    bomb or truncated PNG, a JPEG without end-of-image marker);
+//                    "damaged image data (libjpeg: <warning>)" (a JPEG that libjpeg decodes
+//                    with a warning about damaged data; tools/decode_policy.md lists them).
 //   NotSupported     a sample depth or channel count outside the policy (32-bit float, 5+
 //                    channels; PFM, OpenEXR and Radiance HDR files before decoding), or an
 //                    input of 2 GiB or more.

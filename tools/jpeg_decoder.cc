@@ -7,6 +7,8 @@
 #include <opencv2/imgproc.hpp>
 
 #include <jpeglib.h>
+// After jpeglib.h: the JWRN_* message codes.
+#include <jerror.h>
 #include <libexif/exif-data.h>
 
 namespace kiln {
@@ -16,10 +18,13 @@ constexpr int kApp1 = JPEG_APP0 + 1;
 
 // libjpeg reports a fatal error through error_exit, which must not return: it jumps back to
 // RunLibjpeg's setjmp with the message kept here.
+// A warning that says the image data is damaged also jumps back (tools/decode_policy.md,
+// "Damaged data"), with `damaged` set.
 struct ErrorManager {
   jpeg_error_mgr pub;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  bool damaged = false;
 };
 
 void ErrorExit(j_common_ptr cinfo) {
@@ -28,10 +33,36 @@ void ErrorExit(j_common_ptr cinfo) {
   std::longjmp(err->jump, 1);
 }
 
-// Warnings and trace messages: libjpeg would print them on stderr without the file's name.
-void OutputMessage(j_common_ptr) {}
+}  // namespace
 
-enum class Outcome { kDecoded, kHeaderOnly, kFourComponents, kTooLarge, kError };
+bool IsHarmlessJpegWarning(int msg_code) {
+  switch (msg_code) {
+    case JWRN_JFIF_MAJOR:      // an unknown JFIF version number in APP0
+    case JWRN_ADOBE_XFORM:     // an unknown Adobe colour transform code: libjpeg's default
+    case JWRN_BOGUS_ICC:       // a malformed ICC profile, which kiln does not use
+    case JWRN_NOT_SEQUENTIAL:  // Ss/Se/Ah/Al of a baseline SOS not 0/63/0/0: ignored by libjpeg
+      return true;
+    default:  // corrupt entropy-coded data, premature end, extraneous bytes before a marker,
+              // lost restart sync, bad progression
+      return false;
+  }
+}
+
+namespace {
+
+// libjpeg's warnings (msg_level -1) and trace messages (0 and up). A warning about damaged data
+// stops the decode; the rest would be printed on stderr without the file's name, and are not.
+void EmitMessage(j_common_ptr cinfo, int msg_level) {
+  ErrorManager* err = reinterpret_cast<ErrorManager*>(cinfo->err);
+  if (msg_level >= 0) return;
+  ++cinfo->err->num_warnings;
+  if (IsHarmlessJpegWarning(cinfo->err->msg_code)) return;
+  (*cinfo->err->format_message)(cinfo, err->message);
+  err->damaged = true;
+  std::longjmp(err->jump, 1);
+}
+
+enum class Outcome { kDecoded, kHeaderOnly, kFourComponents, kTooLarge, kError, kDamaged };
 
 // Everything RunLibjpeg produces. Owned by the caller, so that nothing with a destructor lives
 // in the frame that longjmp unwinds.
@@ -39,15 +70,21 @@ struct Decoded {
   cv::Mat image;        // R, G, B or grey, as stored (orientation not applied)
   uint64_t width = 0;   // from the header
   uint64_t height = 0;
-  int orientation = 1;  // EXIF orientation of the first APP1 segment (OrientationFromApp1)
-  ErrorManager error;   // error.message when kError
+  int orientation = 1;  // EXIF orientation of the first Exif APP1 segment (OrientationFromApp1)
+  cv::Mat cmyk_row;     // scratch row for four-component files
+  ErrorManager error;   // error.message when kError or kDamaged
 };
+
+// Returns true when an APP1 payload starts with the Exif identifier "Exif\0\0".
+bool IsExifApp1(const uint8_t* app1, size_t size) {
+  return size >= 6 && std::memcmp(app1, "Exif\0\0", 6) == 0;
+}
 
 // The Orientation tag of IFD0 in an APP1 payload ("Exif\0\0" then TIFF) of `size` bytes, or 1.
 // Plain C calls that never longjmp, so RunLibjpeg may call it between its setjmp and a
 // libjpeg error.
 int OrientationFromApp1(const uint8_t* app1, size_t size) {
-  if (size < 6 || std::memcmp(app1, "Exif\0\0", 6) != 0) return 1;
+  if (!IsExifApp1(app1, size)) return 1;
   ExifData* exif = exif_data_new();
   if (exif == nullptr) return 1;
   // Read only: no tags added or "fixed" by libexif.
@@ -72,24 +109,29 @@ Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels,
   jpeg_decompress_struct cinfo;
   cinfo.err = jpeg_std_error(&out->error.pub);
   out->error.pub.error_exit = ErrorExit;
-  out->error.pub.output_message = OutputMessage;
+  out->error.pub.emit_message = EmitMessage;
   out->error.message[0] = '\0';
+  out->error.damaged = false;
   if (setjmp(out->error.jump) != 0) {
     jpeg_destroy_decompress(&cinfo);
-    return Outcome::kError;
+    return out->error.damaged ? Outcome::kDamaged : Outcome::kError;
   }
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_save_markers(&cinfo, kApp1, 0xFFFF);
   jpeg_read_header(&cinfo, TRUE);
+  // Phones write XMP (and XMP extension) APP1 segments before the Exif one: the first APP1
+  // that is Exif holds the orientation, whatever comes before it.
   for (jpeg_saved_marker_ptr m = cinfo.marker_list; m != nullptr; m = m->next) {
-    if (m->marker == kApp1) {  // OpenCV reads the first APP1 only
+    if (m->marker == kApp1 && IsExifApp1(m->data, m->data_length)) {
       out->orientation = OrientationFromApp1(m->data, m->data_length);
       break;
     }
   }
-  if (cinfo.num_components == 4 || cinfo.jpeg_color_space == JCS_CMYK ||
-      cinfo.jpeg_color_space == JCS_YCCK) {
+  const bool four_components = cinfo.num_components == 4 ||
+                               cinfo.jpeg_color_space == JCS_CMYK ||
+                               cinfo.jpeg_color_space == JCS_YCCK;
+  if (four_components && !pixels) {
     jpeg_destroy_decompress(&cinfo);
     return Outcome::kFourComponents;
   }
@@ -102,6 +144,19 @@ Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels,
   if (max_pixels != 0 && out->width * out->height > max_pixels) {
     jpeg_destroy_decompress(&cinfo);
     return Outcome::kTooLarge;
+  }
+  if (four_components) {
+    // OpenCV converts CMYK and YCCK to RGB; libjpeg-turbo does not. Decoding the scans here, to
+    // CMYK rows that are thrown away, lets a damaged file be refused as for three components.
+    cinfo.out_color_space = JCS_CMYK;
+    jpeg_start_decompress(&cinfo);
+    out->cmyk_row.create(1, static_cast<int>(cinfo.output_width),
+                         CV_8UC(cinfo.output_components));
+    JSAMPROW row = out->cmyk_row.ptr<uint8_t>(0);
+    while (cinfo.output_scanline < cinfo.output_height) jpeg_read_scanlines(&cinfo, &row, 1);
+    jpeg_finish_decompress(&cinfo);
+    jpeg_destroy_decompress(&cinfo);
+    return Outcome::kFourComponents;
   }
   const bool grey = cinfo.jpeg_color_space == JCS_GRAYSCALE;
   // A colour JPEG asked for grey is decoded to RGB and converted as OpenCV converts BGR.
@@ -118,8 +173,9 @@ Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels,
   return Outcome::kDecoded;
 }
 
-// Applies EXIF orientation `o` (1..8) as OpenCV 4.6's ApplyExifOrientation does.
-cv::Mat Orient(const cv::Mat& image, int o) {
+}  // namespace
+
+cv::Mat ApplyExifOrientation(const cv::Mat& image, int o) {
   cv::Mat out;
   switch (o) {
     case 2: cv::flip(image, out, 1); break;
@@ -139,8 +195,6 @@ cv::Mat Orient(const cv::Mat& image, int o) {
   return out;
 }
 
-}  // namespace
-
 int JpegExifOrientation(std::string_view bytes) {
   Decoded d;
   const Outcome o = RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 3,
@@ -159,6 +213,9 @@ Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint
     case Outcome::kError:
       return Status::Corruption(path + ": truncated or invalid (libjpeg: " +
                                 std::string(d.error.message) + ")");
+    case Outcome::kDamaged:
+      return Status::Corruption(path + ": damaged image data (libjpeg: " +
+                                std::string(d.error.message) + ")");
     case Outcome::kFourComponents:
       return Status::NotSupported(path + ": CMYK or YCCK JPEG");
     case Outcome::kTooLarge:
@@ -170,7 +227,7 @@ Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint
     case Outcome::kDecoded:
       break;
   }
-  cv::Mat image = Orient(d.image, d.orientation);
+  cv::Mat image = ApplyExifOrientation(d.image, d.orientation);
   if (channels == 1 && image.channels() == 3) {
     cv::Mat grey;
     cv::cvtColor(image, grey, cv::COLOR_RGB2GRAY);

@@ -8,12 +8,20 @@
 // defaults (islow IDCT, fancy upsampling, no scaling), asking for RGB, and then reorders bytes.
 // tests/tools/jpeg_decoder_test.cc compares the two on every JPEG the tests have.
 //
-// Orientation, as OpenCV 4.6 does it: the Orientation tag (0x0112) of IFD0 in the first APP1
-// segment, if that segment is Exif; values 1..8 are applied (2: mirror left-right, 3: rotate
-// 180, 4: mirror top-bottom, 5: transpose, 6: rotate 90 clockwise, 7: transverse, 8: rotate 90
-// counter-clockwise), anything else is ignored.
+// Orientation: the Orientation tag (0x0112) of IFD0 in the first APP1 segment that starts with
+// the Exif identifier "Exif\0\0", in either TIFF byte order ("II" or "MM"), whatever APP1
+// segments come before it (phones write XMP and XMP-extension APP1s first). Values 1..8 are
+// applied as OpenCV 4.6 applies them (2: mirror left-right, 3: rotate 180, 4: mirror
+// top-bottom, 5: transpose, 6: rotate 90 clockwise, 7: transverse, 8: rotate 90
+// counter-clockwise); anything else is ignored. Where OpenCV 4.6 differs: it reads the first
+// APP1 only, so it ignores the orientation of a file whose Exif APP1 follows an XMP one.
 //
-// One difference: a JPEG cut inside its scan data. OpenCV 4.6's memory source suspends at the
+// Damaged data: libjpeg reports damaged entropy-coded data as a warning and goes on decoding,
+// filling what it could not decode with grey or with garbage. DecodeJpeg stops at the first
+// such warning and refuses the file (IsHarmlessJpegWarning says which warnings are not about
+// damage; tools/decode_policy.md lists them).
+//
+// Another difference: a JPEG cut inside its scan data. OpenCV 4.6's memory source suspends at the
 // cut and leaves the rows it never decoded as copies of earlier ones; libjpeg-turbo's decodes
 // them from no data. Neither is the picture, and DecodeImage refuses such files (no
 // end-of-image marker, policy step 1) before either decoder runs.
@@ -39,16 +47,30 @@ namespace kiln {
 //                 pixel memory is allocated: "W x H = P pixels exceeds the limit of L (raise
 //                 --max-pixels)", as DecodeImage says it.
 //   NotSupported  a CMYK or YCCK JPEG (4 components; libjpeg does not convert them to RGB:
-//                 use OpenCV, which does), channels not 1 or 3.
+//                 use OpenCV, which does) whose scans decode without damage; channels not 1
+//                 or 3.
 //   Corruption    "truncated or invalid (libjpeg: <its message>)": libjpeg stopped decoding.
-//                 libjpeg's warnings (for example "Corrupt JPEG data: premature end of data
-//                 segment") do not stop it, as in OpenCV: the damaged blocks decode as grey.
+//                 "damaged image data (libjpeg: <its warning>)": libjpeg warned about damaged
+//                 data (for example "Corrupt JPEG data: premature end of data segment"), in a
+//                 file of 1, 3 or 4 components.
 Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint32_t channels,
                            uint64_t max_pixels);
 
 // Returns the EXIF orientation (1..8) that DecodeJpeg applies to the JPEG `bytes`, or 1 when
-// it applies none (no Exif APP1 first, no tag, a value outside 1..8, unreadable EXIF).
+// it applies none (no Exif APP1, no tag, a value outside 1..8, unreadable EXIF or header).
 int JpegExifOrientation(std::string_view bytes);
+
+// Returns `image` turned upright for EXIF orientation `orientation` (1..8; others return
+// `image` itself), as OpenCV 4.6's ApplyExifOrientation does. A new Mat unless 1.
+cv::Mat ApplyExifOrientation(const cv::Mat& image, int orientation);
+
+// Returns true when libjpeg's warning `msg_code` (a JWRN_* code of jerror.h) says nothing about
+// damaged pixels: JWRN_JFIF_MAJOR (unknown JFIF version), JWRN_ADOBE_XFORM (unknown Adobe
+// colour transform code), JWRN_BOGUS_ICC (malformed ICC profile) and JWRN_NOT_SEQUENTIAL
+// (unusual SOS parameters that a baseline decoder ignores). Every other warning, including any
+// that a later libjpeg adds, is damage. (Bytes between header markers, JWRN_EXTRANEOUS_DATA
+// before the first scan, never reach libjpeg: DecodeImage's header check refuses them.)
+bool IsHarmlessJpegWarning(int msg_code);
 
 }  // namespace kiln
 

@@ -208,6 +208,8 @@ class Loader:
         self._next_epoch = 0
         self._epoch = None
         self._generation = 0
+        self._active = False       # a loop over the current epoch is in progress
+        self._resumed_epoch = None  # load_state_dict's epoch, until the next loop starts
         self._lock = threading.Lock()
 
     # -- configuration --------------------------------------------------------------------
@@ -342,6 +344,68 @@ class Loader:
         slot_wait_ns."""
         return self._core.stats()
 
+    # -- checkpoint and resume ------------------------------------------------------------
+
+    def state_dict(self):
+        """Returns where the loader is in its stream, as a plain dict of ints, strings and bools
+        (``torch.save``, ``json.dumps`` and ``torch.distributed.checkpoint`` store it), in the
+        convention of torchdata's ``StatefulDataLoader``.
+
+        Call it after the training step that used the last batch you took: that batch counts
+        as consumed. Between loops it names the start of the epoch the next loop runs. Every
+        rank returns the same dict (the position is global: after ``k`` steps the ranks
+        together consumed the epoch's positions ``[0, k * batch_size * world_size)``), so save
+        rank 0's. Its fields: ``epoch``, ``samples_consumed``, the options that fix the order
+        (``seed``, ``shuffle``, ``block_samples``, ``window``), how the position was reached
+        (``batch_size``, ``world_size``, ``tail``, ``drop_last``), augmentation (``crop``,
+        ``flip``), the dataset (``num_samples``, ``dataset_fingerprint``: the manifest
+        checksum), and the versions ``kiln_reader_state`` and ``order_version``. The binary
+        form of the same state is 96 bytes (``reader/reader_state.md``).
+        """
+        with self._lock:
+            active, resumed = self._active, self._resumed_epoch
+            next_epoch = self._next_epoch
+        state = _core.state_to_dict(self._core.state())
+        if not active and resumed != next_epoch:
+            state["epoch"] = next_epoch     # the next loop runs this epoch from its start
+            state["samples_consumed"] = 0
+        return state
+
+    def load_state_dict(self, state_dict):
+        """Makes the next loop resume where ``state_dict`` (from ``state_dict()``, possibly of
+        another process or world size) left off, in O(1): no consumed batch is replayed.
+
+        Build the loader with the same dataset, ``seed``, ``shuffle`` (and block options),
+        ``crop`` and ``flip`` as the one that saved it. With the same ``world_size`` and
+        ``batch_size`` the rest of the stream is byte-identical to a run that never stopped,
+        whatever ``num_threads`` and ``prefetch``. With another world size or batch size
+        (``shuffle="exact"`` or ``False``), the ranks split the epoch's remaining samples:
+        every one is read exactly once (``tail="short"``). ``shuffle="block"`` restores
+        mid-epoch only with the world size and batch size it was saved with. The next loop runs
+        the saved epoch from the saved position (``set_epoch`` with that epoch keeps it;
+        ``set_epoch`` with another epoch starts that one from its beginning); later loops start
+        their epochs from the beginning.
+
+        Raises ``kiln.InvalidArgumentError`` (a ``ValueError``) naming what differs: another
+        dataset, seed, shuffle mode, block size, crop or flip, a missing or ill-typed field, or
+        a block-order state on another world size; ``kiln.OutOfRangeError`` for a position past
+        the end of its epoch; ``kiln.NotSupportedError`` for another state or order version.
+        Old iterators stop working (they raise ``RuntimeError``).
+        """
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"load_state_dict expects a dict from state_dict(), got "
+                            f"{type(state_dict).__name__}")
+        blob = _core.state_from_dict(state_dict)
+        args = list(self._core_args)
+        args[14] = 0  # start_epoch: the state's epoch
+        core = _core.Loader(*args, resume=blob)
+        with self._lock:
+            self._core = core
+            self._generation += 1
+            self._active = False
+            self._next_epoch = int(state_dict["epoch"])
+            self._resumed_epoch = self._next_epoch
+
     # -- iteration ------------------------------------------------------------------------
 
     def __iter__(self):
@@ -351,7 +415,9 @@ class Loader:
             self._generation += 1
             generation = self._generation
             self._epoch = epoch
-        self._core.set_epoch(epoch)
+            self._active = True
+            self._resumed_epoch = None
+        self._core.set_epoch(epoch)  # free for a resumed epoch: its position is kept
         return _EpochIterator(self, generation, epoch)
 
     def _apply_normalize(self, images):
@@ -408,6 +474,9 @@ class _EpochIterator:
         item = loader._core.next(loader._copy, self._from_dlpack is not None)
         if item is None:
             self._done = True
+            with loader._lock:
+                if self._generation == loader._generation:
+                    loader._active = False
             raise StopIteration
         images, labels = item
         if self._from_dlpack is not None:

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
@@ -585,6 +586,86 @@ TEST(SamplerTest, BlockOptionsAreChecked) {
   EXPECT_EQ(Sampler::Create(o).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseShuffleMode("block").value(), ShuffleMode::kBlock);
   EXPECT_EQ(ParseShuffleMode("Block").status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shuffle quality of the exact order on 10^6 samples (README, "Shuffle quality").
+//
+// Pearson's chi-square statistic of a K x L contingency table of counts against independence
+// (expected count row_total * column_total / total per cell) has (K - 1)(L - 1) degrees of
+// freedom; for large dof it is close to normal with mean dof and variance 2 dof. A table is
+// accepted below dof + 6 sqrt(2 dof) (a false alarm about once in 10^9).
+
+double ChiSquare(const std::vector<std::vector<uint64_t>>& table) {
+  const size_t rows = table.size(), cols = table[0].size();
+  std::vector<double> row(rows, 0), col(cols, 0);
+  double total = 0;
+  for (size_t i = 0; i < rows; ++i) {
+    for (size_t j = 0; j < cols; ++j) {
+      row[i] += table[i][j];
+      col[j] += table[i][j];
+      total += table[i][j];
+    }
+  }
+  double chi = 0;
+  for (size_t i = 0; i < rows; ++i) {
+    for (size_t j = 0; j < cols; ++j) {
+      const double expected = row[i] * col[j] / total;
+      const double d = table[i][j] - expected;
+      chi += d * d / expected;
+    }
+  }
+  return chi;
+}
+
+double Threshold(size_t rows, size_t cols) {
+  const double dof = static_cast<double>((rows - 1) * (cols - 1));
+  return dof + 6 * std::sqrt(2 * dof);
+}
+
+TEST(SamplerTest, ShuffleQualityChiSquareOnAMillionSamples) {
+  constexpr uint64_t kN = 1000000, kBuckets = 100, kRanks = 8;
+  constexpr uint64_t kBucket = kN / kBuckets;
+  std::vector<std::vector<uint64_t>> previous_position;  // per epoch: sample -> position
+  Sampler s = MustCreate(Options(kN, 64, 1, 0, TailPolicy::kShort, false, true, 12345));
+  std::vector<uint64_t> position_of(kN), last_position_of(kN);
+  for (uint64_t epoch = 0; epoch < 3; ++epoch) {
+    s.SetEpoch(epoch);
+    // Positions by bucket x samples by bucket: no region of the order prefers a region of the
+    // dataset. Ranks x samples by bucket: no rank prefers a region of the dataset.
+    std::vector<std::vector<uint64_t>> by_position(kBuckets, std::vector<uint64_t>(kBuckets));
+    std::vector<std::vector<uint64_t>> by_rank(kRanks, std::vector<uint64_t>(kBuckets));
+    std::vector<uint8_t> hit(kN, 0);
+    for (uint64_t p = 0; p < kN; ++p) {
+      const uint64_t i = s.PositionToIndex(p);
+      ASSERT_LT(i, kN);
+      ASSERT_EQ(hit[i]++, 0) << "sample " << i << " twice in epoch " << epoch;
+      ++by_position[p / kBucket][i / kBucket];
+      ++by_rank[p % kRanks][i / kBucket];
+      position_of[i] = p;
+    }
+    const double chi_position = ChiSquare(by_position), chi_rank = ChiSquare(by_rank);
+    EXPECT_LT(chi_position, Threshold(kBuckets, kBuckets)) << "epoch " << epoch;
+    EXPECT_LT(chi_rank, Threshold(kRanks, kBuckets)) << "epoch " << epoch;
+    if (epoch > 0) {
+      // Consecutive epochs: a sample's position bucket in epoch e says nothing of its bucket in
+      // e + 1, and the orders differ (about one fixed point expected, not thousands).
+      std::vector<std::vector<uint64_t>> across(kBuckets, std::vector<uint64_t>(kBuckets));
+      uint64_t same_position = 0;
+      for (uint64_t i = 0; i < kN; ++i) {
+        ++across[last_position_of[i] / kBucket][position_of[i] / kBucket];
+        same_position += last_position_of[i] == position_of[i];
+      }
+      EXPECT_LT(ChiSquare(across), Threshold(kBuckets, kBuckets)) << "epochs " << epoch - 1
+                                                                  << ", " << epoch;
+      EXPECT_LT(same_position, 20u) << "epochs " << epoch - 1 << ", " << epoch;
+    }
+    last_position_of = position_of;
+  }
+  // The statistic does detect an order that is not shuffled: dataset order fails at once.
+  std::vector<std::vector<uint64_t>> identity(kBuckets, std::vector<uint64_t>(kBuckets));
+  for (uint64_t p = 0; p < kN; ++p) ++identity[p / kBucket][p / kBucket];
+  EXPECT_GT(ChiSquare(identity), 100 * Threshold(kBuckets, kBuckets));
 }
 
 // ---------------------------------------------------------------------------------------------

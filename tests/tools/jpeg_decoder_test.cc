@@ -198,6 +198,9 @@ TEST(JpegDecoderTest, ExifOrientationIsReadAsOpenCvReadsIt) {
     std::string name;
     std::string segments;
     int orientation;  // what JpegExifOrientation must say
+    // OpenCV 4.6 reads the first APP1 only; where it is not Exif, OpenCV ignores the
+    // orientation that kiln applies. Then kiln's pixels are OpenCV's for `same_as_opencv_with`.
+    std::string same_as_opencv_with;
   };
   std::vector<Case> cases;
   for (int v = 0; v <= 9; ++v) {
@@ -205,11 +208,11 @@ TEST(JpegDecoderTest, ExifOrientationIsReadAsOpenCvReadsIt) {
     cases.push_back({"MM " + std::to_string(v), App1(ExifOrientation(v, true)), expected});
     cases.push_back({"II " + std::to_string(v), App1(ExifOrientation(v, false)), expected});
   }
-  // OpenCV reads the first APP1 only: an XMP packet first hides the Exif orientation.
+  // An XMP packet first does not hide the Exif orientation (OpenCV 4.6 would miss it).
   cases.push_back({"XMP before Exif",
                    App1(std::string("http://ns.adobe.com/xap/1.0/\0<x/>", 33)) +
                        App1(ExifOrientation(6, true)),
-                   1});
+                   6, App1(ExifOrientation(6, true))});
   cases.push_back({"Exif before XMP",
                    App1(ExifOrientation(6, true)) +
                        App1(std::string("http://ns.adobe.com/xap/1.0/\0<x/>", 33)),
@@ -220,9 +223,123 @@ TEST(JpegDecoderTest, ExifOrientationIsReadAsOpenCvReadsIt) {
   for (const Case& c : cases) {
     const std::string jpeg = Insert(plain, c.segments);
     EXPECT_EQ(JpegExifOrientation(jpeg), c.orientation) << c.name;
+    if (!c.same_as_opencv_with.empty()) {
+      Result<cv::Mat> ours = DecodeJpeg(jpeg, c.name, 3, 0);
+      ASSERT_TRUE(ours.ok());
+      const cv::Mat reference = OpenCvReference(Insert(plain, c.same_as_opencv_with), 3);
+      ASSERT_EQ(ours->size(), reference.size()) << c.name;
+      EXPECT_EQ(cv::norm(*ours, reference, cv::NORM_INF), 0) << c.name;
+      continue;
+    }
     bool ok = false;
     EXPECT_EQ(Compare(jpeg, c.name, &ok), "");
     EXPECT_TRUE(ok) << c.name;
+  }
+}
+
+// The APP1 segments of a JPEG, in file order (payloads, without marker and length).
+std::vector<std::string> App1Payloads(const std::string& jpeg) {
+  std::vector<std::string> out;
+  size_t pos = 2;
+  while (pos + 4 <= jpeg.size() && static_cast<unsigned char>(jpeg[pos]) == 0xFF) {
+    const unsigned marker = static_cast<unsigned char>(jpeg[pos + 1]);
+    const size_t length = (static_cast<unsigned char>(jpeg[pos + 2]) << 8) |
+                          static_cast<unsigned char>(jpeg[pos + 3]);
+    if (marker == 0xDA) break;
+    if (marker == 0xE1) out.push_back(jpeg.substr(pos + 4, length - 2));
+    pos += 2 + length;
+  }
+  return out;
+}
+
+// `jpeg` without its APP1 segments, and `segments` put where the first APP1 was (after APP0).
+std::string SpliceApp1s(const std::string& jpeg, const std::string& segments) {
+  std::string head = jpeg.substr(0, 2), rest;
+  size_t pos = 2;
+  while (pos + 4 <= jpeg.size() && static_cast<unsigned char>(jpeg[pos]) == 0xFF) {
+    const unsigned marker = static_cast<unsigned char>(jpeg[pos + 1]);
+    const size_t length = (static_cast<unsigned char>(jpeg[pos + 2]) << 8) |
+                          static_cast<unsigned char>(jpeg[pos + 3]);
+    if (marker == 0xDA) break;
+    if (marker == 0xE0) head += jpeg.substr(pos, 2 + length);
+    else if (marker != 0xE1) rest += jpeg.substr(pos, 2 + length);
+    pos += 2 + length;
+  }
+  return head + segments + rest + jpeg.substr(pos);
+}
+
+// Sets the value of IFD0's Orientation entry in an Exif APP1 payload of either byte order.
+void SetOrientation(std::string* exif, int value) {
+  auto u8 = [&](size_t i) { return static_cast<unsigned>(static_cast<unsigned char>((*exif)[i])); };
+  const bool big = exif->substr(6, 2) == "MM";
+  auto u16 = [&](size_t i) { return big ? (u8(i) << 8) | u8(i + 1) : u8(i) | (u8(i + 1) << 8); };
+  auto u32 = [&](size_t i) { return big ? (u16(i) << 16) | u16(i + 2) : u16(i) | (u16(i + 2) << 16); };
+  const size_t tiff = 6, ifd0 = tiff + u32(tiff + 4);
+  for (size_t e = 0; e < u16(ifd0); ++e) {
+    const size_t entry = ifd0 + 2 + 12 * e;
+    if (u16(entry) == 0x0112) {
+      (*exif)[entry + 8 + (big ? 1 : 0)] = static_cast<char>(value);
+      return;
+    }
+  }
+  ADD_FAILURE() << "no Orientation entry in IFD0";
+}
+
+// Phones put XMP and XMP-extension APP1s before the Exif APP1: the orientation is read from the
+// first APP1 that starts with "Exif\0\0", in either byte order. Built by splicing the APP1s of
+// real JPEGs (samples/photos) into a real photo stored rotated (imaging's orientation_6.jpg).
+TEST(JpegDecoderTest, OrientationComesFromTheFirstExifApp1WhereverItIs) {
+  const std::string dir = std::string(KILN_SOURCE_DIR) + "/samples/photos/";
+  const std::string rotated = ReadFile(dir + "letter_f/orientation_6.jpg");  // stored 70 x 50
+  const std::vector<std::string> rotated_app1 = App1Payloads(rotated);
+  ASSERT_EQ(rotated_app1.size(), 1u);
+  const std::string exif_mm = rotated_app1[0];
+  ASSERT_EQ(exif_mm.substr(0, 8), std::string("Exif\0\0MM", 8));
+  // squirrel_cls.jpg: a camera's little-endian Exif (Orientation 1), then its XMP packet.
+  const std::vector<std::string> squirrel = App1Payloads(ReadFile(dir + "animal/squirrel_cls.jpg"));
+  ASSERT_EQ(squirrel.size(), 2u);
+  std::string exif_ii = squirrel[0];
+  ASSERT_EQ(exif_ii.substr(0, 8), std::string("Exif\0\0II", 8));
+  const std::string exif_ii_1 = exif_ii;
+  SetOrientation(&exif_ii, 6);
+  const std::string xmp = squirrel[1];
+  ASSERT_EQ(xmp.rfind(std::string("http://ns.adobe.com/xap/1.0/\0", 29), 0), 0u);
+  // An XMP extension segment: its namespace, a 32-digit GUID, full length, offset, then data.
+  const std::string xmp_ext = std::string("http://ns.adobe.com/xmp/extension/\0", 35) +
+                              std::string(32, 'A') + std::string("\0\0\0\x10\0\0\0\0", 8) +
+                              "<x:xmpmeta xmlns:x='adobe:ns:meta/'/>";
+
+  // The upright picture: what OpenCV makes of the file as the camera wrote it (Exif first).
+  const cv::Mat upright = OpenCvReference(rotated, 3);
+  ASSERT_EQ(upright.size(), cv::Size(50, 70));
+  struct Case {
+    std::string name;
+    std::string segments;
+    int orientation;
+  };
+  const std::vector<Case> cases = {
+      {"Exif MM alone", App1(exif_mm), 6},
+      {"XMP, Exif MM", App1(xmp) + App1(exif_mm), 6},
+      {"XMP, XMP extension, Exif MM", App1(xmp) + App1(xmp_ext) + App1(exif_mm), 6},
+      {"XMP extension, XMP, Exif II", App1(xmp_ext) + App1(xmp) + App1(exif_ii), 6},
+      {"XMP, Exif II", App1(xmp) + App1(exif_ii), 6},
+      {"first Exif wins: II 1, then MM 6", App1(exif_ii_1) + App1(exif_mm), 1},
+      {"first Exif wins: XMP, MM 6, then II 1", App1(xmp) + App1(exif_mm) + App1(exif_ii_1), 6},
+      {"'Exif' without its two zero bytes is not Exif",
+       App1(std::string("Exif") + exif_mm.substr(6)) + App1(exif_ii), 6},
+      {"XMP only", App1(xmp), 1},
+  };
+  for (const Case& c : cases) {
+    const std::string jpeg = SpliceApp1s(rotated, c.segments);
+    EXPECT_EQ(JpegExifOrientation(jpeg), c.orientation) << c.name;
+    Result<cv::Mat> ours = DecodeImage(jpeg, c.name, DecodeOptions());
+    ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+    if (c.orientation == 6) {
+      ASSERT_EQ(ours->size(), upright.size()) << c.name;
+      EXPECT_EQ(cv::norm(*ours, upright, cv::NORM_INF), 0) << c.name;
+    } else {
+      EXPECT_EQ(ours->size(), cv::Size(70, 50)) << c.name;
+    }
   }
 }
 

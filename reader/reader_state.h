@@ -1,0 +1,77 @@
+// kiln::ReaderState: where a Loader is in its stream, as a few integers, to save with a training
+// checkpoint and restore mid-epoch in O(1) (no replay of consumed batches).
+//
+// The read order is a pure function of (seed, epoch) and the order options (reader/sampler.h),
+// so a position is all the state there is: the epoch, and the number of the epoch's global
+// positions the ranks together consumed. Loader::state() returns it; LoaderOptions::resume
+// starts a loader from it (reader/loader.h, "Checkpoint and resume", says what may change
+// between save and restore: world size, batch size, threads, ...).
+//
+// Encode() writes the versioned binary form specified byte by byte in reader/reader_state.md
+// (kReaderStateBytes = 96 bytes, little-endian, with its own XXH3-64 checksum); Decode() reads
+// it back and refuses anything else with a clear error.
+//
+// Thread safety: a plain value.
+#ifndef KILN_READER_READER_STATE_H_
+#define KILN_READER_READER_STATE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "formats/status.h"
+#include "reader/sampler.h"
+
+namespace kiln {
+
+// reader/reader_state.md, "Layout": magic, then the format version this kiln writes and reads.
+inline constexpr char kReaderStateMagic[4] = {'K', 'R', 'S', 'T'};
+inline constexpr uint16_t kReaderStateVersion = 1;
+// Encoded bytes of a version-1 state (reader/reader_state.md, "Layout").
+inline constexpr size_t kReaderStateBytes = 96;
+
+struct ReaderState {
+  // The sampler order version the position refers to (kSamplerOrderVersion when saved).
+  uint32_t order_version = kSamplerOrderVersion;
+  uint64_t epoch = 0;
+  // Global positions of `epoch` consumed by all ranks together: after k steps of batch size B
+  // on W ranks, k * B * W, capped at the dataset's samples in kExact / kNone (sampler.h,
+  // "Resuming mid-epoch"). 0 at the start of the epoch.
+  uint64_t samples_consumed = 0;
+  // The options that fix the order; a restore must match them.
+  uint64_t seed = 0;
+  ShuffleMode shuffle = ShuffleMode::kExact;
+  uint64_t block_samples = 0;  // kBlock: samples per block; 0 otherwise
+  uint32_t window_blocks = 0;  // kBlock: blocks per window; 0 otherwise
+  // How the position was reached: batch size and world size at save time, tail policy.
+  uint32_t batch_size = 0;
+  uint32_t world_size = 0;
+  TailPolicy tail = TailPolicy::kShort;
+  bool drop_last = false;
+  // Augmentation settings (reader/augmenter.h); a restore must match them.
+  uint32_t crop_height = 0;
+  uint32_t crop_width = 0;
+  bool flip = false;
+  // The dataset: its sample count and fingerprint (the manifest checksum, XXH3-64 of the
+  // canonical manifest: formats/manifest.h ManifestChecksum).
+  uint64_t num_samples = 0;
+  uint64_t dataset_fingerprint = 0;
+
+  // Returns the kReaderStateBytes-byte encoding (reader/reader_state.md).
+  std::string Encode() const;
+  // Parses an encoding. Errors: Corruption for fewer bytes than the layout needs ("truncated:
+  // ... bytes, a version-1 reader state is 96"), a wrong magic, a checksum mismatch (stored and
+  // computed named), a length field that disagrees, or a field out of range (naming it);
+  // NotSupported for another format version.
+  static Result<ReaderState> Decode(const void* data, size_t size);
+  static Result<ReaderState> Decode(const std::string& bytes) {
+    return Decode(bytes.data(), bytes.size());
+  }
+
+  // One line for messages: "epoch 3, 4096 samples consumed, seed 7, shuffle exact, ...".
+  std::string ToString() const;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_READER_READER_STATE_H_
