@@ -45,6 +45,21 @@ for c in "${cases[@]}"; do
   [[ -f $d/copy.parts/part-00000-of-00004/kiln.json ]] || fail "--reshard consumed the parts"
   echo "$name: merge == pack --of 4 (bytes), == plain pack (samples); --reshard == plain pack (bytes)"
 done
+# LMDB and HDF5 parts merge by copying records into one environment / file: a plain pack's bytes.
+for fmt in lmdb hdf5; do
+  d=$work/$fmt
+  mkdir -p "$d"
+  if ! "$kiln" pack "$fm" "$d/plain" "${args[@]}" --format "$fmt" > /dev/null 2> "$work/pack.log"; then
+    grep -q "has no .* support" "$work/pack.log" || { cat "$work/pack.log"; fail "$fmt pack"; }
+    echo "$fmt: not in this build ($(cat "$work/pack.log"))"
+    continue
+  fi
+  pack_parts "$fm" "$d/out" 3 "${args[@]}" --format "$fmt"
+  "$kiln" merge "$d/out.parts" "$d/out" > /dev/null
+  same_bytes "$d/plain" "$d/out"
+  echo "$fmt: merge of 3 parts (records copied) == plain pack (bytes)"
+done
+
 # The corrupt image is rejected by part 2, the malformed line (a listing problem) by part 0.
 grep -q "zz_corrupt.png" "$work/list/copy.parts/part-00002-of-00004/rejected.tsv" || fail "corrupt image not in part 2"
 grep -q "line 602" "$work/list/copy.parts/part-00000-of-00004/rejected.tsv" || fail "bad line not in part 0"
