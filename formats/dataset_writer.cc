@@ -2,42 +2,17 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
-#include "formats/xxh3.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <set>
 
-#include "formats/mapped_file.h"
-
-#if KILN_HAVE_LMDB
-#include "formats/lmdb_writer.h"
-#endif
-#if KILN_HAVE_HDF5
-#include "formats/hdf5_writer.h"
-#endif
+#include "formats/format_registry.h"
 
 namespace kiln {
 
 namespace fs = std::filesystem;
-
-std::string ShardFileName(uint32_t index) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "shard-%05u.kiln", index);
-  return buf;
-}
-
-bool IsFormatSupported(const std::string& format) {
-  if (format == "shards") return true;
-#if KILN_HAVE_LMDB
-  if (format == "lmdb") return true;
-#endif
-#if KILN_HAVE_HDF5
-  if (format == "hdf5") return true;
-#endif
-  return false;
-}
 
 Status RemoveTree(const std::string& path) {
   std::error_code ec;
@@ -51,25 +26,24 @@ static std::string StripTrailingSlashes(std::string path) {
   return path;
 }
 
+static StoreWriterOptions StoreOptions(const DatasetWriterOptions& options) {
+  StoreWriterOptions so;
+  so.schema = options.schema;
+  so.shard_size_bytes = options.shard_size_bytes;
+  so.record_alignment = options.record_alignment;
+  so.lmdb_initial_map_bytes = options.lmdb_initial_map_bytes;
+  return so;
+}
+
 Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& out_dir,
                                                              const DatasetWriterOptions& options) {
   KILN_RETURN_IF_ERROR(options.schema.Validate());
-  if (options.format != "shards" && options.format != "lmdb" && options.format != "hdf5") {
-    return Status::InvalidArgument("unknown storage format '" + options.format +
-                                   "' (expected shards, lmdb or hdf5)");
+  const StorageFormat* format = FindStorageFormat(options.format);
+  if (format == nullptr) {
+    return Status::InvalidArgument("unknown storage format '" + options.format + "' (expected " +
+                                   StorageFormatNamesText() + ")");
   }
-#if !KILN_HAVE_HDF5
-  if (options.format == "hdf5") {
-    return Status::NotSupported("this kiln build has no HDF5 support (rebuild with libhdf5-dev "
-                                "installed and KILN_WITH_HDF5 not OFF)");
-  }
-#endif
-#if !KILN_HAVE_LMDB
-  if (options.format == "lmdb") {
-    return Status::NotSupported("this kiln build has no LMDB support (rebuild with liblmdb-dev "
-                                "installed and KILN_WITH_LMDB not OFF)");
-  }
-#endif
+  if (!format->compiled_in) return Status::NotSupported(format->missing);
   if (options.shard_size_bytes < 1024 || options.shard_size_bytes > (uint64_t{1} << 40)) {
     return Status::InvalidArgument("shard size " + std::to_string(options.shard_size_bytes) +
                                    " bytes must be between 1 KiB and 1 TiB");
@@ -114,29 +88,16 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
   writer->owns_staging_ = true;
   KILN_RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kStagingMarkerFileName,
                                            "kiln staging directory: incomplete, safe to delete\n"));
-#if KILN_HAVE_LMDB
-  if (options.format == "lmdb") {
-    LmdbWriterOptions lo;
-    if (options.lmdb_initial_map_bytes != 0) lo.initial_map_bytes = options.lmdb_initial_map_bytes;
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<LmdbWriter> lmdb,
-                          LmdbWriter::Create(writer->staging_dir_, lo));
-    writer->store_ = std::move(lmdb);
-  }
-#endif
-#if KILN_HAVE_HDF5
-  if (options.format == "hdf5") {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Hdf5Writer> hdf5,
-                          Hdf5Writer::Create(writer->staging_dir_, options.schema));
-    writer->store_ = std::move(hdf5);
-  }
-#endif
+  KILN_ASSIGN_OR_RETURN(writer->store_,
+                        format->create_writer(writer->staging_dir_, StoreOptions(options)));
   return writer;
 }
 
 Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
     const std::string& out_dir, const DatasetWriterOptions& options,
-    const std::vector<ShardFileInfo>& files) {
-  if (options.format != "shards") {
+    const std::vector<DataFileInfo>& files) {
+  const StorageFormat* format = FindStorageFormat(options.format);
+  if (format == nullptr || !format->compiled_in || format->resume_writer == nullptr) {
     return Status::NotSupported("resuming is implemented for the shards format only");
   }
   KILN_RETURN_IF_ERROR(options.schema.Validate());
@@ -147,24 +108,16 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
   if (!fs::exists(staging + "/" + kStagingMarkerFileName, ec)) {
     return Status::NotFound("nothing to resume: " + staging + " is not a kiln staging directory");
   }
+  KILN_ASSIGN_OR_RETURN(writer->store_,
+                        format->resume_writer(staging, StoreOptions(options), files));
   std::set<std::string> keep = {kStagingMarkerFileName};
-  for (const ShardFileInfo& f : files) {
-    const std::string path = staging + "/" + f.file;
-    Result<std::unique_ptr<MappedFile>> mapped = MappedFile::Open(path);
-    if (!mapped.ok()) return mapped.status().WithContext("cannot resume");
-    const uint64_t hash = (*mapped)->size() ? Xxh3((*mapped)->data(), (*mapped)->size()) : 0;
-    if ((*mapped)->size() != f.bytes || hash != f.xxh3_64) {
-      return Status::Corruption("cannot resume: " + path +
-                                " changed since it was written (size or hash differs)");
-    }
+  for (const DataFileInfo& f : files) {
     keep.insert(f.file);
     writer->samples_ += f.samples;
-    writer->finished_bytes_ += f.bytes;
   }
   for (const auto& entry : fs::directory_iterator(staging, ec)) {
     if (keep.count(entry.path().filename().string()) == 0) fs::remove_all(entry.path(), ec);
   }
-  writer->files_ = files;
   writer->owns_staging_ = true;
   return writer;
 }
@@ -173,45 +126,23 @@ DatasetWriter::DatasetWriter(std::string out_dir, const DatasetWriterOptions& op
     : out_dir_(std::move(out_dir)), staging_dir_(out_dir_ + ".partial"), options_(options) {}
 
 DatasetWriter::~DatasetWriter() {
-  shard_.reset();
   store_.reset();
   if (!finished_ && owns_staging_) (void)RemoveTree(staging_dir_);
 }
 
 uint64_t DatasetWriter::bytes_written() const {
   if (store_) return store_->bytes_written();
-  return finished_bytes_ + (shard_ ? shard_->FinishedBytes() : 0);
+  uint64_t bytes = 0;
+  for (const DataFileInfo& f : files_) bytes += f.bytes;
+  return bytes;
 }
 
-Status DatasetWriter::RollShard() {
-  if (shard_) {
-    KILN_ASSIGN_OR_RETURN(ShardFileInfo info, shard_->Finish());
-    finished_bytes_ += info.bytes;
-    files_.push_back(std::move(info));
-    shard_.reset();
-  }
-  ShardHeader header;
-  header.record_alignment = options_.record_alignment;
-  header.schema = options_.schema;
-  header.shard_index = static_cast<uint32_t>(files_.size());
-  header.first_sample = samples_;
-  const std::string path = staging_dir_ + "/" + ShardFileName(header.shard_index);
-  KILN_ASSIGN_OR_RETURN(shard_, ShardWriter::Create(path, header));
-  return Status::Ok();
+const std::vector<DataFileInfo>& DatasetWriter::finished_files() const {
+  return store_ ? store_->finished_files() : files_;
 }
 
 Status DatasetWriter::Add(const EncodedRecord& record) {
-  if (store_) {
-    KILN_RETURN_IF_ERROR(store_->Add(record));
-    ++samples_;
-    return Status::Ok();
-  }
-  if (!shard_ || (shard_->record_count() > 0 &&
-                  shard_->ProjectedBytes(record.stored.size(), record.key.size()) >
-                      options_.shard_size_bytes)) {
-    KILN_RETURN_IF_ERROR(RollShard());
-  }
-  KILN_RETURN_IF_ERROR(shard_->Add(record));
+  KILN_RETURN_IF_ERROR(store_->Add(record));
   ++samples_;
   return Status::Ok();
 }
@@ -230,24 +161,14 @@ Status DatasetWriter::AddFile(const std::string& name, const std::string& conten
 }
 
 Result<Manifest> DatasetWriter::Finish(Manifest manifest) {
-  if (shard_) {
-    KILN_ASSIGN_OR_RETURN(ShardFileInfo info, shard_->Finish());
-    finished_bytes_ += info.bytes;
-    files_.push_back(std::move(info));
-    shard_.reset();
-  }
-  if (store_) {
-    Manifest inner = manifest;  // what kiln.json will say, but for the files themselves
-    inner.format = options_.format;
-    inner.schema = options_.schema;
-    inner.samples = samples_;
-    inner.record_alignment = options_.record_alignment;
-    store_->SetManifest(inner);
-    KILN_ASSIGN_OR_RETURN(std::vector<ShardFileInfo> files, store_->Finish());
-    for (const ShardFileInfo& f : files) finished_bytes_ += f.bytes;
-    files_ = std::move(files);
-    store_.reset();
-  }
+  Manifest inner = manifest;  // what kiln.json will say, but for the files themselves
+  inner.format = options_.format;
+  inner.schema = options_.schema;
+  inner.samples = samples_;
+  inner.record_alignment = options_.record_alignment;
+  store_->SetManifest(inner);
+  KILN_ASSIGN_OR_RETURN(files_, store_->Finish());
+  store_.reset();
   manifest.format = options_.format;
   manifest.schema = options_.schema;
   manifest.samples = samples_;

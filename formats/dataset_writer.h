@@ -1,4 +1,5 @@
-// kiln::DatasetWriter: writes a complete dataset directory (shards or LMDB), crash-safely.
+// kiln::DatasetWriter: writes a complete dataset directory in any storage format of the format
+// registry (formats/format_registry.h), crash-safely.
 //
 // Everything is written into a staging directory `<out>.partial` beside the output (marked by a
 // `.kiln-staging` file; a `<out>.partial` without it is never touched): shards under
@@ -18,7 +19,8 @@
 #include "formats/manifest.h"
 #include "formats/record_codec.h"
 #include "formats/record_store_writer.h"
-#include "formats/shard_writer.h"
+#include "formats/format_registry.h"
+#include "formats/shard_format.h"
 #include "formats/status.h"
 
 namespace kiln {
@@ -57,7 +59,7 @@ class DatasetWriter {
   // that changed; NotSupported for other formats.
   static Result<std::unique_ptr<DatasetWriter>> Resume(const std::string& out_dir,
                                                        const DatasetWriterOptions& options,
-                                                       const std::vector<ShardFileInfo>& files);
+                                                       const std::vector<DataFileInfo>& files);
   ~DatasetWriter();
   DatasetWriter(const DatasetWriter&) = delete;
   DatasetWriter& operator=(const DatasetWriter&) = delete;
@@ -76,9 +78,10 @@ class DatasetWriter {
   Status AddFile(const std::string& name, const std::string& contents);
 
   uint64_t samples() const { return samples_; }
-  // Shards closed so far, in order; each is complete under its final name in staging_dir().
-  const std::vector<ShardFileInfo>& finished_files() const { return files_; }
-  uint64_t bytes_written() const;  // bytes in finished shards plus the open one
+  // Data files complete so far, in order, each under its final name in staging_dir(): the
+  // closed shards for the shard format, none for single-file formats before Finish.
+  const std::vector<DataFileInfo>& finished_files() const;
+  uint64_t bytes_written() const;  // bytes of the data files so far (finished shards plus the open one)
 
   // Closes the last shard, fills `manifest`'s schema, samples, files and record_alignment, writes
   // it last, and moves the staging directory to the output path. Returns the manifest written.
@@ -93,16 +96,13 @@ class DatasetWriter {
 
  private:
   DatasetWriter(std::string out_dir, const DatasetWriterOptions& options);
-  Status RollShard();
 
   std::string out_dir_;
   std::string staging_dir_;
   DatasetWriterOptions options_;
-  std::unique_ptr<ShardWriter> shard_;
-  std::unique_ptr<RecordStoreWriter> store_;  // the backend, when it is not shards (LMDB)
-  std::vector<ShardFileInfo> files_;
+  std::unique_ptr<RecordStoreWriter> store_;  // the backend's writer, until Finish
+  std::vector<DataFileInfo> files_;           // the data files Finish wrote
   uint64_t samples_ = 0;
-  uint64_t finished_bytes_ = 0;
   bool finished_ = false;
   bool owns_staging_ = false;  // this writer created staging_dir_ and may remove it
 };
@@ -110,13 +110,6 @@ class DatasetWriter {
 // The file that marks `<out>.partial` as kiln's own staging directory, so that only a directory
 // kiln made is ever removed as a leftover of an interrupted run.
 inline constexpr char kStagingMarkerFileName[] = ".kiln-staging";
-
-// Returns the file name of shard `index`: "shard-00000.kiln".
-std::string ShardFileName(uint32_t index);
-
-// Returns true when this build can write and read datasets of storage `format` ("shards",
-// "lmdb", "hdf5"). LMDB and HDF5 are optional at build time.
-bool IsFormatSupported(const std::string& format);
 
 // Removes `path` and everything below it. Errors: IOError naming the path.
 Status RemoveTree(const std::string& path);

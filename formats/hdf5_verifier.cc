@@ -28,7 +28,7 @@ void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
     report->problems.push_back({file, record, offset, std::move(why)});
   };
   CheckSingleFileManifest(dir, manifest, kHdf5DataFileName, "hdf5", report);
-  const ShardFileInfo* expected = manifest.files.empty() ? nullptr : &manifest.files[0];
+  const DataFileInfo* expected = manifest.files.empty() ? nullptr : &manifest.files[0];
   const std::unique_ptr<MappedFile> mapped = CheckFileAgainstManifest(path, expected, report);
   if (!mapped) return;
   const MappedFile& file = *mapped;

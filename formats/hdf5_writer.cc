@@ -300,7 +300,7 @@ Status Hdf5Writer::WriteFile(const std::string& path) {
   return Status::Ok();
 }
 
-Result<std::vector<ShardFileInfo>> Hdf5Writer::Finish() {
+Result<std::vector<DataFileInfo>> Hdf5Writer::Finish() {
   KILN_RETURN_IF_ERROR(FlushBuffer());
   const std::string path = dir_ + "/" + kHdf5DataFileName;
   KILN_RETURN_IF_ERROR(WriteFile(path));
@@ -314,13 +314,13 @@ Result<std::vector<ShardFileInfo>> Hdf5Writer::Finish() {
   const int err = errno;
   ::close(fd);
   if (rc != 0) return Status::FromErrno("cannot fsync", path, err);
-  ShardFileInfo info;
+  DataFileInfo info;
   info.file = kHdf5DataFileName;
   info.samples = labels_.size();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   info.bytes = file->size();
   info.xxh3_64 = file->size() > 0 ? Xxh3(file->data(), file->size()) : Xxh3("", 0);
-  return std::vector<ShardFileInfo>{info};
+  return std::vector<DataFileInfo>{info};
 }
 
 }  // namespace kiln

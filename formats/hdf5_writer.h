@@ -46,7 +46,7 @@ class Hdf5Writer final : public RecordStoreWriter {
   // Creates data.h5 (contiguous `images` when every record is raw and the manifest says
   // compression none; else chunked), fsyncs it, removes the staging file and returns data.h5's
   // size and XXH3-64. Errors: IOError or Corruption naming data.h5 (HDF5's messages included).
-  Result<std::vector<ShardFileInfo>> Finish() override;
+  Result<std::vector<DataFileInfo>> Finish() override;
 
  private:
   Hdf5Writer(std::string dir, const TensorSchema& schema);

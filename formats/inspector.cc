@@ -11,7 +11,7 @@ Result<std::string> Inspect(const std::string& dir, bool json) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
   const Manifest& m = dataset->manifest();
   uint64_t bytes = 0;
-  for (const ShardFileInfo& f : m.files) bytes += f.bytes;
+  for (const DataFileInfo& f : m.files) bytes += f.bytes;
   nlohmann::ordered_json j;
   j["dir"] = dir;
   j["format"] = m.format;
@@ -31,7 +31,7 @@ Result<std::string> Inspect(const std::string& dir, bool json) {
   j["preprocessing"] = nlohmann::ordered_json::parse(m.preprocessing_json);
   j["source"] = nlohmann::ordered_json::parse(m.source_json);
   nlohmann::ordered_json files = nlohmann::ordered_json::array();
-  for (const ShardFileInfo& f : m.files) {
+  for (const DataFileInfo& f : m.files) {
     files.push_back({{"file", f.file}, {"samples", f.samples}, {"bytes", f.bytes}});
   }
   j["files"] = files;
@@ -51,7 +51,7 @@ Result<std::string> Inspect(const std::string& dir, bool json) {
   for (size_t i = 0; i < m.classes.size(); ++i) out << (i ? ", " : " ") << i << "=" << m.classes[i];
   out << "\npreprocessing " << j["preprocessing"].dump() << "\n"
       << "source        " << j["source"].dump() << "\n";
-  for (const ShardFileInfo& f : m.files) {
+  for (const DataFileInfo& f : m.files) {
     out << "  " << f.file << "  " << f.samples << " samples  " << f.bytes << " bytes\n";
   }
   return out.str();

@@ -34,7 +34,7 @@ void VerifyLmdbDataset(const std::string& dir, const Manifest& manifest,
     report->problems.push_back({file, record, offset, std::move(why)});
   };
   CheckSingleFileManifest(dir, manifest, kLmdbDataFileName, "lmdb", report);
-  const ShardFileInfo* expected = manifest.files.empty() ? nullptr : &manifest.files[0];
+  const DataFileInfo* expected = manifest.files.empty() ? nullptr : &manifest.files[0];
   const std::unique_ptr<MappedFile> mapped = CheckFileAgainstManifest(path, expected, report);
   if (!mapped) return;
   Result<std::unique_ptr<LmdbEnv>> opened = LmdbEnv::OpenReadOnly(dir);

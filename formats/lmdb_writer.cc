@@ -121,18 +121,18 @@ Status LmdbWriter::CommitBatch() {
   return Status::Ok();
 }
 
-Result<std::vector<ShardFileInfo>> LmdbWriter::Finish() {
+Result<std::vector<DataFileInfo>> LmdbWriter::Finish() {
   KILN_RETURN_IF_ERROR(CommitBatch());
   KILN_RETURN_IF_ERROR(env_->Sync());
   const std::string path = env_->data_path();
   env_.reset();  // closes the environment: data.mdb is final from here on
-  ShardFileInfo info;
+  DataFileInfo info;
   info.file = kLmdbDataFileName;
   info.samples = records_;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   info.bytes = file->size();
   info.xxh3_64 = file->size() > 0 ? Xxh3(file->data(), file->size()) : Xxh3("", 0);
-  return std::vector<ShardFileInfo>{info};
+  return std::vector<DataFileInfo>{info};
 }
 
 }  // namespace kiln

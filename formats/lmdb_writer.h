@@ -45,7 +45,7 @@ class LmdbWriter final : public RecordStoreWriter {
   uint64_t bytes_written() const override { return value_bytes_; }
   // Commits the last batch, syncs, closes the environment and returns data.mdb's size and
   // XXH3-64 (lock.mdb is not listed).
-  Result<std::vector<ShardFileInfo>> Finish() override;
+  Result<std::vector<DataFileInfo>> Finish() override;
 
   uint64_t map_bytes() const;   // current map size
   uint32_t map_growths() const { return map_growths_; }  // times the map was doubled

@@ -120,7 +120,7 @@ std::string Manifest::ToJson() const {
   if (j["preprocessing"].is_discarded()) j["preprocessing"] = nullptr;
   if (j["source"].is_discarded()) j["source"] = nullptr;
   ordered_json shards = ordered_json::array();
-  for (const ShardFileInfo& f : files) {
+  for (const DataFileInfo& f : files) {
     shards.push_back({{"file", f.file},
                       {"samples", f.samples},
                       {"bytes", f.bytes},
@@ -185,7 +185,7 @@ Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& 
     m.preprocessing_json = j.value("preprocessing", ordered_json::object()).dump();
     m.source_json = j.value("source", ordered_json::object()).dump();
     for (const ordered_json& f : j.at("files")) {
-      ShardFileInfo info;
+      DataFileInfo info;
       info.file = f.at("file").get<std::string>();
       if (info.file.empty() || info.file.find('/') != std::string::npos || info.file[0] == '.') {
         return Status::Corruption(origin + ": file name '" + info.file +

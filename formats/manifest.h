@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/shard_writer.h"
+#include "formats/data_file_info.h"
 #include "formats/status.h"
 #include "formats/tensor_schema.h"
 
@@ -35,7 +35,7 @@ struct Manifest {
   std::optional<uint64_t> shuffle_seed;  // write-time shuffle seed, when one was applied
   std::string preprocessing_json = "{}";  // JSON object: how samples were made (tools fill it)
   std::string source_json = "{}";         // JSON object: input root, listed/rejected counts
-  std::vector<ShardFileInfo> files;       // shard files in dataset order
+  std::vector<DataFileInfo> files;        // data files in dataset order
 
   // Serialises to pretty-printed JSON text (stable key order).
   std::string ToJson() const;

@@ -5,39 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#if KILN_HAVE_LMDB
-#include "formats/lmdb_dataset.h"
-#endif
-#if KILN_HAVE_HDF5
-#include "formats/hdf5_dataset.h"
-#endif
-
 namespace kiln {
-
-Result<std::unique_ptr<Dataset>> Dataset::Open(const std::string& dir) {
-  KILN_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Read(dir));
-  if (manifest.format == "shards") {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardDataset> shards,
-                          ShardDataset::Open(dir, std::move(manifest)));
-    return std::unique_ptr<Dataset>(std::move(shards));
-  }
-#if KILN_HAVE_LMDB
-  if (manifest.format == "lmdb") {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<LmdbDataset> lmdb,
-                          LmdbDataset::Open(dir, std::move(manifest)));
-    return std::unique_ptr<Dataset>(std::move(lmdb));
-  }
-#endif
-#if KILN_HAVE_HDF5
-  if (manifest.format == "hdf5") {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Hdf5Dataset> hdf5,
-                          Hdf5Dataset::Open(dir, std::move(manifest)));
-    return std::unique_ptr<Dataset>(std::move(hdf5));
-  }
-#endif
-  return Status::NotSupported(dir + ": storage format '" + manifest.format +
-                              "' is not supported by this kiln build");
-}
 
 Result<std::unique_ptr<ShardDataset>> ShardDataset::Open(const std::string& dir,
                                                          Manifest manifest) {
@@ -45,7 +13,7 @@ Result<std::unique_ptr<ShardDataset>> ShardDataset::Open(const std::string& dir,
   const Manifest& m = ds->manifest();
   uint64_t next_sample = 0;
   for (size_t s = 0; s < m.files.size(); ++s) {
-    const ShardFileInfo& info = m.files[s];
+    const DataFileInfo& info = m.files[s];
     const std::string path = dir + "/" + info.file;
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("cannot open shard", path, errno);

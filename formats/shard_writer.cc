@@ -128,7 +128,7 @@ Status ShardWriter::Add(const EncodedRecord& record) {
   return Status::Ok();
 }
 
-Result<ShardFileInfo> ShardWriter::Finish() {
+Result<DataFileInfo> ShardWriter::Finish() {
   static const uint8_t kZeros[8] = {};
   KILN_RETURN_IF_ERROR(Write(kZeros, AlignUp(offset_, 8) - offset_));
   ShardFooter footer;
@@ -169,7 +169,7 @@ Result<ShardFileInfo> ShardWriter::Finish() {
     return Status::FromErrno("cannot rename " + tmp_path_ + " to", path_, errno);
   }
   finished_ = true;
-  ShardFileInfo info;
+  DataFileInfo info;
   info.file = BaseName(path_);
   info.samples = entries_.size();
   info.bytes = offset_;

@@ -12,19 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "formats/data_file_info.h"
 #include "formats/record_codec.h"
 #include "formats/shard_format.h"
 #include "formats/status.h"
 
 namespace kiln {
-
-// What a finished shard looks like from outside: what the manifest records.
-struct ShardFileInfo {
-  std::string file;        // file name relative to the dataset directory
-  uint64_t samples = 0;    // records in the shard
-  uint64_t bytes = 0;      // file size
-  uint64_t xxh3_64 = 0;    // XXH3-64 (seed 0) of the whole file
-};
 
 class ShardWriter {
  public:
@@ -49,7 +42,7 @@ class ShardWriter {
 
   // Writes index, keys and footer, fsyncs, closes and renames to the final path. `file` in the
   // result is the final path's base name. Errors: IOError naming the path.
-  Result<ShardFileInfo> Finish();
+  Result<DataFileInfo> Finish();
 
  private:
   ShardWriter(std::string path, int fd, const ShardHeader& header);

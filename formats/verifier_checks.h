@@ -19,16 +19,16 @@ namespace kiln {
 // report->files_checked and its bytes in report->bytes_checked. Returns the file's mapping, or
 // null when it is missing or cannot be mapped (the problem is recorded).
 std::unique_ptr<MappedFile> CheckFileAgainstManifest(const std::string& path,
-                                                     const ShardFileInfo* expected,
+                                                     const DataFileInfo* expected,
                                                      VerifyReport* report);
 
 // CheckFileAgainstManifest in two steps, so that the hash can run on another thread while the
 // file's contents are checked: MapFileAgainstManifest does all but the whole-file hash, and
 // WholeFileHashProblem returns the hash problem (empty when the hash matches).
 std::unique_ptr<MappedFile> MapFileAgainstManifest(const std::string& path,
-                                                   const ShardFileInfo* expected,
+                                                   const DataFileInfo* expected,
                                                    VerifyReport* report);
-std::string WholeFileHashProblem(const MappedFile& file, const ShardFileInfo& expected);
+std::string WholeFileHashProblem(const MappedFile& file, const DataFileInfo& expected);
 
 // For formats stored in exactly one data file (LMDB's data.mdb, HDF5's data.h5): checks that
 // the manifest lists `file_name` once, holding all of the manifest's samples. Problems are

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
+#include "formats/format_registry.h"
 #include "formats/inspector.h"
 #include "formats/verifier.h"
 #include "python/py_status.h"
@@ -448,6 +449,18 @@ PYBIND11_MODULE(_core, m) {
   m.def("state_to_dict", &kiln::python::StateToDict, py::arg("blob"));
   m.def("state_from_dict", &kiln::python::StateFromDict, py::arg("state"));
   m.def("inspect_json", &kiln::python::InspectJson, py::arg("path"));
+  m.def("formats", [] {
+    py::list rows;
+    for (const kiln::StorageFormat& f : kiln::StorageFormats()) {
+      py::dict row;
+      row["name"] = f.name;
+      row["description"] = f.description;
+      row["compiled_in"] = f.compiled_in;
+      row["missing"] = f.missing;
+      rows.append(row);
+    }
+    return rows;
+  }, "The format registry: one dict per storage format (name, description, compiled_in, missing).");
   m.def("verify_json", &kiln::python::VerifyJson, py::arg("path"), py::arg("deep"));
   m.def(
       "world_from_environment",

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "formats/format_registry.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_parsing.h"
 #include "tools/packer.h"
@@ -80,8 +81,11 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_option("--mean", f->mean,
                    "Per-channel mean in [0,1] for float dtypes, e.g. 0.485,0.456,0.406");
   pack->add_option("--std", f->std_dev, "Per-channel std for float dtypes, e.g. 0.229,0.224,0.225");
-  pack->add_option("--format", f->format, "Storage format: shards (default), lmdb or hdf5")
-      ->check(CLI::IsMember({"shards", "lmdb", "hdf5"}));
+  // Every format of the registry is a choice; one not built in is refused by Pack, naming why.
+  std::string names = StorageFormatNamesText();
+  names.replace(0, std::string("shards").size(), "shards (default)");
+  pack->add_option("--format", f->format, "Storage format: " + names)
+      ->check(CLI::IsMember(StorageFormatNames(/*compiled_only=*/false)));
   pack->add_option("--shard-size", f->shard_size,
                    "Maximum shard size, e.g. 64MiB (default 128MiB)");
   pack->add_option("--compress", f->compress, "none, zstd or zstd:LEVEL (per record)");

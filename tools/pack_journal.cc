@@ -44,7 +44,7 @@ std::string PackJournalJson(uint64_t fingerprint, const PackJournal& journal) {
   j["items_done"] = journal.items_done;
   j["input_bytes"] = journal.input_bytes;
   nlohmann::ordered_json f = nlohmann::ordered_json::array();
-  for (const ShardFileInfo& s : journal.files) {
+  for (const DataFileInfo& s : journal.files) {
     f.push_back({{"file", s.file}, {"samples", s.samples}, {"bytes", s.bytes},
                  {"xxh3_64", HexDigest(s.xxh3_64)}});
   }
@@ -74,7 +74,7 @@ std::optional<PackJournal> ReadPackJournal(const std::string& staging, uint64_t 
     journal.items_done = j.at("items_done").get<uint64_t>();
     journal.input_bytes = j.at("input_bytes").get<uint64_t>();
     for (const auto& f : j.at("files")) {
-      ShardFileInfo info;
+      DataFileInfo info;
       info.file = f.at("file").get<std::string>();
       info.samples = f.at("samples").get<uint64_t>();
       info.bytes = f.at("bytes").get<uint64_t>();

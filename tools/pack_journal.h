@@ -29,7 +29,7 @@ inline constexpr char kPackJournalFileName[] = "progress.json";
 struct PackJournal {
   uint64_t items_done = 0;   // listed items (after any shuffle) covered by `files`
   uint64_t input_bytes = 0;  // image bytes read for the samples in `files`
-  std::vector<ShardFileInfo> files;
+  std::vector<DataFileInfo> files;
   std::vector<Rejection> rejections;
 };
 

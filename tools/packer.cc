@@ -271,7 +271,7 @@ Result<OpenedWriter> OpenOrResumeWriter(const PackOptions& options, const PackIn
         opened.first_item = journal->items_done;
         report->rejections = journal->rejections;
         report->input_bytes = journal->input_bytes;
-        for (const ShardFileInfo& f : journal->files) report->packed += f.samples;
+        for (const DataFileInfo& f : journal->files) report->packed += f.samples;
         report->resumed_inputs = opened.first_item + input.listing_problems;
       } else {
         report->resume_note = resumed.status().message();
@@ -589,7 +589,7 @@ Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWri
   manifest.preprocessing_json = PreprocessingJson(options);
   manifest.source_json = SourceJson(options, input, *report);
   KILN_ASSIGN_OR_RETURN(report->manifest, writer->Finish(std::move(manifest)));
-  for (const ShardFileInfo& f : report->manifest.files) report->output_bytes += f.bytes;
+  for (const DataFileInfo& f : report->manifest.files) report->output_bytes += f.bytes;
   return Status::Ok();
 }
 

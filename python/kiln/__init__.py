@@ -26,7 +26,7 @@ from ._loader import Loader
 __version__ = "0.1.0"
 
 __all__ = [
-    "Loader", "pack", "verify", "inspect", "KilnError", "InvalidArgumentError", "NotFoundError",
+    "Loader", "pack", "verify", "inspect", "formats", "KilnError", "InvalidArgumentError", "NotFoundError",
     "CorruptionError", "KilnIOError", "NotSupportedError", "OutOfRangeError",
 ]
 
@@ -63,7 +63,7 @@ def pack(input, output, *, size=224, resize=0, crop="center", channels=3, layout
     ``resize``: shorter side before the crop (0: cover ``size``); ``crop``: ``"center"`` or
     ``"none"``; ``channels``: 1 or 3; ``layout``: ``"hwc"`` or ``"chw"``; ``dtype``: ``"uint8"``,
     ``"float16"`` or ``"float32"``; ``mean``/``std``: per-channel values in [0, 1] for float
-    dtypes; ``format``: ``"shards"`` or ``"lmdb"``; ``shard_size``: e.g. ``"64MiB"``;
+    dtypes; ``format``: one of ``formats()`` (``"shards"``, ``"lmdb"``, ``"hdf5"``); ``shard_size``: e.g. ``"64MiB"``;
     ``compress``: ``"none"``, ``"zstd"`` or ``"zstd:L"``; ``threads``: 0 = every core;
     ``shuffle_seed``: write-time shuffle; ``on_error``: ``"skip"`` (report and go on) or
     ``"fail"``; ``max_pixels``: refuse larger images (0: no limit); ``overwrite``: replace an
@@ -113,6 +113,15 @@ def inspect(path):
     Raises NotFoundError (no dataset there) or CorruptionError (naming the file).
     """
     return _json.loads(_core_module().inspect_json(_os.fspath(path)))
+
+
+def formats(*, compiled_only=True):
+    """Returns the names of the storage formats, from kiln's format registry (the same list as
+    ``kiln pack --format``): those this build can write and read, or with
+    ``compiled_only=False`` every format kiln knows. Use ``_core.formats()`` for the full rows
+    (name, description, compiled_in, and why a format is missing).
+    """
+    return [f["name"] for f in _core_module().formats() if f["compiled_in"] or not compiled_only]
 
 
 def _core_module():

@@ -57,3 +57,12 @@ def test_same_answers_as_the_cli(packed):
     # Everything but the time each verification took.
     assert cli_report.pop("seconds") > 0 and py_report.pop("seconds") > 0
     assert cli_report == py_report
+
+
+def test_formats_come_from_the_registry(tmp_path):
+    assert kiln.formats(compiled_only=False) == ["shards", "lmdb", "hdf5"]
+    assert "shards" in kiln.formats()
+    for name in kiln.formats():
+        out = str(tmp_path / name)
+        kiln.pack(SAMPLES, out, size=28, channels=1, threads=2, format=name)
+        assert kiln.inspect(out)["format"] == name and kiln.verify(out)["ok"]

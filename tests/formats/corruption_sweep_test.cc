@@ -379,7 +379,7 @@ TEST_F(CorruptionSweep, ShardsRawAndZstdEveryBoundaryAndRandom) {
     ASSERT_EQ(manifest_.files.size(), 2u) << "the sweep wants exactly 2 shards";
     std::vector<std::string> shards;
     std::vector<Flip> flips;
-    for (const ShardFileInfo& info : manifest_.files) {
+    for (const DataFileInfo& info : manifest_.files) {
       shards.push_back(dir_ + "/" + info.file);
       ASSERT_NO_FATAL_FAILURE(ShardFlips(shards.back(), &flips));
     }
@@ -409,7 +409,7 @@ TEST_F(CorruptionSweep, ShardTruncatedAtEveryInterestingLength) {
     SCOPED_TRACE(compression);
     fs::remove_all(dir_);
     ASSERT_NO_FATAL_FAILURE(Write("shards", compression, 1600));
-    for (const ShardFileInfo& info : manifest_.files) {
+    for (const DataFileInfo& info : manifest_.files) {
       const std::string path = dir_ + "/" + info.file;
       const std::vector<uint8_t> original = ReadAll(path);
       const uint64_t size = original.size();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "formats/dataset_writer.h"
+#include "formats/shard_set_writer.h"
 #include "formats/shard_dataset.h"
 #include "tests/formats/temp_dir.h"
 

@@ -1,6 +1,7 @@
 // Tests for formats/dataset_writer.h: shard rollover, output-directory rules, overwrite,
 // abandonment and the staging directory.
 #include "formats/dataset_writer.h"
+#include "formats/shard_set_writer.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -120,7 +121,7 @@ TEST(DatasetWriterTest, RollsOverAtShardSize) {
   ASSERT_GE(m->files.size(), 4u);
   uint64_t total = 0;
   for (size_t s = 0; s < m->files.size(); ++s) {
-    const ShardFileInfo& f = m->files[s];
+    const DataFileInfo& f = m->files[s];
     EXPECT_EQ(f.file, ShardFileName(static_cast<uint32_t>(s)));
     EXPECT_LE(f.bytes, kShardSize) << f.file;
     EXPECT_EQ(f.bytes, fs::file_size(out + "/" + f.file));
@@ -161,7 +162,7 @@ TEST(DatasetWriterTest, RecordLargerThanShardSizeGetsItsOwnShard) {
   auto m = (*writer)->Finish(Manifest{});
   ASSERT_TRUE(m.ok());
   ASSERT_EQ(m->files.size(), 3u);
-  for (const ShardFileInfo& f : m->files) EXPECT_EQ(f.samples, 1u);
+  for (const DataFileInfo& f : m->files) EXPECT_EQ(f.samples, 1u);
 }
 
 // dataset_writer.h: bytes_written() is "bytes in finished shards plus the open one". Once every
@@ -177,7 +178,7 @@ TEST(DatasetWriterTest, BytesWrittenMatchesShardSizes) {
   auto m = (*writer)->Finish(Manifest{});
   ASSERT_TRUE(m.ok());
   uint64_t total = 0;
-  for (const ShardFileInfo& f : m->files) total += f.bytes;
+  for (const DataFileInfo& f : m->files) total += f.bytes;
   EXPECT_EQ(before_finish, total);
 }
 

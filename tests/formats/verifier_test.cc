@@ -17,6 +17,7 @@
 
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
+#include "formats/shard_set_writer.h"
 #include "formats/shard_reader.h"
 #include "tests/formats/temp_dir.h"
 
@@ -147,7 +148,7 @@ TEST(VerifierTest, HealthyDatasetIsOk) {
   ASSERT_TRUE(ds.ok());
   ASSERT_EQ((*ds)->manifest().files.size(), 3u);
   uint64_t bytes = 0;
-  for (const ShardFileInfo& f : (*ds)->manifest().files) {
+  for (const DataFileInfo& f : (*ds)->manifest().files) {
     EXPECT_EQ(f.samples, 100u);
     bytes += f.bytes;
   }

@@ -63,7 +63,7 @@ std::string ManifestFor(const std::vector<uint8_t>& data) {
   m.samples = kSamples;
   m.classes = {"a", "b", "c", "d", "e"};
   m.compression = "zstd:3";
-  kiln::ShardFileInfo f;
+  kiln::DataFileInfo f;
   f.file = "data.h5";
   f.samples = kSamples;
   f.bytes = data.size();

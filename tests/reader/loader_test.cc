@@ -474,7 +474,7 @@ TEST(LoaderTest, FieldCase_B32_EveryThreadCountReadsEachSampleOnce) {
   TestDataset ds(dso);
   ASSERT_TRUE(ds.ok());
   ASSERT_EQ(ds.manifest().files.size(), 16u);
-  for (const ShardFileInfo& f : ds.manifest().files) EXPECT_EQ(f.samples, 10u);
+  for (const DataFileInfo& f : ds.manifest().files) EXPECT_EQ(f.samples, 10u);
   for (bool shuffle : {false, true}) {
     uint64_t batches = UINT64_MAX;
     for (uint32_t threads : {1u, 4u, 7u}) {

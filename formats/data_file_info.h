@@ -1,0 +1,25 @@
+// kiln::DataFileInfo: one data file of a dataset as the manifest records it (shard files, LMDB's
+// data.mdb, HDF5's data.h5), whatever the storage backend.
+// Thread safety: a plain value.
+#ifndef KILN_FORMATS_DATA_FILE_INFO_H_
+#define KILN_FORMATS_DATA_FILE_INFO_H_
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+
+struct DataFileInfo {
+  std::string file;      // file name relative to the dataset directory
+  uint64_t samples = 0;  // records in the file
+  uint64_t bytes = 0;    // file size
+  uint64_t xxh3_64 = 0;  // XXH3-64 (seed 0) of the whole file
+};
+
+// The type's former name, kept so that code written before the rename still compiles while
+// parallel branches merge. New code says DataFileInfo.
+using ShardFileInfo = DataFileInfo;
+
+}  // namespace kiln
+
+#endif  // KILN_FORMATS_DATA_FILE_INFO_H_
