@@ -147,14 +147,7 @@ Status DatasetWriter::Add(const EncodedRecord& record) {
   return Status::Ok();
 }
 
-Status DatasetWriter::CloseShard() {
-  if (!shard_) return Status::Ok();
-  KILN_ASSIGN_OR_RETURN(ShardFileInfo info, shard_->Finish());
-  finished_bytes_ += info.bytes;
-  files_.push_back(std::move(info));
-  shard_.reset();
-  return Status::Ok();
-}
+Status DatasetWriter::CloseShard() { return store_ ? store_->CloseShard() : Status::Ok(); }
 
 Status DatasetWriter::AddFile(const std::string& name, const std::string& contents) {
   return WriteFileAtomically(staging_dir_ + "/" + name, contents);

@@ -19,6 +19,7 @@
 #include "formats/dataset_writer.h"
 #include "formats/record_codec.h"
 #include "formats/shard_renumbering.h"
+#include "formats/shard_set_writer.h"
 #include "formats/verifier.h"
 #include "tools/part_lock.h"
 #include "tools/partition.h"
