@@ -14,6 +14,7 @@
 #include <string>
 
 #include "formats/manifest.h"
+#include "formats/mapped_file.h"
 #include "formats/record_codec.h"
 #include "formats/status.h"
 #include "formats/tensor_schema.h"
@@ -47,6 +48,20 @@ class Dataset {
   // Fetch threads call it a few samples ahead to overlap memory latency with copying. Never
   // fails; out-of-range indices and damaged entries are ignored.
   virtual void Prefetch(uint64_t index, bool payload) const = 0;
+
+  // Returns the mapped bytes that ReadSample(index) reads (the sample's stored record), for
+  // read-ahead into the page cache (AdviseWillNeed) and residency probes (IsResident): a range
+  // inside one of the dataset's file mappings, never past the end of the file as it was at
+  // Open(), valid while the Dataset lives. Empty when the backend does not read samples from a
+  // mapping (LMDB, the default), or for an out-of-range index or a damaged index entry
+  // (ReadSample reports those). Reads the index entry from the mapping, which faults if the file
+  // was truncated since Open(): call it inside a MappedReadFaultScope. Never fails otherwise.
+  virtual MappedRange StoredRange(uint64_t /*index*/) const { return {}; }
+
+  // Gives every file mapping the dataset reads samples from `advice` (MappedFile::Advise). The
+  // loader calls it when it reads ahead. Best effort; a no-op for backends without mappings.
+  // Thread safety: any thread; the last call wins for every user of this Dataset.
+  virtual void AdviseAccess(AccessAdvice /*advice*/) const {}
 
   // Returns where sample `index` lives, for messages: "<file> record <r> (offset <o>)" for
   // shards; "<dir> sample <index>" by default.

@@ -102,6 +102,14 @@ Result<std::string> Hdf5Dataset::Key(uint64_t index) const {
   return std::string(p, strnlen(p, l.key_width));
 }
 
+void Hdf5Dataset::AdviseAccess(AccessAdvice advice) const { file_->Advise(advice); }
+
+MappedRange Hdf5Dataset::StoredRange(uint64_t index) const {
+  if (index >= num_samples()) return {};
+  const Hdf5Layout::Chunk c = layout_->Stored(index);  // checked against the file size at Open
+  return file_->RangeAt(c.offset, c.size);
+}
+
 void Hdf5Dataset::Prefetch(uint64_t index, bool payload) const {
   if (index >= num_samples()) return;
   const Hdf5Layout& l = *layout_;

@@ -50,6 +50,9 @@ class Hdf5Dataset final : public Dataset {
   Result<std::string> Key(uint64_t index) const override;
   // Loads the label and checksum (`payload` false) or the stored bytes into the CPU cache.
   void Prefetch(uint64_t index, bool payload) const override;
+  // The sample's bytes in `images` (contiguous) or its chunk (zstd files).
+  MappedRange StoredRange(uint64_t index) const override;
+  void AdviseAccess(AccessAdvice advice) const override;
 
   const std::string& data_path() const { return path_; }
   // True when `images` is chunked (zstd files).

@@ -16,6 +16,37 @@
 
 namespace kiln {
 
+// A run of bytes inside a MappedFile's mapping (or empty: data nullptr, size 0). Valid while the
+// MappedFile lives. Reading `data` faults like any mapped read (see MappedReadFaultScope).
+struct MappedRange {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;  // bytes
+  bool empty() const { return size == 0; }
+};
+
+// Asks the kernel to start reading the pages that hold `range` into the page cache and returns
+// at once (madvise(MADV_WILLNEED) over the range rounded out to whole pages; the kernel reads
+// asynchronously, with no page past the file's current end). Never touches the bytes, so it
+// never faults, even on a file truncated or unlinked since it was mapped. Best effort: errors
+// are ignored. Cost: one system call (about 1 us when the pages are already resident).
+// Thread safety: any thread.
+void AdviseWillNeed(MappedRange range);
+
+// True when the first `max_pages` (1 to 256) pages holding `range` are all resident in the page
+// cache (mincore); an empty range is resident; false when mincore fails. Never touches the
+// bytes, so never faults. One system call. Thread safety: any thread.
+bool IsResident(MappedRange range, uint32_t max_pages = 64);
+
+// How a mapping will be read, for the kernel (madvise). Besides fault read-around, RANDOM and
+// SEQUENTIAL also make page reclaim ignore this mapping's recent accesses (Linux 6.3 and later:
+// vma_has_recency), so pages read once through it do not crowd out pages read ahead but not
+// yet used, which is what a dataset larger than memory needs.
+enum class AccessAdvice {
+  kNormal,      // the kernel's default: read around each fault (read_ahead_kb)
+  kRandom,      // no read-around: a fault reads only its page
+  kSequential,  // aggressive read-ahead after each fault
+};
+
 class MappedFile {
  public:
   // Maps `path` read-only. An empty file maps to size() == 0 and data() == nullptr.
@@ -34,6 +65,13 @@ class MappedFile {
   void AdviseWillNeed() const;
   // Hints random access (madvise RANDOM): no read-ahead past the touched pages. Best effort.
   void AdviseRandom() const;
+  // Sets the whole mapping's access advice (madvise NORMAL, RANDOM or SEQUENTIAL; see
+  // AccessAdvice). Best effort. Thread safety: any thread; the last call wins.
+  void Advise(AccessAdvice advice) const;
+
+  // Returns the part of [offset, offset + bytes) that lies inside the file as mapped at open:
+  // {data() + offset, min(bytes, size() - offset)}, or an empty range when offset >= size().
+  MappedRange RangeAt(uint64_t offset, uint64_t bytes) const;
 
  private:
   MappedFile(std::string path, const uint8_t* data, uint64_t size)

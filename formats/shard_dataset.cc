@@ -95,6 +95,16 @@ void ShardDataset::Prefetch(uint64_t index, bool payload) const {
   for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(base + e.offset + l * 64);
 }
 
+void ShardDataset::AdviseAccess(AccessAdvice advice) const { for (const auto& shard : shards_) shard->file().Advise(advice); }
+
+MappedRange ShardDataset::StoredRange(uint64_t index) const {
+  if (index >= num_samples()) return {};
+  const auto [shard, record] = Locate(index);
+  const ShardIndexEntry e = shard->entry(record);
+  if (!shard->EntryProblem(e).empty()) return {};  // payload inside the data region: before EOF
+  return shard->file().RangeAt(e.offset, e.stored_size);
+}
+
 std::string ShardDataset::SampleLocation(uint64_t index) const {
   if (index >= num_samples()) return Dataset::SampleLocation(index);
   const auto [shard, record] = Locate(index);

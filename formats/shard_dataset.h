@@ -27,6 +27,8 @@ class ShardDataset final : public Dataset {
                     int64_t* label) const override;
   Result<std::string> Key(uint64_t index) const override;
   void Prefetch(uint64_t index, bool payload) const override;
+  MappedRange StoredRange(uint64_t index) const override;
+  void AdviseAccess(AccessAdvice advice) const override;
   std::string SampleLocation(uint64_t index) const override;
 
   size_t shard_count() const { return shards_.size(); }

@@ -156,9 +156,11 @@ class PyLoader {
            uint64_t seed, bool drop_last, uint32_t num_threads, uint32_t prefetch,
            bool pin_memory, uint32_t rank, uint32_t world_size, uint32_t crop_height,
            uint32_t crop_width, bool flip, const std::string& tail, uint64_t start_epoch,
-           uint64_t block_bytes, uint32_t shuffle_window, const py::bytes& resume)
+           uint64_t block_bytes, uint32_t shuffle_window, const py::bytes& resume,
+           uint64_t read_ahead_bytes)
       : state_(std::make_shared<LoaderState>()) {
     LoaderOptions o;
+    o.read_ahead_bytes = read_ahead_bytes;
     o.batch_size = batch_size;
     o.shuffle = ValueOrThrow(ParseShuffleMode(shuffle));
     o.block_bytes = block_bytes;
@@ -414,13 +416,15 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, uint32_t, const std::string&, uint64_t, bool, uint32_t,
                     uint32_t, bool, uint32_t, uint32_t, uint32_t, uint32_t, bool,
-                    const std::string&, uint64_t, uint64_t, uint32_t, const py::bytes&>(),
+                    const std::string&, uint64_t, uint64_t, uint32_t, const py::bytes&,
+                    uint64_t>(),
            py::arg("path"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"),
            py::arg("drop_last"), py::arg("num_threads"), py::arg("prefetch"),
            py::arg("pin_memory"), py::arg("rank"), py::arg("world_size"),
            py::arg("crop_height"), py::arg("crop_width"), py::arg("flip"), py::arg("tail"),
            py::arg("start_epoch"), py::arg("block_bytes") = uint64_t{4} << 20,
-           py::arg("shuffle_window") = 16u, py::arg("resume") = py::bytes())
+           py::arg("shuffle_window") = 16u, py::arg("resume") = py::bytes(),
+           py::arg("read_ahead_bytes") = uint64_t{16} << 20)
       .def("state", &PyLoader::State, "The ReaderState's 96 bytes (reader/reader_state.md).")
       .def("set_epoch", &PyLoader::SetEpoch, py::arg("epoch"))
       .def("next", &PyLoader::Next, py::arg("copy"), py::arg("dlpack"),

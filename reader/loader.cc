@@ -151,6 +151,10 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
     return Status::InvalidArgument("device " + std::to_string(options.device) +
                                    " must be -1 (host batches) or a CUDA device index");
   }
+  if (options.read_ahead_bytes > (uint64_t{4} << 30)) {
+    return Status::InvalidArgument("read_ahead_bytes " + std::to_string(options.read_ahead_bytes) +
+                                   " must be at most 4 GiB (4294967296)");
+  }
   if (options.num_threads > 256) {
     return Status::InvalidArgument("num_threads " + std::to_string(options.num_threads) +
                                    " must be at most 256");
@@ -236,6 +240,15 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   loader->chunks_per_batch_ = std::min(threads, options.batch_size);
   loader->chunk_samples_ =
       (options.batch_size + loader->chunks_per_batch_ - 1) / loader->chunks_per_batch_;
+  if (options.read_ahead_bytes > 0) {
+    // Random or sequential advice also stops reclaim from favouring pages already read through
+    // the mapping over pages read ahead and not yet used (formats/mapped_file.h).
+    loader->dataset_->AdviseAccess(options.shuffle == ShuffleMode::kExact
+                                       ? AccessAdvice::kRandom
+                                       : AccessAdvice::kSequential);
+    loader->read_ahead_samples_window_ = std::max<uint64_t>(
+        1, options.read_ahead_bytes / std::max<uint64_t>(1, loader->dataset_->schema().sample_bytes()));
+  }
   {
     std::unique_lock<std::mutex> lock(loader->mu_);
     loader->StartEpochLocked(start_epoch, lock, start_consumed);
@@ -420,6 +433,10 @@ void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock
   released_ = 0;
   next_batch_ = 0;
   holding_ = false;
+  const uint64_t batches = sampler_.batches_in_epoch();
+  epoch_positions_ =
+      batches == 0 ? 0 : (batches - 1) * options_.batch_size + sampler_.BatchSize(batches - 1);
+  read_ahead_until_ = 0;
   work_cv_.notify_all();
 }
 
@@ -489,6 +506,8 @@ Result<bool> Loader::Next(Batch* batch) {
 void Loader::WorkerLoop() {
   RecordDecoder decoder;
   std::vector<uint8_t> scratch;
+  std::vector<uint64_t> ahead_indices;
+  std::vector<uint8_t> ahead_padding;
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     const uint64_t wait_start = NowNs();
@@ -510,8 +529,58 @@ void Loader::WorkerLoop() {
       slot.size = sampler_.BatchSize(b);
       slot.status = Status::Ok();
     }
+    // Extend the read-ahead window past this chunk's start; the claiming thread advises what
+    // it adds. The frontier only moves forward, so each sample is advised at most once a pass.
+    uint64_t ahead_begin = 0, ahead_end = 0;
+    if (read_ahead_samples_window_ > 0 && options_.shuffle == ShuffleMode::kBlock) {
+      // Block order reads the samples of a window of blocks in random order: advise whole
+      // blocks (one sequential run each), at least the window the batch reads from.
+      uint64_t first = 0, end = 0;
+      sampler_.BatchBlocks(b, &first, &end);
+      const uint64_t block = std::max<uint64_t>(1, sampler_.block_samples());
+      const uint64_t target = std::min(
+          sampler_.rank_blocks(),
+          std::max(end, first + (read_ahead_samples_window_ + block - 1) / block));
+      if (target > read_ahead_until_) {
+        ahead_begin = read_ahead_until_;
+        ahead_end = target;
+        read_ahead_until_ = target;
+        stats_.read_ahead_max_lead_samples =
+            std::max(stats_.read_ahead_max_lead_samples, (target - first) * block);
+      }
+    } else if (read_ahead_samples_window_ > 0) {
+      const uint64_t start = std::min(
+          epoch_positions_, b * options_.batch_size + uint64_t{chunk} * chunk_samples_);
+      // The window covers at least this chunk, so no position is skipped when it is narrower
+      // than a chunk.
+      const uint64_t target = std::min(
+          epoch_positions_, start + std::max<uint64_t>(read_ahead_samples_window_, chunk_samples_));
+      if (target > read_ahead_until_) {
+        ahead_begin = read_ahead_until_;
+        ahead_end = target;
+        read_ahead_until_ = target;
+        stats_.read_ahead_max_lead_samples =
+            std::max(stats_.read_ahead_max_lead_samples, target - start);
+      }
+    }
     ++busy_;
     lock.unlock();
+    ReadAheadResult ahead;
+    uint64_t ahead_ns = 0;
+    if (ahead_end > ahead_begin) {
+      const uint64_t ahead_start = NowNs();
+      if (options_.shuffle == ShuffleMode::kBlock) {
+        ahead_indices.clear();
+        for (uint64_t j = ahead_begin; j < ahead_end; ++j) {
+          const SampleRange r = sampler_.RankBlock(j);
+          for (uint64_t i = 0; i < r.count; ++i) ahead_indices.push_back(r.begin + i);
+        }
+      } else {
+        PositionIndices(ahead_begin, ahead_end, &ahead_indices, &ahead_padding);
+      }
+      ahead = ReadAhead(ahead_indices);
+      ahead_ns = NowNs() - ahead_start;
+    }
     const uint64_t fetch_start = NowNs();
     const uint64_t cpu_start = ThreadCpuNs();
     const uint64_t zstd_ns_before = decoder.zstd_ns();
@@ -527,11 +596,86 @@ void Loader::WorkerLoop() {
     stats_.zstd_records += decoder.zstd_records() - zstd_records_before;
     stats_.augment_ns += augment_ns;
     ++stats_.chunks;
+    stats_.read_ahead_samples += ahead.samples;
+    stats_.read_ahead_bytes += ahead.bytes;
+    stats_.read_ahead_ns += ahead_ns;
+    if (ahead.probed) {
+      ++stats_.residency_probes;
+      stats_.residency_misses += ahead.missed;
+    }
     --busy_;
     if (!status.ok() && slot.status.ok()) slot.status = std::move(status);
     if (--slot.pending == 0) ready_cv_.notify_all();
     if (busy_ == 0) idle_cv_.notify_all();
   }
+}
+
+void Loader::PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
+                             std::vector<uint8_t>* padding) const {
+  const uint64_t batch_size = options_.batch_size;
+  indices->resize(end - begin);
+  padding->resize(end - begin);
+  uint64_t p = begin;
+  while (p < end) {
+    const uint64_t b = p / batch_size;
+    const uint32_t k = static_cast<uint32_t>(p % batch_size);
+    const uint32_t k_end = static_cast<uint32_t>(
+        std::min<uint64_t>(std::min<uint64_t>(batch_size, end - b * batch_size),
+                           sampler_.BatchSize(b)));
+    if (k_end <= k) break;
+    sampler_.BatchSamples(b, k, k_end, indices->data() + (p - begin),
+                          padding->data() + (p - begin));
+    p += k_end - k;
+  }
+  indices->resize(p - begin);
+}
+
+Loader::ReadAheadResult Loader::ReadAhead(const std::vector<uint64_t>& indices) const {
+  ReadAheadResult result;
+  if (indices.empty()) return result;
+  // StoredRange reads index entries from the mapping: a shrunken file faults here. Stop
+  // advising then; the fetch of that sample reports the error by name.
+  MappedReadFaultScope fault_scope;
+  if (KILN_MAPPED_READ_FAULTED(fault_scope)) return {};  // `result` is not volatile: drop it
+  const uint64_t* idx = indices.data();
+  const uint64_t count = indices.size();
+  // Probe a few of the new samples, spread over them (one system call each): one that is not
+  // resident is enough to say that reads reach storage. (Spread, because in dataset order the
+  // first samples of a shard are often resident: the kernel read around its header at open.)
+  constexpr uint64_t kProbes = 4;
+  const uint64_t probes = std::min(count, kProbes);
+  for (uint64_t p = 0; p < probes && !result.missed; ++p) {
+    const MappedRange r = dataset_->StoredRange(idx[p * count / probes]);
+    if (r.empty()) continue;
+    result.probed = true;
+    result.missed = !IsResident(r);
+  }
+  uint64_t history = miss_history_.load(std::memory_order_relaxed);
+  if (result.probed) {
+    uint64_t next;
+    do {
+      next = (history << 1) | (result.missed ? 1 : 0);
+    } while (!miss_history_.compare_exchange_weak(history, next, std::memory_order_relaxed));
+    history = next;
+  }
+  if (history == 0) return result;  // the last 64 probes found everything resident
+  // Neighbouring records (block or sequential order) are advised as one run: fewer calls and
+  // one large read for the kernel to issue.
+  MappedRange run;
+  for (uint64_t i = 0; i < count; ++i) {
+    const MappedRange r = dataset_->StoredRange(idx[i]);
+    if (r.empty()) continue;
+    ++result.samples;
+    result.bytes += r.size;
+    if (!run.empty() && r.data >= run.data + run.size && r.data - (run.data + run.size) < 4096) {
+      run.size = static_cast<uint64_t>(r.data + r.size - run.data);
+      continue;
+    }
+    AdviseWillNeed(run);
+    run = r;
+  }
+  AdviseWillNeed(run);
+  return result;
 }
 
 Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,

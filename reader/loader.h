@@ -69,6 +69,7 @@
 #ifndef KILN_READER_LOADER_H_
 #define KILN_READER_LOADER_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -113,6 +114,20 @@ struct LoaderOptions {
   bool pin_memory = true;        // pinned slots when a CUDA device is present. Default true.
   AugmentOptions augment;        // random crop and flip. Default off.
   uint64_t start_epoch = 0;      // the epoch the first Next() serves (resume). Default 0.
+  // Read-ahead: stored bytes of the samples after the chunk a fetch thread starts that the
+  // loader asks the kernel to read into the page cache ahead of time (AdviseWillNeed in
+  // formats/mapped_file.h), so that a few threads keep many reads in flight when the dataset is
+  // not in memory. The window is read_ahead_bytes / sample_bytes samples (at least 1 when
+  // nonzero) in the epoch's read order, within the epoch; it bounds the page cache that advised
+  // but not yet read samples occupy by about read_ahead_bytes plus the batches being filled
+  // (compressed records take less). Advice costs a system call per record even when the data is
+  // resident, so the loader gives it only while reads miss the page cache: before each window
+  // extension it checks one upcoming sample's pages (mincore) and advises when that sample or
+  // one of the last 64 it checked was not resident. 0 turns read-ahead off (each miss is then
+  // read by a page fault, one at a time per thread). Backends that do not read from a mapping
+  // (LMDB) ignore it. Keep it well under the memory the process may use for page cache: pages
+  // evicted before they are read are read twice. Range [0, 4 GiB]. Default 16 MiB.
+  uint64_t read_ahead_bytes = uint64_t{16} << 20;
   // A state saved by Loader::state() (see "Checkpoint and resume" above): the first Next()
   // serves the batch after the saved position, in the saved epoch (start_epoch must then be 0
   // or that epoch). SetEpoch() with the state's epoch before the first Next() keeps the
@@ -170,6 +185,14 @@ struct LoaderStats {
   uint64_t zstd_records = 0;     // records that were zstd-decompressed
   uint64_t augment_ns = 0;       // time in crop/flip, estimated from every 8th sample
   uint64_t chunks = 0;           // chunks (pieces of a batch) filled
+  // Read-ahead (LoaderOptions::read_ahead_bytes):
+  uint64_t read_ahead_samples = 0;    // samples whose stored bytes were advised
+  uint64_t read_ahead_bytes = 0;      // bytes advised (the samples' stored bytes)
+  uint64_t read_ahead_ns = 0;         // time fetch threads spent issuing advice and probes
+  uint64_t read_ahead_max_lead_samples = 0;  // the most samples a window extension reached past
+                                             // the start of the chunk being claimed
+  uint64_t residency_probes = 0;      // upcoming samples checked for residency (mincore)
+  uint64_t residency_misses = 0;      // of which not resident
 };
 
 class Loader {
@@ -244,6 +267,16 @@ class Loader {
   void WorkerLoop();
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
                    std::vector<uint8_t>* scratch, uint64_t* augment_ns);
+  // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.
+  void PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
+                       std::vector<uint8_t>* padding) const;
+  // Read-ahead of samples `indices` (in read order): probes a few for residency (recording the
+  // result in miss_history_), then advises all of them when a recent probe missed.
+  struct ReadAheadResult {
+    uint64_t samples = 0, bytes = 0;
+    bool probed = false, missed = false;
+  };
+  ReadAheadResult ReadAhead(const std::vector<uint64_t>& indices) const;
   struct DeviceRing;  // upload stream, device buffers and events (loader.cc)
   Status CreateDeviceRing(uint64_t data_bytes, uint64_t label_bytes);
   Status UploadLocked(size_t slot_index, uint32_t size, Batch* batch);
@@ -274,6 +307,13 @@ class Loader {
   uint64_t next_batch_ = 0;     // guarded by mu_: the batch Next() returns next
   bool holding_ = false;        // guarded by mu_: the consumer holds batch next_batch_ - 1
   uint32_t busy_ = 0;           // guarded by mu_: workers filling a chunk
+  uint64_t read_ahead_samples_window_ = 0;  // read_ahead_bytes in samples; 0 = off
+  uint64_t epoch_positions_ = 0;  // guarded by mu_: samples of this rank's epoch, in order
+  uint64_t read_ahead_until_ = 0;  // guarded by mu_: positions (kBlock: this rank's dealt
+                                   // blocks) [0, it) handed out for advice
+  // Bit k set: the k-th latest residency probe missed. Atomic: ReadAhead records its probe at
+  // once, so threads claiming at the same time see it.
+  mutable std::atomic<uint64_t> miss_history_{0};
   bool stop_ = false;           // guarded by mu_
   LoaderStats stats_;           // guarded by mu_
 };

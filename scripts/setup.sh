@@ -22,6 +22,8 @@ KILN_DEBIAN_PACKAGES=(
   dataset-fashion-mnist opencv-doc golang-1.19-src golang-github-disintegration-imaging-dev
   # tools the data scripts use
   libjpeg-turbo-progs imagemagick python3 python3-numpy python3-pil zstd
+  # bench/larger_than_memory.sh: fio measures the disk; io_uring for bench/cold_read_modes.cc
+  fio liburing-dev
   # xxhsum: the manifest interop test checks kiln.json's hashes without kiln
   xxhash
   # LMDB interop tests: python3-lmdb reads our environments, mdb_stat inspects them

@@ -145,13 +145,32 @@ void Diagnose(BenchReport* r) {
     r->bottleneck = "storage";
     std::snprintf(buf, sizeof(buf),
                   "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
-                  "spent %s of their fetch time off the CPU with %llu major page faults (%s "
-                  "cache): reads from storage limit the rate; more threads or prefetch overlap "
-                  "more I/O",
+                  "spent %s of their fetch time off the CPU (%.1f s issuing read-ahead) with "
+                  "%llu major page faults (%s cache): reads from storage limit the rate",
                   Percent(r->consumer_wait_seconds, t).c_str(),
-                  Percent(r->storage_wait_seconds, fetch).c_str(),
+                  Percent(r->storage_wait_seconds, fetch).c_str(), r->read_ahead_seconds,
                   static_cast<unsigned long long>(r->major_faults), r->cache.c_str());
-    r->verdict = buf;
+    std::string verdict = buf;
+    if (r->disk_mb_per_s > 0) {
+      std::snprintf(buf, sizeof(buf), "; %.0f MB/s is %s of the storage's %.0f MB/s",
+                    r->mb_per_s, Percent(r->mb_per_s, r->disk_mb_per_s).c_str(),
+                    r->disk_mb_per_s);
+    } else {
+      std::snprintf(buf, sizeof(buf),
+                    "; to compare with the storage, measure it on these files (fio, see "
+                    "bench/larger_than_memory.sh) and pass --disk-mbps");
+    }
+    verdict += buf;
+    if (r->shuffle == "exact") {
+      verdict += r->read_ahead_window_bytes == 0
+                     ? "; read-ahead is off: turn it on (--read-ahead-mib 16), or read in block "
+                       "order (--shuffle block): sequential runs instead of random records"
+                     : "; read in block order (--shuffle block) for sequential runs instead of "
+                       "random records, or try more read-ahead (--read-ahead-mib) or threads";
+    } else if (r->shuffle == "block") {
+      verdict += "; larger blocks (--block-kib) make longer sequential runs";
+    }
+    r->verdict = verdict;
     return;
   }
   struct Stage {
@@ -217,11 +236,19 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   BenchReport r;
   r.dir = dir;
   r.consumer_ms = options.consumer_ms;
-  if (options.cold) {
-    KILN_RETURN_IF_ERROR(DropPageCache(dir));
-    r.cache = "cold";
-  }
+  if (options.cold) KILN_RETURN_IF_ERROR(DropPageCache(dir));
   r.resident_fraction = ResidentFraction(dir);
+  r.cache = options.cold || r.resident_fraction < 0.05   ? "cold"
+            : r.resident_fraction >= 0.95                ? "warm"
+                                                         : "partly warm";
+  r.shuffle = options.loader.shuffle == ShuffleMode::kBlock  ? "block"
+              : options.loader.shuffle == ShuffleMode::kNone ? "none"
+                                                             : "exact";
+  if (options.loader.shuffle == ShuffleMode::kBlock) {
+    r.block_bytes = options.loader.block_bytes;
+    r.shuffle_window = options.loader.shuffle_window;
+  }
+  r.disk_mb_per_s = options.disk_mb_per_s;
   const Usage open_usage = GetUsage();
   const auto open_start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, Loader::Open(dir, options.loader));
@@ -284,6 +311,12 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.decompress_seconds = stats.decompress_ns / 1e9;
   r.augment_seconds = stats.augment_ns / 1e9;
   r.zstd_records = stats.zstd_records;
+  r.read_ahead_window_bytes = options.loader.read_ahead_bytes;
+  r.read_ahead_samples = stats.read_ahead_samples;
+  r.read_ahead_mb = stats.read_ahead_bytes / 1e6;
+  r.read_ahead_seconds = stats.read_ahead_ns / 1e9;
+  r.residency_probes = stats.residency_probes;
+  r.residency_misses = stats.residency_misses;
   // Copy is what remains of the on-CPU fetch time after zstd and crop/flip.
   r.copy_seconds =
       std::max(0.0, std::min(r.fetch_seconds, r.fetch_cpu_seconds) - r.decompress_seconds -
@@ -382,6 +415,11 @@ std::string BenchReportJson(const BenchReport& r) {
   j["pinned"] = r.pinned;
   j["every_sample_once"] = r.every_sample_once;
   j["checksum"] = r.checksum;
+  j["shuffle"] = r.shuffle;
+  j["block_bytes"] = r.block_bytes;
+  j["shuffle_window"] = r.shuffle_window;
+  j["disk_mb_per_s"] = r.disk_mb_per_s;
+  j["disk_share"] = r.disk_mb_per_s > 0 ? r.mb_per_s / r.disk_mb_per_s : 0.0;
   j["cache"] = r.cache;
   j["resident_fraction"] = r.resident_fraction;
   j["slot_wait_seconds"] = r.slot_wait_seconds;
@@ -398,6 +436,12 @@ std::string BenchReportJson(const BenchReport& r) {
   j["consumer_seconds"] = r.consumer_seconds;
   j["consumer_ms"] = r.consumer_ms;
   j["zstd_records"] = r.zstd_records;
+  j["read_ahead_window_bytes"] = r.read_ahead_window_bytes;
+  j["read_ahead_samples"] = r.read_ahead_samples;
+  j["read_ahead_mb"] = r.read_ahead_mb;
+  j["read_ahead_seconds"] = r.read_ahead_seconds;
+  j["residency_probes"] = r.residency_probes;
+  j["residency_misses"] = r.residency_misses;
   j["cpu_seconds"] = r.cpu_seconds;
   j["major_faults"] = r.major_faults;
   j["peak_rss_mb"] = r.peak_rss_mb;
@@ -409,7 +453,7 @@ std::string BenchReportJson(const BenchReport& r) {
 }
 
 std::string BenchReportText(const BenchReport& r) {
-  char line[512];
+  char line[1024];
   std::snprintf(line, sizeof(line),
                 "read %llu samples (%u epochs, %llu batches of %u) in %.3f s: %.0f samples/s, "
                 "%.1f MB/s; %u threads, prefetch %u, %s memory; open %.1f ms, first batch "
@@ -420,15 +464,22 @@ std::string BenchReportText(const BenchReport& r) {
                 r.pinned ? "pinned" : "pageable", r.open_seconds * 1e3,
                 r.first_batch_seconds * 1e3, r.every_sample_once ? "yes" : "NO");
   std::string out = line;
+  char ahead[160] = "";
+  if (r.read_ahead_samples > 0) {
+    std::snprintf(ahead, sizeof(ahead), "; read ahead %llu samples, %.0f MB, in %.2f s",
+                  static_cast<unsigned long long>(r.read_ahead_samples), r.read_ahead_mb,
+                  r.read_ahead_seconds);
+  }
   std::snprintf(line, sizeof(line),
-                "%s cache (%.0f%% of the files resident at open); stages (s, fetch threads "
-                "summed): slot wait %.3f, fetch %.3f = [off-CPU/storage %.3f, decompress %.3f, "
-                "augment %.3f, copy %.3f], upload 0 (no GPU); consumer: wait %.3f, work %.3f; "
-                "CPU %.2f s, %llu major faults, peak RSS %.1f MB\n",
-                r.cache.c_str(), 100 * r.resident_fraction, r.slot_wait_seconds, r.fetch_seconds,
-                r.storage_wait_seconds, r.decompress_seconds, r.augment_seconds, r.copy_seconds,
-                r.consumer_wait_seconds, r.consumer_seconds, r.cpu_seconds,
-                static_cast<unsigned long long>(r.major_faults), r.peak_rss_mb);
+                "%s order, %s cache (%.0f%% of the files resident at open%s); stages (s, fetch "
+                "threads summed): slot wait %.3f, fetch %.3f = [off-CPU/storage %.3f, "
+                "decompress %.3f, augment %.3f, copy %.3f], upload 0 (no GPU); consumer: wait "
+                "%.3f, work %.3f; CPU %.2f s, %llu major faults, peak RSS %.1f MB\n",
+                r.shuffle.c_str(), r.cache.c_str(), 100 * r.resident_fraction, ahead,
+                r.slot_wait_seconds, r.fetch_seconds, r.storage_wait_seconds,
+                r.decompress_seconds, r.augment_seconds, r.copy_seconds, r.consumer_wait_seconds,
+                r.consumer_seconds, r.cpu_seconds, static_cast<unsigned long long>(r.major_faults),
+                r.peak_rss_mb);
   out += line;
   out += r.verdict + "\n";
   return out;

@@ -22,6 +22,10 @@ struct BenchOptions {
   uint32_t epochs = 3;  // epochs timed after opening. Default 3.
   double consumer_ms = 0;  // simulated training step: the consumer sleeps this long per batch
   bool cold = false;       // drop the dataset files' pages from the page cache before opening
+  // The storage's own sequential or random read rate for this dataset's files, in 10^6 bytes
+  // per second (fio on the same files, see bench/larger_than_memory.sh); 0 when unknown.
+  // A storage-bound report states its rate as a share of it. Default 0.
+  double disk_mb_per_s = 0;
 };
 
 struct BenchReport {
@@ -43,8 +47,13 @@ struct BenchReport {
   bool every_sample_once = false;  // epoch 0 delivered each of this rank's samples exactly once
   uint64_t checksum = 0;           // XOR-folded hash of all labels and sample indices delivered
 
-  // Page cache: "cold" when the files' pages were dropped first (--cold), else "warm";
-  // resident_fraction is the share of the dataset's file bytes in the page cache at open.
+  std::string shuffle = "exact";    // read order: exact, block or none
+  uint64_t block_bytes = 0;         // block order: the option (LoaderOptions::block_bytes)
+  uint32_t shuffle_window = 0;      // block order: blocks per window
+  double disk_mb_per_s = 0;         // BenchOptions::disk_mb_per_s
+  // Page cache: resident_fraction is the share of the dataset's file bytes in the page cache
+  // at open; `cache` is "cold" when the pages were dropped first (--cold) or under 5% were
+  // resident, "warm" from 95%, else "partly warm".
   std::string cache = "warm";
   double resident_fraction = 0;
   // Stages, in seconds. Fetch-thread stages are summed over threads (divide by threads x
@@ -62,6 +71,13 @@ struct BenchReport {
   double first_batch_wait_seconds = 0;  // of which for the first batch
   double consumer_seconds = 0;       // consumer's simulated work (--consumer-ms)
   uint64_t zstd_records = 0;         // records decompressed
+  // Read-ahead (LoaderOptions::read_ahead_bytes; LoaderStats has the definitions):
+  uint64_t read_ahead_window_bytes = 0;  // the option
+  uint64_t read_ahead_samples = 0;       // samples advised
+  double read_ahead_mb = 0;              // their stored bytes, 10^6 bytes
+  double read_ahead_seconds = 0;         // fetch threads issuing advice and probes
+  uint64_t residency_probes = 0;
+  uint64_t residency_misses = 0;
   double cpu_seconds = 0;            // process user + system CPU time during the timed epochs
   uint64_t major_faults = 0;         // page faults that read storage, during open + epochs
   double peak_rss_mb = 0;            // process peak resident set (getrusage), 10^6 bytes

@@ -17,6 +17,9 @@ struct BenchFlags {
   std::string dataset;
   BenchOptions options;
   bool no_shuffle = false;
+  std::string shuffle = "exact";
+  uint64_t read_ahead_mib = LoaderOptions{}.read_ahead_bytes >> 20;
+  uint64_t block_kib = LoaderOptions{}.block_bytes >> 10;
   uint32_t threads = 0;
   bool json = false;
   bool sweep = false;
@@ -31,8 +34,29 @@ void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
   bench->add_option("--epochs", f->options.epochs, "Epochs to time (3)")
       ->check(CLI::Range(1u, 1000000u));
   bench->add_option("--seed", f->options.loader.seed, "Shuffle seed (0)");
-  bench->add_flag("--no-shuffle", f->no_shuffle, "Read in dataset order");
-  bench->add_flag("--shuffle", "Shuffle (the default)");
+  CLI::Option* no_shuffle =
+      bench->add_flag("--no-shuffle", f->no_shuffle, "Read in dataset order (= --shuffle none)");
+  bench->add_option("--shuffle", f->shuffle,
+                    "Read order: exact (one global permutation, the default), block (shuffled "
+                    "blocks of consecutive samples, for data larger than memory) or none")
+      ->expected(0, 1)
+      ->default_str("exact")
+      ->check(CLI::IsMember({"exact", "block", "none"}))
+      ->excludes(no_shuffle);
+  bench->add_option("--block-kib", f->block_kib,
+                    "Block order: KiB of consecutive samples per block (4096)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  bench->add_option("--window", f->options.loader.shuffle_window,
+                    "Block order: blocks per shuffle window (16)")
+      ->check(CLI::Range(1u, 1u << 20));
+  bench->add_option("--read-ahead-mib", f->read_ahead_mib,
+                    "MiB of upcoming samples the fetch threads ask the kernel to read ahead while "
+                    "reads miss the page cache; 0 off (16)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{4096}));
+  bench->add_option("--disk-mbps", f->options.disk_mb_per_s,
+                    "The storage's own read rate in MB/s (fio on the same files): reports the "
+                    "rate as a share of it")
+      ->check(CLI::Range(0.0, 1e7));
   bench->add_flag("--json", f->json, "Print one JSON object on stdout");
   bench->add_flag("--sweep", f->sweep,
                   "Run over thread counts 1, 2, 4, ... (up to 2x cores) and prefetch 1, 2, 4, 8; "
@@ -60,7 +84,11 @@ int RunSweepCommand(const BenchFlags& flags, const BenchOptions& options) {
 
 int RunBenchCommand(const BenchFlags& flags) {
   BenchOptions options = flags.options;
-  options.loader.shuffle = flags.no_shuffle ? ShuffleMode::kNone : ShuffleMode::kExact;
+  options.loader.shuffle = flags.no_shuffle || flags.shuffle == "none" ? ShuffleMode::kNone
+                           : flags.shuffle == "block"                  ? ShuffleMode::kBlock
+                                                                       : ShuffleMode::kExact;
+  options.loader.read_ahead_bytes = flags.read_ahead_mib << 20;
+  options.loader.block_bytes = flags.block_kib << 10;
   options.loader.num_threads = flags.threads;
   // Under mpirun or srun each copy measures its own rank's share (reader/world.h).
   Result<World> world = WorldFromEnvironment();

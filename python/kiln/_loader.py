@@ -63,7 +63,8 @@ class Loader:
 
     ``Loader(path, batch_size=256, shuffle=True, seed=0, drop_last=False, num_threads=0,
     prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
-    normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16)``
+    normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16,
+    read_ahead_bytes=16 << 20)``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -119,6 +120,15 @@ class Loader:
             at least one), 1 to 2**40. Default 4 MiB.
         window: ``shuffle="block"`` only: blocks whose samples are shuffled together, 1 to
             2**20. Default 16.
+        read_ahead_bytes: stored bytes of upcoming samples (in read order, within the epoch)
+            that the fetch threads ask the kernel to read into the page cache ahead of time
+            (``madvise(MADV_WILLNEED)``), so that a few threads keep many reads in flight when
+            the dataset is not in memory. Given only while reads miss the page cache (a few
+            upcoming samples are checked with ``mincore`` per chunk), so data in memory pays
+            nothing. Bounds the page cache held by samples read ahead but not yet used to about
+            this much (``shuffle="block"``: at least one window of blocks). Keep it well below
+            the memory the process may use for page cache. 0 turns it off; 0 to 2**32.
+            Default 16 MiB. Shards and HDF5 only (LMDB ignores it).
         seed: permutation and augmentation seed, identical on every rank. Default 0.
         drop_last: drop each rank's last partial batch. Default False.
         num_threads: fetch threads (threads, not processes; persistent across epochs);
@@ -167,7 +177,8 @@ class Loader:
     def __init__(self, path, batch_size=256, shuffle=True, seed=0, drop_last=False,
                  num_threads=0, prefetch=2, pin_memory=True, device=None, rank=None,
                  world_size=None, crop=None, flip=False, normalize=None, copy=False,
-                 tail="short", backend=None, block_bytes=4 << 20, window=16):
+                 tail="short", backend=None, block_bytes=4 << 20, window=16,
+                 read_ahead_bytes=16 << 20):
         if tail not in _TAILS:
             raise ValueError(f"tail must be one of {_TAILS}, got {tail!r}")
         if rank is None or world_size is None:
@@ -193,11 +204,14 @@ class Loader:
             raise ValueError(f"block_bytes must be >= 1, got {block_bytes}")
         if int(window) < 1:
             raise ValueError(f"window must be >= 1, got {window}")
+        if not 0 <= int(read_ahead_bytes) <= 1 << 32:
+            raise ValueError(f"read_ahead_bytes must be in [0, 2**32], got {read_ahead_bytes}")
         self._core_args = (os.fspath(path), int(batch_size), mode, int(seed), bool(drop_last),
                            int(num_threads), int(prefetch), bool(pin_memory), int(rank),
                            int(world_size), crop_h, crop_w, bool(flip), tail, 0,
                            int(block_bytes), int(window))
-        self._core = _core.Loader(*self._core_args)
+        self._core_kwargs = {"read_ahead_bytes": int(read_ahead_bytes)}
+        self._core = _core.Loader(*self._core_args, **self._core_kwargs)
         self.shuffle = mode
         self._copy = bool(copy)
         self._normalize = self._check_normalize(normalize)
@@ -398,7 +412,7 @@ class Loader:
         blob = _core.state_from_dict(state_dict)
         args = list(self._core_args)
         args[14] = 0  # start_epoch: the state's epoch
-        core = _core.Loader(*args, resume=blob)
+        core = _core.Loader(*args, resume=blob, **self._core_kwargs)
         with self._lock:
             self._core = core
             self._generation += 1

@@ -346,3 +346,18 @@ def test_shuffle_modes(packed):
         kiln.Loader(packed, shuffle="random")
     with pytest.raises(ValueError):
         kiln.Loader(packed, shuffle="block", block_bytes=0)
+
+
+def test_read_ahead_bytes(packed):
+    """read_ahead_bytes changes what is read ahead, never the batches; its range is checked."""
+    def epoch(**kw):
+        loader = kiln.Loader(packed, batch_size=64, num_threads=2, seed=3, copy=True, **kw)
+        return [(images.numpy().tobytes(), labels.tolist()) for images, labels in loader]
+    want = epoch(read_ahead_bytes=0)
+    assert epoch() == want
+    assert epoch(read_ahead_bytes=1) == want
+    assert epoch(read_ahead_bytes=1 << 32) == want
+    with pytest.raises(ValueError):
+        kiln.Loader(packed, read_ahead_bytes=-1)
+    with pytest.raises(ValueError):
+        kiln.Loader(packed, read_ahead_bytes=(1 << 32) + 1)

@@ -187,6 +187,29 @@ TEST_F(KilnCliTest, BenchColdSaysItWasCold) {
   EXPECT_NE(text.out.find("cold cache"), std::string::npos) << text.out;
 }
 
+TEST_F(KilnCliTest, BenchShuffleNamesTheReadOrderAndNoShuffleStillWorks) {
+  auto bench = [&](const std::string& flags) {
+    const CliRun r = Kiln("bench " + *dataset_ + " --epochs 1 --batch-size 100 --json " + flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.out;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  const auto exact = bench("--shuffle");
+  EXPECT_EQ(exact.value("shuffle", ""), "exact");
+  EXPECT_EQ(bench("").value("checksum", 0ull), exact.value("checksum", 1ull));
+  const auto none = bench("--shuffle none");
+  EXPECT_EQ(none.value("shuffle", ""), "none");
+  EXPECT_EQ(bench("--no-shuffle").value("checksum", 0ull), none.value("checksum", 1ull));
+  const auto block = bench("--shuffle block --block-kib 64 --window 2 --read-ahead-mib 1");
+  EXPECT_EQ(block.value("shuffle", ""), "block");
+  EXPECT_EQ(block.value("block_bytes", 0ull), 65536u);
+  EXPECT_EQ(block.value("shuffle_window", 0u), 2u);
+  EXPECT_EQ(block.value("read_ahead_window_bytes", 0ull), uint64_t{1} << 20);
+  EXPECT_TRUE(block.value("every_sample_once", false));
+  EXPECT_EQ(bench("--disk-mbps 1500").value("disk_mb_per_s", 0.0), 1500.0);
+  EXPECT_EQ(Kiln("bench " + *dataset_ + " --no-shuffle --shuffle block").exit_code, 2);
+  EXPECT_EQ(Kiln("bench " + *dataset_ + " --shuffle random").exit_code, 2);
+}
+
 TEST_F(KilnCliTest, BenchSweepTablesThreadsByPrefetchAndRecommends) {
   const CliRun r = Kiln("bench " + *dataset_ + " --epochs 1 --batch-size 100 --sweep --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;

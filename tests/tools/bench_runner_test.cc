@@ -1,0 +1,62 @@
+// Diagnose(): the verdict of a storage-bound run states the rate against the disk's when given
+// (--disk-mbps), else says how to measure it, and recommends block order or more read-ahead.
+#include "tools/bench_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace kiln {
+namespace {
+
+// A run whose fetch threads spent 90% of their time off the CPU, faulting on a cold cache.
+BenchReport StorageBoundRun() {
+  BenchReport r;
+  r.seconds = 10;
+  r.threads = 2;
+  r.mb_per_s = 300;
+  r.cache = "cold";
+  r.major_faults = 5000;
+  r.consumer_wait_seconds = 9.5;
+  r.fetch_seconds = 20;
+  r.fetch_cpu_seconds = 2;
+  r.storage_wait_seconds = 18;
+  r.copy_seconds = 2;
+  r.cpu_seconds = 4;
+  r.read_ahead_window_bytes = 16 << 20;
+  return r;
+}
+
+TEST(DiagnoseTest, StorageBoundRunStatesTheShareOfTheDiskRate) {
+  BenchReport r = StorageBoundRun();
+  r.disk_mb_per_s = 1200;
+  Diagnose(&r);
+  EXPECT_EQ(r.bottleneck, "storage");
+  EXPECT_NE(r.verdict.find("300 MB/s is 25% of the storage's 1200 MB/s"), std::string::npos)
+      << r.verdict;
+  EXPECT_NE(r.verdict.find("--shuffle block"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find("--disk-mbps"), std::string::npos) << r.verdict;
+}
+
+TEST(DiagnoseTest, StorageBoundRunWithoutTheDiskRateSaysHowToMeasureIt) {
+  BenchReport r = StorageBoundRun();
+  Diagnose(&r);
+  EXPECT_EQ(r.bottleneck, "storage");
+  EXPECT_NE(r.verdict.find("fio"), std::string::npos) << r.verdict;
+  EXPECT_NE(r.verdict.find("--disk-mbps"), std::string::npos) << r.verdict;
+}
+
+TEST(DiagnoseTest, StorageBoundRunRecommendsReadAheadWhenItIsOff) {
+  BenchReport r = StorageBoundRun();
+  r.read_ahead_window_bytes = 0;
+  Diagnose(&r);
+  EXPECT_NE(r.verdict.find("read-ahead is off"), std::string::npos) << r.verdict;
+  r = StorageBoundRun();
+  r.shuffle = "block";
+  Diagnose(&r);
+  EXPECT_NE(r.verdict.find("--block-kib"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find("--shuffle block"), std::string::npos) << r.verdict;
+}
+
+}  // namespace
+}  // namespace kiln
