@@ -121,7 +121,7 @@ for ((r = 1; r <= rounds; r++)); do
     results[kiln_exact_off]+="$mb "
     results[faults_exact_off]+="$faults "
   fi
-  echo "round $r: fio seq ${results[fio_seq]##* } ..., kiln exact/block done" >&2
+  echo "round $r of $rounds done" >&2
 done
 
 python3 - "$rounds" "$n" "$bytes" "$memory" "$threads" <<EOF

@@ -241,11 +241,6 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   loader->chunk_samples_ =
       (options.batch_size + loader->chunks_per_batch_ - 1) / loader->chunks_per_batch_;
   if (options.read_ahead_bytes > 0) {
-    // Random or sequential advice also stops reclaim from favouring pages already read through
-    // the mapping over pages read ahead and not yet used (formats/mapped_file.h).
-    loader->dataset_->AdviseAccess(options.shuffle == ShuffleMode::kExact
-                                       ? AccessAdvice::kRandom
-                                       : AccessAdvice::kSequential);
     loader->read_ahead_samples_window_ = std::max<uint64_t>(
         1, options.read_ahead_bytes / std::max<uint64_t>(1, loader->dataset_->schema().sample_bytes()));
   }
@@ -534,13 +529,13 @@ void Loader::WorkerLoop() {
     uint64_t ahead_begin = 0, ahead_end = 0;
     if (read_ahead_samples_window_ > 0 && options_.shuffle == ShuffleMode::kBlock) {
       // Block order reads the samples of a window of blocks in random order: advise whole
-      // blocks (one sequential run each), at least the window the batch reads from.
+      // blocks (one sequential run each): the window(s) the batch reads from, which must be
+      // in memory anyway, and read_ahead_bytes of blocks past them.
       uint64_t first = 0, end = 0;
       sampler_.BatchBlocks(b, &first, &end);
       const uint64_t block = std::max<uint64_t>(1, sampler_.block_samples());
       const uint64_t target = std::min(
-          sampler_.rank_blocks(),
-          std::max(end, first + (read_ahead_samples_window_ + block - 1) / block));
+          sampler_.rank_blocks(), end + (read_ahead_samples_window_ + block - 1) / block);
       if (target > read_ahead_until_) {
         ahead_begin = read_ahead_until_;
         ahead_end = target;
@@ -569,16 +564,38 @@ void Loader::WorkerLoop() {
     uint64_t ahead_ns = 0;
     if (ahead_end > ahead_begin) {
       const uint64_t ahead_start = NowNs();
-      if (options_.shuffle == ShuffleMode::kBlock) {
-        ahead_indices.clear();
-        for (uint64_t j = ahead_begin; j < ahead_end; ++j) {
-          const SampleRange r = sampler_.RankBlock(j);
-          for (uint64_t i = 0; i < r.count; ++i) ahead_indices.push_back(r.begin + i);
-        }
-      } else {
-        PositionIndices(ahead_begin, ahead_end, &ahead_indices, &ahead_padding);
+      ahead = ProbeAhead(ahead_begin, ahead_end);
+      uint64_t history = miss_history_.load(std::memory_order_relaxed);
+      if (ahead.probed) {
+        uint64_t next;
+        do {
+          next = (history << 1) | (ahead.missed ? 1 : 0);
+        } while (!miss_history_.compare_exchange_weak(history, next, std::memory_order_relaxed));
+        history = next;
       }
-      ahead = ReadAhead(ahead_indices);
+      if (history != 0) {  // one of the last 64 probes missed: reads reach storage
+        // Random or sequential advice turns off the kernel's read-around of each fault and
+        // stops reclaim from favouring pages already read through the mapping over pages read
+        // ahead and not yet used (formats/mapped_file.h). Given once, when reads first miss,
+        // so data in memory keeps the kernel's defaults.
+        std::call_once(access_advised_, [this] {
+          dataset_->AdviseAccess(options_.shuffle == ShuffleMode::kExact
+                                     ? AccessAdvice::kRandom
+                                     : AccessAdvice::kSequential);
+        });
+        if (options_.shuffle == ShuffleMode::kBlock) {
+          ahead_indices.clear();
+          for (uint64_t j = ahead_begin; j < ahead_end; ++j) {
+            const SampleRange r = sampler_.RankBlock(j);
+            for (uint64_t i = 0; i < r.count; ++i) ahead_indices.push_back(r.begin + i);
+          }
+        } else {
+          PositionIndices(ahead_begin, ahead_end, &ahead_indices, &ahead_padding);
+        }
+        const ReadAheadResult advised = AdviseAhead(ahead_indices);
+        ahead.samples = advised.samples;
+        ahead.bytes = advised.bytes;
+      }
       ahead_ns = NowNs() - ahead_start;
     }
     const uint64_t fetch_start = NowNs();
@@ -630,35 +647,49 @@ void Loader::PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>
   indices->resize(p - begin);
 }
 
-Loader::ReadAheadResult Loader::ReadAhead(const std::vector<uint64_t>& indices) const {
+Loader::ReadAheadResult Loader::ProbeAhead(uint64_t begin, uint64_t end) const {
+  // Up to 4 samples spread over the extension, found one by one (O(1) each), so that an
+  // extension that is not advised costs a few lookups and mincore calls, not one per sample.
+  // Spread, because in dataset order the first samples of a shard are often resident: the
+  // kernel read around its header at open.
+  constexpr uint64_t kProbes = 4;
+  const uint64_t units = end - begin;
+  const uint64_t probes = std::min(units, kProbes);
+  uint64_t idx[kProbes];
+  uint8_t padding = 0;
+  uint64_t found = 0;
+  for (uint64_t p = 0; p < probes; ++p) {
+    const uint64_t u = begin + p * units / probes;
+    if (options_.shuffle == ShuffleMode::kBlock) {
+      const SampleRange r = sampler_.RankBlock(u);
+      if (r.count > 0) idx[found++] = r.begin + r.count / 2;
+    } else {
+      const uint64_t b = u / options_.batch_size;
+      const uint32_t k = static_cast<uint32_t>(u % options_.batch_size);
+      if (k < sampler_.BatchSize(b)) sampler_.BatchSamples(b, k, k + 1, &idx[found++], &padding);
+    }
+  }
   ReadAheadResult result;
-  if (indices.empty()) return result;
-  // StoredRange reads index entries from the mapping: a shrunken file faults here. Stop
-  // advising then; the fetch of that sample reports the error by name.
+  // StoredRange reads index entries from the mapping: a shrunken file faults here. Stop then;
+  // the fetch of that sample reports the error by name.
   MappedReadFaultScope fault_scope;
   if (KILN_MAPPED_READ_FAULTED(fault_scope)) return {};  // `result` is not volatile: drop it
-  const uint64_t* idx = indices.data();
-  const uint64_t count = indices.size();
-  // Probe a few of the new samples, spread over them (one system call each): one that is not
-  // resident is enough to say that reads reach storage. (Spread, because in dataset order the
-  // first samples of a shard are often resident: the kernel read around its header at open.)
-  constexpr uint64_t kProbes = 4;
-  const uint64_t probes = std::min(count, kProbes);
-  for (uint64_t p = 0; p < probes && !result.missed; ++p) {
-    const MappedRange r = dataset_->StoredRange(idx[p * count / probes]);
+  for (uint64_t p = 0; p < found && !result.missed; ++p) {
+    const MappedRange r = dataset_->StoredRange(idx[p]);
     if (r.empty()) continue;
     result.probed = true;
     result.missed = !IsResident(r);
   }
-  uint64_t history = miss_history_.load(std::memory_order_relaxed);
-  if (result.probed) {
-    uint64_t next;
-    do {
-      next = (history << 1) | (result.missed ? 1 : 0);
-    } while (!miss_history_.compare_exchange_weak(history, next, std::memory_order_relaxed));
-    history = next;
-  }
-  if (history == 0) return result;  // the last 64 probes found everything resident
+  return result;
+}
+
+Loader::ReadAheadResult Loader::AdviseAhead(const std::vector<uint64_t>& indices) const {
+  ReadAheadResult result;
+  if (indices.empty()) return result;
+  MappedReadFaultScope fault_scope;  // as in ProbeAhead
+  if (KILN_MAPPED_READ_FAULTED(fault_scope)) return {};
+  const uint64_t* idx = indices.data();
+  const uint64_t count = indices.size();
   // Neighbouring records (block or sequential order) are advised as one run: fewer calls and
   // one large read for the kernel to issue.
   MappedRange run;

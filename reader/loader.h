@@ -114,19 +114,27 @@ struct LoaderOptions {
   bool pin_memory = true;        // pinned slots when a CUDA device is present. Default true.
   AugmentOptions augment;        // random crop and flip. Default off.
   uint64_t start_epoch = 0;      // the epoch the first Next() serves (resume). Default 0.
-  // Read-ahead: stored bytes of the samples after the chunk a fetch thread starts that the
-  // loader asks the kernel to read into the page cache ahead of time (AdviseWillNeed in
-  // formats/mapped_file.h), so that a few threads keep many reads in flight when the dataset is
-  // not in memory. The window is read_ahead_bytes / sample_bytes samples (at least 1 when
-  // nonzero) in the epoch's read order, within the epoch; it bounds the page cache that advised
-  // but not yet read samples occupy by about read_ahead_bytes plus the batches being filled
-  // (compressed records take less). Advice costs a system call per record even when the data is
-  // resident, so the loader gives it only while reads miss the page cache: before each window
-  // extension it checks one upcoming sample's pages (mincore) and advises when that sample or
-  // one of the last 64 it checked was not resident. 0 turns read-ahead off (each miss is then
-  // read by a page fault, one at a time per thread). Backends that do not read from a mapping
-  // (LMDB) ignore it. Keep it well under the memory the process may use for page cache: pages
-  // evicted before they are read are read twice. Range [0, 4 GiB]. Default 16 MiB.
+  // Read-ahead: stored bytes of upcoming samples that the loader asks the kernel to read into
+  // the page cache ahead of time (AdviseWillNeed in formats/mapped_file.h), so that a few
+  // threads keep many reads in flight when the dataset is not in memory. Exact and none orders:
+  // the read_ahead_bytes / sample_bytes samples (at least 1, and at least the chunk being
+  // claimed) after the start of each chunk a fetch thread claims, in read order, within the
+  // epoch. Block order: whole blocks, those of the shuffle window(s) the claimed batch reads
+  // (which must be in memory anyway: block_bytes * shuffle_window) plus read_ahead_bytes of
+  // blocks past them. So the page cache held by samples advised but not yet read is about
+  // read_ahead_bytes plus the batches being filled (plus one window in block order); compressed
+  // records take less. Advice costs a system call per run of records even when the data is
+  // resident, so the loader gives it only while reads miss the page cache: each extension first
+  // checks up to 4 of its samples' pages (mincore) and advises when one of them, or of the last
+  // 64 checked, was not resident. With read-ahead on, the dataset's mappings also get random
+  // (exact order) or sequential (block, none) access advice, which turns off the kernel's read-
+  // around of each fault and keeps reclaim from favouring pages already read over pages read
+  // ahead (AccessAdvice in formats/mapped_file.h). 0 turns read-ahead off: each miss is read
+  // by a page fault, one at a time per thread, with the kernel's read-around (read_ahead_kb, 8
+  // MiB on some machines: random reads of larger-than-memory data then thrash). Backends that
+  // do not read from a mapping (LMDB) ignore it. Keep it well under the memory the process may
+  // use for page cache: pages evicted before they are read are read twice. BENCHMARKS.md,
+  // "Larger than memory", has the measurements. Range [0, 4 GiB]. Default 16 MiB.
   uint64_t read_ahead_bytes = uint64_t{16} << 20;
   // A state saved by Loader::state() (see "Checkpoint and resume" above): the first Next()
   // serves the batch after the saved position, in the saved epoch (start_epoch must then be 0
@@ -270,13 +278,14 @@ class Loader {
   // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.
   void PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
                        std::vector<uint8_t>* padding) const;
-  // Read-ahead of samples `indices` (in read order): probes a few for residency (recording the
-  // result in miss_history_), then advises all of them when a recent probe missed.
+  // Read-ahead. ProbeAhead checks up to 4 samples of the extension [begin, end) (positions;
+  // kBlock: dealt blocks) for residency; AdviseAhead advises samples `indices`.
   struct ReadAheadResult {
     uint64_t samples = 0, bytes = 0;
     bool probed = false, missed = false;
   };
-  ReadAheadResult ReadAhead(const std::vector<uint64_t>& indices) const;
+  ReadAheadResult ProbeAhead(uint64_t begin, uint64_t end) const;
+  ReadAheadResult AdviseAhead(const std::vector<uint64_t>& indices) const;
   struct DeviceRing;  // upload stream, device buffers and events (loader.cc)
   Status CreateDeviceRing(uint64_t data_bytes, uint64_t label_bytes);
   Status UploadLocked(size_t slot_index, uint32_t size, Batch* batch);
@@ -311,9 +320,10 @@ class Loader {
   uint64_t epoch_positions_ = 0;  // guarded by mu_: samples of this rank's epoch, in order
   uint64_t read_ahead_until_ = 0;  // guarded by mu_: positions (kBlock: this rank's dealt
                                    // blocks) [0, it) handed out for advice
-  // Bit k set: the k-th latest residency probe missed. Atomic: ReadAhead records its probe at
+  // Bit k set: the k-th latest residency probe missed. Atomic: a probe is recorded at
   // once, so threads claiming at the same time see it.
   mutable std::atomic<uint64_t> miss_history_{0};
+  std::once_flag access_advised_;  // the dataset's mappings got their access advice
   bool stop_ = false;           // guarded by mu_
   LoaderStats stats_;           // guarded by mu_
 };

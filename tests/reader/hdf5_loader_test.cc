@@ -80,3 +80,46 @@ TEST(Hdf5Loader, BatchesEqualShardBatches) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Read-ahead's view of an HDF5 file: each sample's StoredRange lies inside data.h5 and holds its
+// stored bytes (raw: the sample itself; zstd: the chunk, which decompresses to it).
+TEST(Hdf5Loader, StoredRangesLieInsideTheFileAndHoldTheSamples) {
+  const std::string dir =
+      (fs::temp_directory_path() / ("kiln_hdf5_ranges_" + std::to_string(::getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* c : {"none", "zstd"}) {
+    SCOPED_TRACE(c);
+    const std::string path = WriteDataset(dir + "/hdf5-" + c, "hdf5", 300, c);
+    auto ds = Dataset::Open(path);
+    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+    const uint64_t file_bytes = fs::file_size(path + "/data.h5");
+    const uint64_t sample_bytes = (*ds)->schema().sample_bytes();
+    const uint8_t* lowest = nullptr;
+    const uint8_t* highest = nullptr;
+    RecordDecoder decoder;
+    for (uint64_t i = 0; i < 300; ++i) {
+      const MappedRange r = (*ds)->StoredRange(i);
+      ASSERT_FALSE(r.empty()) << i;
+      ASSERT_LE(r.size, std::string(c) == "none" ? sample_bytes : 2 * sample_bytes + 64) << i;
+      if (lowest == nullptr || r.data < lowest) lowest = r.data;
+      if (highest == nullptr || r.data + r.size > highest) highest = r.data + r.size;
+      if (std::string(c) == "none") {
+        std::vector<uint8_t> out(sample_bytes);
+        int64_t label = 0;
+        ASSERT_TRUE((*ds)->ReadSample(i, &decoder, out.data(), &label).ok());
+        ASSERT_EQ(std::memcmp(r.data, out.data(), sample_bytes), 0) << i;
+      }
+    }
+    // All ranges fit in one span no longer than the file: inside its mapping, none past EOF.
+    ASSERT_LE(static_cast<uint64_t>(highest - lowest), file_bytes);
+    EXPECT_TRUE((*ds)->StoredRange(300).empty());
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kiln
