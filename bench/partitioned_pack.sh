@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 work=${1:-/tmp/kiln-bench}
 rounds=${2:-3}
-kiln=$repo/${KILN_BUILD_DIR:-build}/tools/kiln
+kiln=${KILN:-$repo/${KILN_BUILD_DIR:-build}/tools/kiln}
 mkdir -p "$work"
 if [[ ! -f $work/fashion-mnist/.complete ]]; then
   /usr/bin/python3 samples/make_fashion_mnist.py "$work/fashion-mnist" --split both
