@@ -14,13 +14,6 @@ namespace kiln {
 
 namespace fs = std::filesystem;
 
-Status RemoveTree(const std::string& path) {
-  std::error_code ec;
-  fs::remove_all(path, ec);
-  if (ec) return Status::IOError("cannot remove " + path + ": " + ec.message());
-  return Status::Ok();
-}
-
 static std::string StripTrailingSlashes(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   return path;

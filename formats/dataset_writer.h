@@ -3,7 +3,7 @@
 //
 // Everything is written into a staging directory `<out>.partial` beside the output (marked by a
 // `.kiln-staging` file; a `<out>.partial` without it is never touched): shards under
-// temporary names renamed when complete (or one LMDB environment, formats/lmdb_format.md), then
+// temporary names renamed when complete (or one LMDB environment, formats/lmdb/lmdb_format.md), then
 // the manifest last. Finish() renames the staging
 // directory to `<out>`, so a directory under the final name is always complete; an interrupted
 // or failed conversion leaves nothing under `<out>` (only `<out>.partial`, which the next run
@@ -20,7 +20,8 @@
 #include "formats/record_codec.h"
 #include "formats/record_store_writer.h"
 #include "formats/format_registry.h"
-#include "formats/shard_format.h"
+#include "formats/byte_coding.h"
+#include "formats/file_util.h"
 #include "formats/status.h"
 
 namespace kiln {
@@ -35,7 +36,7 @@ struct DatasetWriterOptions {
   // Replace an existing dataset at the output path once the new one is complete. Default false.
   bool overwrite = false;
   // Storage backend: "shards" (kiln's shard files), "lmdb" (one LMDB environment) or "hdf5"
-  // (one HDF5 file, formats/hdf5_format.md); lmdb and hdf5 are NotSupported in builds without
+  // (one HDF5 file, formats/hdf5/hdf5_format.md); lmdb and hdf5 are NotSupported in builds without
   // them. Default "shards". shard_size_bytes and record_alignment apply to shards only.
   std::string format = "shards";
   // LMDB only: the map size the environment starts with, in bytes; it doubles whenever it fills,
@@ -110,9 +111,6 @@ class DatasetWriter {
 // The file that marks `<out>.partial` as kiln's own staging directory, so that only a directory
 // kiln made is ever removed as a leftover of an interrupted run.
 inline constexpr char kStagingMarkerFileName[] = ".kiln-staging";
-
-// Removes `path` and everything below it. Errors: IOError naming the path.
-Status RemoveTree(const std::string& path);
 
 }  // namespace kiln
 

@@ -29,14 +29,14 @@ const std::vector<StorageFormat>& StorageFormats() {
 #if KILN_HAVE_LMDB
       LmdbStorageFormat(),
 #else
-      Missing("lmdb", "one LMDB environment (formats/lmdb_format.md)",
+      Missing("lmdb", "one LMDB environment (formats/lmdb/lmdb_format.md)",
               "this kiln build has no LMDB support (rebuild with liblmdb-dev installed and "
               "KILN_WITH_LMDB not OFF)"),
 #endif
 #if KILN_HAVE_HDF5
       Hdf5StorageFormat(),
 #else
-      Missing("hdf5", "one HDF5 file, readable by h5py (formats/hdf5_format.md)",
+      Missing("hdf5", "one HDF5 file, readable by h5py (formats/hdf5/hdf5_format.md)",
               "this kiln build has no HDF5 support (rebuild with libhdf5-dev installed and "
               "KILN_WITH_HDF5 not OFF)"),
 #endif

@@ -1,3 +1,8 @@
+// formats/: the storage layer (no OpenCV, CUDA, reader or tools). One folder per backend
+// (shards/, lmdb/, hdf5/) beside the shared code: this registry, Dataset (dataset.h) and
+// DatasetWriter (dataset_writer.h), the manifest, the record codec, the verifier and inspector,
+// Status, and neutral primitives (byte_coding.h, codec.h, file_util.h, mapped_file.h).
+//
 // kiln's format registry: one row per storage backend (shards, LMDB, HDF5), read by everything
 // that depends on the backend: Dataset::Open, DatasetWriter, VerifyDataset, IsFormatSupported,
 // the `kiln pack --format` choices, Python's kiln.formats() and the conformance suite

@@ -10,7 +10,8 @@
 #include <sstream>
 #include "formats/xxh3.h"
 
-#include "formats/shard_format.h"
+#include "formats/byte_coding.h"
+#include "formats/file_util.h"
 
 namespace kiln {
 
@@ -39,63 +40,6 @@ Result<uint64_t> ManifestChecksum(const std::string& text, const std::string& or
   } catch (const std::exception& e) {  // invalid UTF-8 in a string
     return Status::Corruption(origin + ": " + e.what());
   }
-}
-
-std::string HexDigest(uint64_t value) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(value));
-  return buf;
-}
-
-static std::string DirOf(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno("cannot create", tmp, errno);
-  size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::FromErrno("cannot write", tmp, err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return Status::FromErrno("cannot flush", tmp, err);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return Status::FromErrno("cannot rename " + tmp + " to", path, err);
-  }
-  const int dir_fd = ::open(DirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);  // Makes the rename durable; best effort on filesystems without it.
-    ::close(dir_fd);
-  }
-  return Status::Ok();
-}
-
-Result<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (::access(path.c_str(), F_OK) != 0) return Status::FromErrno("cannot open", path, errno);
-    return Status::IOError("cannot open " + path);
-  }
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return Status::IOError("cannot read " + path);
-  return out.str();
 }
 
 std::string Manifest::ToJson() const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "formats/data_file_info.h"
+#include "formats/file_util.h"
 #include "formats/status.h"
 #include "formats/tensor_schema.h"
 
@@ -58,14 +59,6 @@ struct Manifest {
 // Whitespace and key order do not change it; any changed name, number or string does.
 // Errors: Corruption naming `origin` when the text is not a JSON object or not valid UTF-8.
 Result<uint64_t> ManifestChecksum(const std::string& text, const std::string& origin);
-
-// Returns the 16 lower-case hex digits of `value`.
-std::string HexDigest(uint64_t value);
-
-// Writes `contents` to `path` atomically: `<path>.tmp`, fsync, rename. Errors: IOError.
-Status WriteFileAtomically(const std::string& path, const std::string& contents);
-// Reads a whole file. Errors: NotFound, IOError naming the path.
-Result<std::string> ReadFileToString(const std::string& path);
 
 }  // namespace kiln
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "formats/shard_format.h"
+#include "formats/codec.h"
 #include "formats/status.h"
 
 namespace kiln {

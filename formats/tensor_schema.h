@@ -15,7 +15,7 @@
 namespace kiln {
 
 // Element type of a sample tensor. The numeric values are stored on disk (shard header byte 24,
-// see formats/shard_format.md section 2): never renumber them.
+// see formats/shards/shard_format.md section 2): never renumber them.
 enum class DType : uint8_t {
   kUint8 = 1,    // 1 byte per element, 0..255.
   kFloat16 = 2,  // IEEE 754 binary16, little-endian.

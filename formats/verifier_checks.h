@@ -1,5 +1,5 @@
 // Checks shared by the per-format verifiers (formats/verifier.cc for shards,
-// formats/lmdb_verifier.cc, formats/hdf5_verifier.cc), so each backend checks a data file
+// formats/lmdb/lmdb_verifier.cc, formats/hdf5/hdf5_verifier.cc), so each backend checks a data file
 // against the manifest the same way and words its problems the same way.
 // Thread safety: reentrant; each call writes only to the report it is given.
 #ifndef KILN_FORMATS_VERIFIER_CHECKS_H_

@@ -80,7 +80,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
-#include "formats/shard_format.h"
+#include "formats/shards/shard_format.h"
 #include "formats/status.h"
 #include "reader/augmenter.h"
 #include "reader/cuda_handles.h"

@@ -46,7 +46,7 @@ struct PackOptions {
   DecodeOptions decode;          // channels are taken from preprocess.schema
   Compression compression;       // per-record. Default none.
   uint64_t shard_size_bytes = uint64_t{128} << 20;  // Default 128 MiB.
-  // "shards", "lmdb" (formats/lmdb_format.md) or "hdf5" (formats/hdf5_format.md). Default shards.
+  // "shards", "lmdb" (formats/lmdb/lmdb_format.md) or "hdf5" (formats/hdf5/hdf5_format.md). Default shards.
   std::string format = "shards";
   uint32_t threads = 0;          // 0 = every hardware thread
   std::optional<uint64_t> shuffle_seed;  // write-time shuffle (recorded in the manifest)

@@ -12,7 +12,7 @@
 // Shards format (the default, "move"): no record byte is copied. A journal of the plan is written
 // into `OUT.partial/` first; then each part's kiln.json is removed (a consumed part never looks
 // complete), each shard is renamed to its global name and its 64-byte header renumbered
-// (formats/shard_renumbering.h); the parts' rejected.tsv are concatenated (part 0 first);
+// (formats/shards/shard_renumbering.h); the parts' rejected.tsv are concatenated (part 0 first);
 // kiln.json is written last and `OUT.partial` renamed to `OUT`; the emptied part directories and
 // their lock files are removed. The data is read once, sequentially, in the check (both hashes
 // of every shard are computed then). A merge killed at any point leaves nothing under `OUT` and

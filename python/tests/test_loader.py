@@ -158,7 +158,7 @@ def test_corrupt_record_raises_naming_it(packed, tmp_path):
     shutil.copytree(packed, bad)
     shard = os.path.join(bad, "shard-00000.kiln")
     # Records start after the 64-byte header, 784 bytes each padded to 832 (64-byte alignment):
-    # this byte is inside record 500's payload (formats/shard_format.md, section 3).
+    # this byte is inside record 500's payload (formats/shards/shard_format.md, section 3).
     offset = 64 + 500 * 832 + 100
     with open(shard, "r+b") as f:
         f.seek(offset)

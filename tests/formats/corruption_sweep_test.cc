@@ -33,11 +33,11 @@
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
 #include "formats/manifest.h"
-#include "formats/shard_reader.h"
+#include "formats/shards/shard_reader.h"
 #include "formats/verifier.h"
 #if KILN_HAVE_HDF5
-#include "formats/hdf5_file.h"
-#include "formats/hdf5_format.h"
+#include "formats/hdf5/hdf5_file.h"
+#include "formats/hdf5/hdf5_format.h"
 #endif
 
 namespace kiln {
@@ -496,7 +496,7 @@ TEST_F(CorruptionSweep, LmdbValuesManifestAndRandom) {
 }
 
 #if KILN_HAVE_HDF5
-// HDF5 (formats/hdf5_format.md): every sample's stored bytes (first, middle, last), its label
+// HDF5 (formats/hdf5/hdf5_format.md): every sample's stored bytes (first, middle, last), its label
 // and checksum, every key, the superblock, the kiln_manifest attribute's text, the manifest, and
 // random flips. Every flip runs in a child: damaged HDF5 metadata is parsed by libhdf5 at open.
 TEST_F(CorruptionSweep, Hdf5EveryDatasetManifestAndRandom) {

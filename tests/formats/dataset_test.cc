@@ -1,4 +1,4 @@
-// Tests for formats/dataset.h and formats/shard_dataset.h: Open's checks of every shard against
+// Tests for formats/dataset.h and formats/shards/shard_dataset.h: Open's checks of every shard against
 // the manifest (B27a: a truncated shard is named at open), sample lookup across shards, errors.
 #include "formats/dataset.h"
 
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "formats/dataset_writer.h"
-#include "formats/shard_set_writer.h"
-#include "formats/shard_dataset.h"
+#include "formats/shards/shard_set_writer.h"
+#include "formats/shards/shard_dataset.h"
 #include "tests/formats/temp_dir.h"
 
 namespace kiln {

@@ -1,7 +1,7 @@
 // Tests for formats/dataset_writer.h: shard rollover, output-directory rules, overwrite,
 // abandonment and the staging directory.
 #include "formats/dataset_writer.h"
-#include "formats/shard_set_writer.h"
+#include "formats/shards/shard_set_writer.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
-#include "formats/shard_reader.h"
+#include "formats/shards/shard_reader.h"
 #include "tests/formats/temp_dir.h"
 
 namespace kiln {
@@ -133,7 +133,7 @@ TEST(DatasetWriterTest, RollsOverAtShardSize) {
     EXPECT_EQ((*reader)->record_count(), f.samples);
     if (s + 1 < m->files.size()) {
       // The shard was closed because the next record would have pushed it past the limit
-      // (formats/shard_format.md sections 3-5: aligned payload, index entry, key, footer).
+      // (formats/shards/shard_format.md sections 3-5: aligned payload, index entry, key, footer).
       const ShardReader& r = **reader;
       const ShardIndexEntry last = r.entry(r.record_count() - 1);
       const uint64_t next_offset = AlignUp(last.offset + last.stored_size, 64);

@@ -3,7 +3,7 @@
 // open and read back every byte, label and key.
 //
 // KILN_REGENERATE_GOLDEN=1 makes the Regenerate test write the files into the source tree
-// instead (then review the diff, and update formats/shard_format.md section 7 if the header
+// instead (then review the diff, and update formats/shards/shard_format.md section 7 if the header
 // bytes changed).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -18,8 +18,8 @@
 
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
-#include "formats/shard_format.h"
-#include "formats/shard_reader.h"
+#include "formats/shards/shard_format.h"
+#include "formats/shards/shard_reader.h"
 #include "formats/verifier.h"
 
 namespace kiln {
@@ -228,7 +228,7 @@ TEST(GoldenTest, ZstdGoldenMixesCodecs) {
   EXPECT_EQ((*reader)->entry(2).codec, Codec::kNone);
 }
 
-// formats/shard_format.md section 7 quotes these first 64 bytes of raw/shard-00000.kiln.
+// formats/shards/shard_format.md section 7 quotes these first 64 bytes of raw/shard-00000.kiln.
 TEST(GoldenTest, FirstBytesMatchTheSpec) {
   const std::vector<uint8_t> b = ReadAll(kGoldenDir + "/raw/shard-00000.kiln");
   ASSERT_GE(b.size(), 64u);

@@ -1,5 +1,5 @@
-// Tests for the HDF5 backend (formats/hdf5_writer.h, formats/hdf5_dataset.h,
-// formats/hdf5_verifier.h, layout in formats/hdf5_format.md): round trips over every dtype,
+// Tests for the HDF5 backend (formats/hdf5/hdf5_writer.h, formats/hdf5/hdf5_dataset.h,
+// formats/hdf5/hdf5_verifier.h, layout in formats/hdf5/hdf5_format.md): round trips over every dtype,
 // layout and codec, the layout HDF5 itself reports, corruption and truncation, concurrent and
 // read-only opens, golden files. Field cases B19 and B26 from ../shared/CASES.md.
 #include <gtest/gtest.h>
@@ -22,9 +22,9 @@
 
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
-#include "formats/hdf5_dataset.h"
-#include "formats/hdf5_file.h"
-#include "formats/hdf5_format.h"
+#include "formats/hdf5/hdf5_dataset.h"
+#include "formats/hdf5/hdf5_file.h"
+#include "formats/hdf5/hdf5_format.h"
 #include "formats/verifier.h"
 #include "tests/formats/temp_dir.h"
 

@@ -2,13 +2,13 @@
 # Interop: datasets written by kiln with --format hdf5 are read by h5py as ordinary arrays: for
 # every sample i, images[i] (its bytes and its dtype and shape) equals what kiln's reader
 # returns, and labels and keys match, for raw (contiguous) and zstd (chunked, filter 32015,
-# decoded by hdf5plugin) files. `h5dump -H` must show the datasets of formats/hdf5_format.md.
+# decoded by hdf5plugin) files. `h5dump -H` must show the datasets of formats/hdf5/hdf5_format.md.
 # The keys checksum attribute equals `xxhsum -H3` of the keys array.
 # Needs Debian's python3-h5py, python3-hdf5plugin, hdf5-tools and xxhash (scripts/setup.sh installs them);
 # exits 77 (CTest: skipped) when they are missing.
 # Zstandard chunks need filter 32015 in h5py: hdf5plugin provides it where it ships its filter
 # binaries (PyPI); Debian 12's python3-hdf5plugin ships none, so then the test points
-# HDF5_PLUGIN_PATH at PLUGIN_DIR, where CMake built tests/formats/h5z_zstd_plugin.c (the same
+# HDF5_PLUGIN_PATH at PLUGIN_DIR, where CMake built formats/hdf5/h5z_zstd_plugin.c (the same
 # decoding: one Zstandard frame per chunk).
 # Usage: hdf5_interop_test.sh PATH/TO/hdf5_interop_writer [PLUGIN_DIR]
 set -euo pipefail
@@ -22,7 +22,7 @@ if /usr/bin/python3 -c "import hdf5plugin, h5py, sys; sys.exit(0 if h5py.h5z.fil
   echo "zstd filter 32015: from hdf5plugin"
 elif [ -n "$plugin_dir" ]; then
   export HDF5_PLUGIN_PATH=$plugin_dir
-  echo "zstd filter 32015: hdf5plugin has none here; using $plugin_dir (tests/formats/h5z_zstd_plugin.c)"
+  echo "zstd filter 32015: hdf5plugin has none here; using $plugin_dir (formats/hdf5/h5z_zstd_plugin.c)"
 else
   echo "SKIPPED: no zstd filter (32015) for h5py: hdf5plugin lacks it and no PLUGIN_DIR was given"
   exit 77
@@ -39,7 +39,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/kiln_hdf5_interop.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$writer" "$work"
 
-# h5dump -H: the documented schema (formats/hdf5_format.md section 6).
+# h5dump -H: the documented schema (formats/hdf5/hdf5_format.md section 6).
 h5dump -H "$work/u8-hwc-plain/data.h5" | tee "$work/plain.txt"
 for want in 'DATASET "images"' 'H5T_STD_U8LE' 'DATASPACE  SIMPLE { ( 150, 5, 6, 3 ) / ( 150, 5, 6, 3 ) }' \
     'DATASET "labels"' 'H5T_STD_I64LE' 'DATASET "keys"' 'CSET H5T_CSET_UTF8' \

@@ -1,5 +1,5 @@
-// Tests for the LMDB backend (formats/lmdb_writer.h, formats/lmdb_dataset.h,
-// formats/lmdb_verifier.h, layout in formats/lmdb_format.md): round trips, key order, map
+// Tests for the LMDB backend (formats/lmdb/lmdb_writer.h, formats/lmdb/lmdb_dataset.h,
+// formats/lmdb/lmdb_verifier.h, layout in formats/lmdb/lmdb_format.md): round trips, key order, map
 // growth, disk full, read-only use, concurrent opens, corruption, golden files.
 // Field cases B17 and B26 from ../shared/CASES.md (B25 is in tests/reader/lmdb_loader_test.cc).
 #include <gtest/gtest.h>
@@ -23,8 +23,8 @@
 
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
-#include "formats/lmdb_dataset.h"
-#include "formats/lmdb_format.h"
+#include "formats/lmdb/lmdb_dataset.h"
+#include "formats/lmdb/lmdb_format.h"
 #include "formats/verifier.h"
 #include "tests/formats/temp_dir.h"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Interop: a dataset written by kiln with --format lmdb is read by python3-lmdb (read-only, no
-# lock) and decoded by the layout in formats/lmdb_format.md; every sample must equal what kiln's
+# lock) and decoded by the layout in formats/lmdb/lmdb_format.md; every sample must equal what kiln's
 # reader returns. mdb_stat must open it too. Needs Debian's python3-lmdb and lmdb-utils
 # (scripts/setup.sh installs them).
 # Usage: lmdb_interop_test.sh PATH/TO/lmdb_interop_writer

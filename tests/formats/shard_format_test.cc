@@ -1,6 +1,6 @@
-// Tests for formats/shard_format.h: the byte layout of header, index entry and footer, round
-// trips, and every decode error (formats/shard_format.md sections 2, 4, 5 and 6).
-#include "formats/shard_format.h"
+// Tests for formats/shards/shard_format.h: the byte layout of header, index entry and footer, round
+// trips, and every decode error (formats/shards/shard_format.md sections 2, 4, 5 and 6).
+#include "formats/shards/shard_format.h"
 
 #include <gtest/gtest.h>
 

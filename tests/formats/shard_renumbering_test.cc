@@ -1,7 +1,7 @@
 // Tests for formats/shard_renumbering.h: the planned hashes equal what the file hashes to before
 // and after, renumbering changes the two header fields and nothing else, is idempotent, and
 // refuses files that are not shards.
-#include "formats/shard_renumbering.h"
+#include "formats/shards/shard_renumbering.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "formats/record_codec.h"
-#include "formats/shard_reader.h"
-#include "formats/shard_writer.h"
+#include "formats/shards/shard_reader.h"
+#include "formats/shards/shard_writer.h"
 #include "formats/xxh3.h"
 #include "tests/formats/temp_dir.h"
 

@@ -1,4 +1,4 @@
-// Tests for formats/shard_writer.h and formats/shard_reader.h: round trips, alignment, projected
+// Tests for formats/shards/shard_writer.h and formats/shards/shard_reader.h: round trips, alignment, projected
 // sizes, atomic finish, open errors and the location named by every per-record error.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "formats/record_codec.h"
-#include "formats/shard_format.h"
-#include "formats/shard_reader.h"
-#include "formats/shard_writer.h"
+#include "formats/shards/shard_format.h"
+#include "formats/shards/shard_reader.h"
+#include "formats/shards/shard_writer.h"
 #include "tests/formats/temp_dir.h"
 
 namespace kiln {
@@ -195,7 +195,7 @@ TEST(ShardWriterReaderTest, EmptyShardIsValid) {
   EXPECT_TRUE((*reader)->VerifyIndexChecksum().ok());
 }
 
-// formats/shard_format.md section 8, computed by hand there; this file must match.
+// formats/shards/shard_format.md section 8, computed by hand there; this file must match.
 TEST(ShardWriterReaderTest, SpecWorkedExample) {
   TempDir dir;
   const std::string path = dir / "example.kiln";

@@ -17,7 +17,7 @@ TensorSchema Make(DType dtype, Layout layout, uint32_t h, uint32_t w, uint32_t c
 }
 
 TEST(TensorSchemaTest, OnDiskNumbersNeverChange) {
-  // Stored in shard header bytes 24 and 25 (formats/shard_format.md section 2).
+  // Stored in shard header bytes 24 and 25 (formats/shards/shard_format.md section 2).
   EXPECT_EQ(static_cast<int>(DType::kUint8), 1);
   EXPECT_EQ(static_cast<int>(DType::kFloat16), 2);
   EXPECT_EQ(static_cast<int>(DType::kFloat32), 3);

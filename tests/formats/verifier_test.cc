@@ -17,8 +17,8 @@
 
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
-#include "formats/shard_set_writer.h"
-#include "formats/shard_reader.h"
+#include "formats/shards/shard_set_writer.h"
+#include "formats/shards/shard_reader.h"
 #include "tests/formats/temp_dir.h"
 
 namespace kiln {

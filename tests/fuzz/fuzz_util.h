@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/shard_format.h"
+#include "formats/shards/shard_format.h"
 
 namespace kiln::fuzz {
 

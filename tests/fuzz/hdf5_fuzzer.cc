@@ -1,4 +1,4 @@
-// Fuzz target: an HDF5 dataset directory (formats/hdf5_format.md) whose one file, data.h5, is the
+// Fuzz target: an HDF5 dataset directory (formats/hdf5/hdf5_format.md) whose one file, data.h5, is the
 // input. The manifest is fixed (the golden HDF5 datasets': 12 samples of uint8 HWC 8x8x3, classes
 // a..e, compression zstd:3 so that both contiguous and chunked files are allowed) except that
 // files[0] carries the input's size and whole-file XXH3-64, so a well-formed input can verify
@@ -15,7 +15,7 @@
 // when verify passes, Dataset::Open succeeds and every sample reads back with a label inside the
 // manifest's classes, and every key reads back (the reader never rejects what verify accepted);
 // reader errors name data.h5; no error advises on HDF5 file locking (the files are never locked).
-// Built only when kiln has the HDF5 backend (KILN_HAVE_HDF5; it includes formats/hdf5_file.h).
+// Built only when kiln has the HDF5 backend (KILN_HAVE_HDF5; it includes formats/hdf5/hdf5_file.h).
 // KILN_FUZZ_VERBOSE=1 in the environment prints each verify report and open status (triage).
 #include <xxhash.h>
 
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
-#include "formats/hdf5_file.h"
+#include "formats/hdf5/hdf5_file.h"
 #include "formats/manifest.h"
 #include "formats/verifier.h"
 #include "tests/fuzz/fuzz_util.h"

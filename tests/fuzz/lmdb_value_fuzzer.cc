@@ -1,4 +1,4 @@
-// Fuzz target: one LMDB value (formats/lmdb_format.md section 3) from untrusted bytes, decoded
+// Fuzz target: one LMDB value (formats/lmdb/lmdb_format.md section 3) from untrusted bytes, decoded
 // as LmdbDataset and the LMDB verifier do: DecodeLmdbValueHeader, LmdbHeaderCheck, the key and
 // stored-bytes views, RecordChecksum and, when the header is sound, RecordDecoder::Decode into a
 // buffer of the header's raw_size (capped: a real reader first compares it with the schema).
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/lmdb_format.h"
+#include "formats/lmdb/lmdb_format.h"
 #include "formats/record_codec.h"
 
 namespace {

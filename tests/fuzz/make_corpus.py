@@ -195,14 +195,14 @@ def lmdb_seeds():
 
 
 def hdf5_seeds():
-    """data.h5 of the golden HDF5 datasets (formats/hdf5_format.md) and mutations of them."""
+    """data.h5 of the golden HDF5 datasets (formats/hdf5/hdf5_format.md) and mutations of them."""
     raw = read(GOLDEN_HDF5, "raw", "data.h5")
     z = read(GOLDEN_HDF5, "zstd", "data.h5")
     seeds = {"raw": raw, "zstd": z}
     seeds["superblock-only"] = raw[:96]
     seeds["raw-cut-half"] = raw[: len(raw) // 2]
     seeds["zstd-cut-1"] = z[:-1]  # the last chunk runs past the end
-    # Offsets of the golden raw file (h5dump -p; formats/hdf5_format.md section 7): images at
+    # Offsets of the golden raw file (h5dump -p; formats/hdf5/hdf5_format.md section 7): images at
     # 6144, keys at 8640. Pass 2 of the target recomputes the checksums these flips break.
     b = bytearray(raw)
     b[6144 + 100] ^= 0x01  # sample 0: checksum mismatch

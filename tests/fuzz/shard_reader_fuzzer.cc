@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "formats/record_codec.h"
-#include "formats/shard_reader.h"
+#include "formats/shards/shard_reader.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

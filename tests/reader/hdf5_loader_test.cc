@@ -1,4 +1,4 @@
-// The Loader over HDF5 datasets (formats/hdf5_dataset.h): the same batches as over shards for
+// The Loader over HDF5 datasets (formats/hdf5/hdf5_dataset.h): the same batches as over shards for
 // the same records, raw (contiguous) and zstd (chunked), with several fetch threads.
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// The Loader over an LMDB dataset (formats/lmdb_dataset.h): same batches as over shards, and
+// The Loader over an LMDB dataset (formats/lmdb/lmdb_dataset.h): same batches as over shards, and
 // field case B25 (reader transactions do not leak over epochs). ../shared/CASES.md.
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "formats/dataset_writer.h"
-#include "formats/lmdb_dataset.h"
+#include "formats/lmdb/lmdb_dataset.h"
 #include "reader/loader.h"
 
 namespace kiln {

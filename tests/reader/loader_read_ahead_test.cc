@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "formats/mapped_file.h"
-#include "formats/shard_dataset.h"
+#include "formats/shards/shard_dataset.h"
 #include "formats/xxh3.h"
 #include "reader/loader.h"
 #include "tests/reader/test_dataset.h"

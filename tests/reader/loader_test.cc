@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "formats/shard_reader.h"
+#include "formats/shards/shard_reader.h"
 #include "reader/augmenter.h"
 #include "reader/host_buffer.h"
 #include "reader/sampler.h"

@@ -27,7 +27,7 @@
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
 #include "formats/record_codec.h"
-#include "formats/shard_format.h"
+#include "formats/shards/shard_format.h"
 #include "formats/status.h"
 #include "formats/tensor_schema.h"
 

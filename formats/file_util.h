@@ -1,0 +1,38 @@
+// File utilities shared by every backend and the tools: atomic whole-file writes, whole-file
+// reads, recursive removal, hex digests, and POSIX write/pread loops that retry on EINTR and
+// short transfers.
+// Thread safety: stateless functions; concurrent calls on different paths are safe.
+#ifndef KILN_FORMATS_FILE_UTIL_H_
+#define KILN_FORMATS_FILE_UTIL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "formats/status.h"
+
+namespace kiln {
+
+// Returns the 16 lower-case hex digits of `value`.
+std::string HexDigest(uint64_t value);
+
+// Writes `contents` to `path` atomically: `<path>.tmp`, fsync, rename, fsync of the directory
+// (best effort). Errors: IOError naming the path; nothing is left under `<path>.tmp`.
+Status WriteFileAtomically(const std::string& path, const std::string& contents);
+// Reads a whole file. Errors: NotFound, IOError naming the path.
+Result<std::string> ReadFileToString(const std::string& path);
+
+// Removes `path` and everything below it. Errors: IOError naming the path.
+Status RemoveTree(const std::string& path);
+
+// Writes all `size` bytes of `data` to `fd` at its file offset, retrying on EINTR and short
+// writes. `path` only names the file in errors: IOError "cannot write PATH: <strerror>".
+Status WriteFully(int fd, const void* data, size_t size, const std::string& path);
+// Reads exactly `size` bytes at byte `offset` of `fd` into `data` (pread), retrying on EINTR and
+// short reads. Errors: IOError "cannot read PATH: <strerror>", or "cannot read PATH: unexpected
+// end of file" when the file ends first.
+Status PreadFully(int fd, void* data, size_t size, uint64_t offset, const std::string& path);
+
+}  // namespace kiln
+
+#endif  // KILN_FORMATS_FILE_UTIL_H_

@@ -1,0 +1,103 @@
+#include "formats/lmdb/lmdb_env.h"
+
+#include <cerrno>
+
+#include "formats/lmdb/lmdb_format.h"
+
+namespace kiln {
+
+Status LmdbStatus(int rc, std::string_view what, const std::string& path) {
+  std::string msg = path + ": " + std::string(what) + ": " + mdb_strerror(rc);
+  switch (rc) {
+    case ENOENT:
+      return Status::NotFound(msg);
+    case MDB_CORRUPTED:
+    case MDB_INVALID:
+    case MDB_PAGE_NOTFOUND:
+      return Status::Corruption(msg);
+    case MDB_VERSION_MISMATCH:
+      return Status::NotSupported(msg);
+    case EACCES:
+    case EROFS:
+      return Status::IOError(msg + " (kiln opens LMDB datasets read-only without a lock file; "
+                                   "check that the files are readable)");
+    default:
+      return Status::IOError(msg);
+  }
+}
+
+LmdbEnv::LmdbEnv(std::string dir)
+    : dir_(std::move(dir)), data_path_(dir_ + "/" + kLmdbDataFileName) {}
+
+LmdbEnv::~LmdbEnv() {
+  if (env_ != nullptr) mdb_env_close(env_);
+}
+
+Status LmdbEnv::Error(int rc, std::string_view what) const {
+  return LmdbStatus(rc, what, data_path_);
+}
+
+Result<std::unique_ptr<LmdbEnv>> LmdbEnv::OpenForWrite(const std::string& dir,
+                                                       uint64_t map_bytes) {
+  std::unique_ptr<LmdbEnv> e(new LmdbEnv(dir));
+  int rc = mdb_env_create(&e->env_);
+  if (rc != 0) return e->Error(rc, "cannot create an LMDB environment");
+  rc = mdb_env_set_mapsize(e->env_, map_bytes);
+  if (rc != 0) return e->Error(rc, "cannot set the map size");
+  e->map_bytes_ = map_bytes;
+  // MDB_NOSYNC: commits are not fsynced one by one; Sync() runs once before the manifest is
+  // written, and a crash before that leaves only the staging directory.
+  rc = mdb_env_open(e->env_, dir.c_str(), MDB_NOSYNC, 0644);
+  if (rc != 0) return e->Error(rc, "cannot open for writing");
+  MDB_txn* txn = nullptr;
+  rc = mdb_txn_begin(e->env_, nullptr, 0, &txn);
+  if (rc != 0) return e->Error(rc, "cannot begin a transaction");
+  rc = mdb_dbi_open(txn, nullptr, 0, &e->dbi_);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return e->Error(rc, "cannot open the main database");
+  }
+  rc = mdb_txn_commit(txn);
+  if (rc != 0) return e->Error(rc, "cannot commit");
+  return e;
+}
+
+Result<std::unique_ptr<LmdbEnv>> LmdbEnv::OpenReadOnly(const std::string& dir) {
+  std::unique_ptr<LmdbEnv> e(new LmdbEnv(dir));
+  int rc = mdb_env_create(&e->env_);
+  if (rc != 0) return e->Error(rc, "cannot create an LMDB environment");
+  // No lock file (MDB_NOLOCK): kiln datasets are written once and never modified, so readers
+  // need no coordination, and a read-only directory or many processes opening at once work.
+  rc = mdb_env_open(e->env_, dir.c_str(),
+                    MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0644);
+  if (rc != 0) return e->Error(rc, "cannot open read-only");
+  MDB_envinfo info;
+  mdb_env_info(e->env_, &info);
+  e->map_bytes_ = info.me_mapsize;
+  MDB_txn* txn = nullptr;
+  rc = mdb_txn_begin(e->env_, nullptr, MDB_RDONLY, &txn);
+  if (rc != 0) return e->Error(rc, "cannot begin a read transaction");
+  rc = mdb_dbi_open(txn, nullptr, 0, &e->dbi_);
+  if (rc != 0) {
+    mdb_txn_abort(txn);
+    return e->Error(rc, "cannot open the main database");
+  }
+  rc = mdb_txn_commit(txn);  // a committed handle is usable by every later transaction
+  if (rc != 0) return e->Error(rc, "cannot open the main database");
+  return e;
+}
+
+Status LmdbEnv::SetMapBytes(uint64_t map_bytes) {
+  const int rc = mdb_env_set_mapsize(env_, map_bytes);
+  if (rc != 0) return Error(rc, "cannot grow the map to " + std::to_string(map_bytes) + " bytes");
+  map_bytes_ = map_bytes;
+  return Status::Ok();
+}
+
+Status LmdbEnv::Sync() {
+  const int rc = mdb_env_sync(env_, 1);
+  if (rc != 0) return Error(rc, "cannot sync");
+  return Status::Ok();
+}
+
+}  // namespace kiln

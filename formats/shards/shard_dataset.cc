@@ -1,0 +1,115 @@
+#include "formats/shards/shard_dataset.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace kiln {
+
+Result<std::unique_ptr<ShardDataset>> ShardDataset::Open(const std::string& dir,
+                                                         Manifest manifest) {
+  std::unique_ptr<ShardDataset> ds(new ShardDataset(dir, std::move(manifest)));
+  const Manifest& m = ds->manifest();
+  uint64_t next_sample = 0;
+  for (size_t s = 0; s < m.files.size(); ++s) {
+    const DataFileInfo& info = m.files[s];
+    const std::string path = dir + "/" + info.file;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("cannot open shard", path, errno);
+    if (static_cast<uint64_t>(st.st_size) != info.bytes) {
+      return Status::Corruption(path + ": file is " + std::to_string(st.st_size) +
+                                " bytes but the manifest says " + std::to_string(info.bytes) +
+                                (static_cast<uint64_t>(st.st_size) < info.bytes
+                                     ? " (truncated)"
+                                     : " (replaced or appended to)"));
+    }
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> shard, ShardReader::Open(path));
+    const ShardHeader& h = shard->header();
+    if (h.schema != m.schema) {
+      return Status::Corruption(path + ": shard schema " + h.schema.ShapeString() + " " +
+                                std::string(DTypeName(h.schema.dtype)) +
+                                " differs from the manifest's " + m.schema.ShapeString() + " " +
+                                std::string(DTypeName(m.schema.dtype)));
+    }
+    if (h.shard_index != s || h.first_sample != next_sample ||
+        shard->record_count() != info.samples) {
+      return Status::Corruption(
+          path + ": shard " + std::to_string(h.shard_index) + " starting at sample " +
+          std::to_string(h.first_sample) + " with " + std::to_string(shard->record_count()) +
+          " records does not match the manifest's entry " + std::to_string(s) + " (sample " +
+          std::to_string(next_sample) + ", " + std::to_string(info.samples) + " records)");
+    }
+    ds->first_sample_.push_back(next_sample);
+    next_sample += shard->record_count();
+    ds->shards_.push_back(std::move(shard));
+  }
+  if (next_sample != m.samples) {
+    return Status::Corruption(dir + "/" + kManifestFileName + ": files hold " +
+                              std::to_string(next_sample) + " samples but the manifest says " +
+                              std::to_string(m.samples));
+  }
+  return ds;
+}
+
+std::pair<const ShardReader*, uint64_t> ShardDataset::Locate(uint64_t index) const {
+  // The last shard whose first sample is <= index. Empty shards never exist (writers roll over
+  // only after adding a record), so the result holds index.
+  const auto it = std::upper_bound(first_sample_.begin(), first_sample_.end(), index);
+  const size_t s = static_cast<size_t>(it - first_sample_.begin()) - 1;
+  return {shards_[s].get(), index - first_sample_[s]};
+}
+
+Status ShardDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,
+                                int64_t* label) const {
+  if (index >= num_samples()) {
+    return Status::OutOfRange(dir() + ": sample " + std::to_string(index) + " of " +
+                              std::to_string(num_samples()));
+  }
+  const auto [shard, record] = Locate(index);
+  return shard->ReadRecord(record, decoder, out, label);
+}
+
+Result<std::string> ShardDataset::Key(uint64_t index) const {
+  if (index >= num_samples()) {
+    return Status::OutOfRange(dir() + ": sample " + std::to_string(index) + " of " +
+                              std::to_string(num_samples()));
+  }
+  const auto [shard, record] = Locate(index);
+  KILN_ASSIGN_OR_RETURN(std::string_view key, shard->CheckedKey(record));
+  return std::string(key);
+}
+
+void ShardDataset::Prefetch(uint64_t index, bool payload) const {
+  if (index >= num_samples()) return;
+  const auto [shard, record] = Locate(index);
+  const uint8_t* base = shard->file().data();
+  if (!payload) {
+    __builtin_prefetch(base + shard->EntryOffset(record));
+    return;
+  }
+  const ShardIndexEntry e = shard->entry(record);
+  if (!shard->EntryProblem(e).empty()) return;
+  // One prefetch per 64-byte line, capped: the hardware prefetcher follows longer runs.
+  const uint64_t lines = std::min<uint64_t>((e.stored_size + 63) / 64, 32);
+  for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(base + e.offset + l * 64);
+}
+
+void ShardDataset::AdviseAccess(AccessAdvice advice) const { for (const auto& shard : shards_) shard->file().Advise(advice); }
+
+MappedRange ShardDataset::StoredRange(uint64_t index) const {
+  if (index >= num_samples()) return {};
+  const auto [shard, record] = Locate(index);
+  const ShardIndexEntry e = shard->entry(record);
+  if (!shard->EntryProblem(e).empty()) return {};  // payload inside the data region: before EOF
+  return shard->file().RangeAt(e.offset, e.stored_size);
+}
+
+std::string ShardDataset::SampleLocation(uint64_t index) const {
+  if (index >= num_samples()) return Dataset::SampleLocation(index);
+  const auto [shard, record] = Locate(index);
+  // The index entry itself may be what cannot be read: name its offset, not the payload's.
+  return shard->RecordLocation(record, shard->EntryOffset(record));
+}
+
+}  // namespace kiln

@@ -1,0 +1,48 @@
+// kiln::ShardDataset: the Dataset backend for kiln's own shard files (formats/shards/shard_format.md).
+//
+// Sample i lives in the shard whose [first_sample, first_sample + samples) range holds it; the
+// lookup is a binary search over the per-shard start indices (O(log shards)).
+// Thread safety and lifetimes: as for Dataset.
+#ifndef KILN_FORMATS_SHARD_DATASET_H_
+#define KILN_FORMATS_SHARD_DATASET_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/dataset.h"
+#include "formats/shards/shard_reader.h"
+
+namespace kiln {
+
+class ShardDataset final : public Dataset {
+ public:
+  // Opens every shard listed in `manifest` (already read from `dir`) and checks, per file: the
+  // size equals the manifest's (a shorter file is reported as truncated before it is mapped),
+  // header and footer are valid, the schema, shard index, first sample and record count agree
+  // with the manifest. Errors: as Dataset::Open.
+  static Result<std::unique_ptr<ShardDataset>> Open(const std::string& dir, Manifest manifest);
+
+  Status ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,
+                    int64_t* label) const override;
+  Result<std::string> Key(uint64_t index) const override;
+  void Prefetch(uint64_t index, bool payload) const override;
+  MappedRange StoredRange(uint64_t index) const override;
+  void AdviseAccess(AccessAdvice advice) const override;
+  std::string SampleLocation(uint64_t index) const override;
+
+  size_t shard_count() const { return shards_.size(); }
+  const ShardReader& shard(size_t i) const { return *shards_[i]; }
+
+ private:
+  ShardDataset(std::string dir, Manifest manifest) : Dataset(std::move(dir), std::move(manifest)) {}
+  // Returns the shard holding `index` and the record index inside it. Requires a valid index.
+  std::pair<const ShardReader*, uint64_t> Locate(uint64_t index) const;
+
+  std::vector<std::unique_ptr<ShardReader>> shards_;
+  std::vector<uint64_t> first_sample_;  // first_sample_[s] = dataset index of shard s's record 0
+};
+
+}  // namespace kiln
+
+#endif  // KILN_FORMATS_SHARD_DATASET_H_

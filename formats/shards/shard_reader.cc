@@ -1,0 +1,127 @@
+#include "formats/shards/shard_reader.h"
+
+#include "formats/xxh3.h"
+
+#include <cstdio>
+
+namespace kiln {
+
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  const uint64_t size = file->size();
+  if (size < kShardHeaderBytes + kShardFooterBytes) {
+    return Status::Corruption(path + ": file of " + std::to_string(size) +
+                              " bytes is too small to be a shard (incomplete or truncated)");
+  }
+  Result<ShardHeader> header = DecodeShardHeader(file->data());
+  if (!header.ok()) return header.status().WithContext(path + " (offset 0)");
+  Result<ShardFooter> footer = DecodeShardFooter(file->data() + size - kShardFooterBytes, size);
+  if (!footer.ok()) {
+    return footer.status().WithContext(path + " (footer at offset " +
+                                       std::to_string(size - kShardFooterBytes) + ")");
+  }
+  return std::unique_ptr<ShardReader>(new ShardReader(std::move(file), *header, *footer));
+}
+
+std::string ShardReader::RecordLocation(uint64_t i, uint64_t offset) const {
+  return path() + " record " + std::to_string(i) + " (offset " + std::to_string(offset) + ")";
+}
+
+std::string ShardReader::EntryProblem(const ShardIndexEntry& e) const {
+  if (e.offset < kShardHeaderBytes || e.offset > footer_.index_offset ||
+      e.stored_size > footer_.index_offset - e.offset) {
+    return "payload [" + std::to_string(e.offset) + ", +" + std::to_string(e.stored_size) +
+           ") outside the data region [64, " + std::to_string(footer_.index_offset) + ")";
+  }
+  if (e.offset % header_.record_alignment != 0) {
+    return "payload offset " + std::to_string(e.offset) + " not aligned to " +
+           std::to_string(header_.record_alignment);
+  }
+  if (e.raw_size != header_.schema.sample_bytes()) {
+    return "raw size " + std::to_string(e.raw_size) + " differs from the schema's " +
+           std::to_string(header_.schema.sample_bytes());
+  }
+  if (e.codec != Codec::kNone && e.codec != Codec::kZstd) {
+    return "unknown codec " + std::to_string(static_cast<int>(e.codec));
+  }
+  if (e.codec == Codec::kNone && e.stored_size != e.raw_size) {
+    return "uncompressed record of " + std::to_string(e.stored_size) + " bytes, expected " +
+           std::to_string(e.raw_size);
+  }
+  if (uint64_t{e.key_offset} + e.key_size > footer_.keys_size) {
+    return "key outside the keys section";
+  }
+  return "";
+}
+
+Status ShardReader::CheckRecord(uint64_t i) const {
+  if (i >= record_count()) {
+    return Status::OutOfRange(path() + ": record " + std::to_string(i) + " of " +
+                              std::to_string(record_count()));
+  }
+  const ShardIndexEntry e = entry(i);
+  const std::string problem = EntryProblem(e);
+  if (!problem.empty()) {
+    return Status::Corruption(RecordLocation(i, EntryOffset(i)) + ": bad index entry: " + problem);
+  }
+  const uint64_t computed = RecordChecksum(stored(e), e.stored_size, e.label);
+  if (computed != e.checksum) {
+    return Status::Corruption(RecordLocation(i, e.offset) + ": checksum mismatch (stored " +
+                              FormatChecksum(e.checksum) + ", computed " +
+                              FormatChecksum(computed) + ")");
+  }
+  return Status::Ok();
+}
+
+Status ShardReader::ReadRecord(uint64_t i, RecordDecoder* decoder, uint8_t* out,
+                               int64_t* label) const {
+  if (i >= record_count()) {
+    return Status::OutOfRange(path() + ": record " + std::to_string(i) + " of " +
+                              std::to_string(record_count()));
+  }
+  const ShardIndexEntry e = entry(i);
+  const std::string problem = EntryProblem(e);
+  if (!problem.empty()) {
+    return Status::Corruption(RecordLocation(i, EntryOffset(i)) + ": bad index entry: " + problem);
+  }
+  // One pass over a raw record: copy and checksum together (RecordDecoder::DecodeChecked).
+  Status s =
+      decoder->DecodeChecked(stored(e), e.stored_size, e.codec, e.label, e.checksum, out,
+                             e.raw_size);
+  if (!s.ok()) return s.WithContext(RecordLocation(i, e.offset));
+  *label = e.label;
+  return Status::Ok();
+}
+
+Status ShardReader::VerifyIndexChecksum() const {
+  const uint64_t begin = footer_.index_offset;
+  const uint64_t end = footer_.keys_offset + footer_.keys_size;
+  const uint64_t computed = Xxh3(file_->data() + begin, end - begin);
+  if (computed != footer_.index_checksum) {
+    return Status::Corruption(path() + " (index at offset " + std::to_string(begin) +
+                              "): index checksum mismatch (stored " +
+                              FormatChecksum(footer_.index_checksum) + ", computed " +
+                              FormatChecksum(computed) + ")");
+  }
+  return Status::Ok();
+}
+
+Result<std::string_view> ShardReader::CheckedKey(uint64_t i) const {
+  if (i >= record_count()) {
+    return Status::OutOfRange(path() + ": record " + std::to_string(i) + " of " +
+                              std::to_string(record_count()));
+  }
+  const ShardIndexEntry e = entry(i);
+  const std::string problem = EntryProblem(e);
+  if (!problem.empty()) {
+    return Status::Corruption(RecordLocation(i, EntryOffset(i)) + ": bad index entry: " + problem);
+  }
+  std::call_once(index_checked_, [this] { index_status_ = VerifyIndexChecksum(); });
+  if (!index_status_.ok()) {
+    return Status::Corruption(RecordLocation(i, EntryOffset(i)) +
+                              ": key cannot be trusted: " + index_status_.message());
+  }
+  return key(e);
+}
+
+}  // namespace kiln

@@ -1,0 +1,174 @@
+#include "formats/shards/shard_writer.h"
+
+#include "formats/file_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include "formats/xxh3.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace kiln {
+
+namespace {
+constexpr size_t kBufferBytes = 4 << 20;  // Large sequential writes; few syscalls.
+
+std::string BaseName(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+}  // namespace
+
+Result<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::string& path,
+                                                         const ShardHeader& header) {
+  KILN_RETURN_IF_ERROR(header.schema.Validate());
+  const uint32_t a = header.record_alignment;
+  if (a < kMinRecordAlignment || a > kMaxRecordAlignment || (a & (a - 1)) != 0) {
+    return Status::InvalidArgument("record alignment " + std::to_string(a) +
+                                   " must be a power of two in [8, 1048576]");
+  }
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::FromErrno("cannot create", tmp, errno);
+  std::unique_ptr<ShardWriter> writer(new ShardWriter(path, fd, header));
+  uint8_t bytes[kShardHeaderBytes];
+  EncodeShardHeader(header, bytes);
+  KILN_RETURN_IF_ERROR(writer->Write(bytes, sizeof(bytes)));
+  return writer;
+}
+
+ShardWriter::ShardWriter(std::string path, int fd, const ShardHeader& header)
+    : path_(std::move(path)), tmp_path_(path_ + ".tmp"), fd_(fd), header_(header) {
+  buffer_.reserve(kBufferBytes);
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  hash_state_ = state;
+}
+
+ShardWriter::~ShardWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!finished_) ::unlink(tmp_path_.c_str());
+  XXH3_freeState(static_cast<XXH3_state_t*>(hash_state_));
+}
+
+Status ShardWriter::Flush() {
+  KILN_RETURN_IF_ERROR(WriteFully(fd_, buffer_.data(), buffer_.size(), tmp_path_));
+  buffer_.clear();
+  return Status::Ok();
+}
+
+Status ShardWriter::Write(const uint8_t* data, size_t size) {
+  Xxh3Update(static_cast<XXH3_state_t*>(hash_state_), data, size);
+  offset_ += size;
+  while (size > 0) {
+    const size_t take = std::min(size, kBufferBytes - buffer_.size());
+    buffer_.insert(buffer_.end(), data, data + take);
+    data += take;
+    size -= take;
+    if (buffer_.size() == kBufferBytes) KILN_RETURN_IF_ERROR(Flush());
+  }
+  return Status::Ok();
+}
+
+uint64_t ShardWriter::FinishedBytes() const {
+  const uint64_t index_offset = AlignUp(offset_, 8);
+  const uint64_t keys_end = index_offset + entries_.size() * kShardIndexEntryBytes + keys_.size();
+  return AlignUp(keys_end, 8) + kShardFooterBytes;
+}
+
+uint64_t ShardWriter::ProjectedBytes(uint64_t stored_bytes, uint64_t key_bytes) const {
+  const uint64_t data_end = AlignUp(offset_, header_.record_alignment) + stored_bytes;
+  const uint64_t index_offset = AlignUp(data_end, 8);
+  const uint64_t keys_end = index_offset + (entries_.size() + 1) * kShardIndexEntryBytes +
+                            keys_.size() + key_bytes;
+  return AlignUp(keys_end, 8) + kShardFooterBytes;
+}
+
+Status ShardWriter::Add(const EncodedRecord& record) {
+  if (record.key.size() > kMaxKeyBytes) {
+    return Status::InvalidArgument("key of " + std::to_string(record.key.size()) +
+                                   " bytes exceeds " + std::to_string(kMaxKeyBytes) + ": " +
+                                   record.key.substr(0, 200));
+  }
+  if (record.raw_size != header_.schema.sample_bytes()) {
+    return Status::InvalidArgument("record of " + std::to_string(record.raw_size) +
+                                   " raw bytes does not match the schema's " +
+                                   std::to_string(header_.schema.sample_bytes()));
+  }
+  static const uint8_t kZeros[kMaxRecordAlignment / 16] = {};
+  uint64_t pad = AlignUp(offset_, header_.record_alignment) - offset_;
+  while (pad > 0) {
+    const uint64_t n = std::min<uint64_t>(pad, sizeof(kZeros));
+    KILN_RETURN_IF_ERROR(Write(kZeros, n));
+    pad -= n;
+  }
+  ShardIndexEntry entry;
+  entry.offset = offset_;
+  entry.stored_size = static_cast<uint32_t>(record.stored.size());
+  entry.raw_size = record.raw_size;
+  entry.label = record.label;
+  entry.checksum = record.checksum;
+  entry.key_offset = static_cast<uint32_t>(keys_.size());
+  entry.key_size = static_cast<uint16_t>(record.key.size());
+  entry.codec = record.codec;
+  if (keys_.size() + record.key.size() > UINT32_MAX) {
+    return Status::InvalidArgument("keys section of " + path_ + " would exceed 4 GiB");
+  }
+  KILN_RETURN_IF_ERROR(Write(record.stored.data(), record.stored.size()));
+  keys_ += record.key;
+  entries_.push_back(entry);
+  return Status::Ok();
+}
+
+Result<DataFileInfo> ShardWriter::Finish() {
+  static const uint8_t kZeros[8] = {};
+  KILN_RETURN_IF_ERROR(Write(kZeros, AlignUp(offset_, 8) - offset_));
+  ShardFooter footer;
+  footer.index_offset = offset_;
+  footer.record_count = entries_.size();
+  footer.keys_offset = footer.index_offset + entries_.size() * kShardIndexEntryBytes;
+  footer.keys_size = keys_.size();
+  // Index and keys are hashed together for the footer's index checksum.
+  XXH3_state_t* index_hash = XXH3_createState();
+  XXH3_64bits_reset(index_hash);
+  uint8_t entry_bytes[kShardIndexEntryBytes];
+  Status status;
+  for (const ShardIndexEntry& e : entries_) {
+    EncodeShardIndexEntry(e, entry_bytes);
+    Xxh3Update(index_hash, entry_bytes, sizeof(entry_bytes));
+    status = Write(entry_bytes, sizeof(entry_bytes));
+    if (!status.ok()) break;
+  }
+  if (status.ok()) {
+    Xxh3Update(index_hash, keys_.data(), keys_.size());
+    status = Write(reinterpret_cast<const uint8_t*>(keys_.data()), keys_.size());
+  }
+  footer.index_checksum = XXH3_64bits_digest(index_hash);
+  XXH3_freeState(index_hash);
+  KILN_RETURN_IF_ERROR(status);
+  KILN_RETURN_IF_ERROR(Write(kZeros, AlignUp(offset_, 8) - offset_));
+  uint8_t footer_bytes[kShardFooterBytes];
+  EncodeShardFooter(footer, footer_bytes);
+  KILN_RETURN_IF_ERROR(Write(footer_bytes, sizeof(footer_bytes)));
+  KILN_RETURN_IF_ERROR(Flush());
+  if (::fsync(fd_) != 0) return Status::FromErrno("cannot fsync", tmp_path_, errno);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return Status::FromErrno("cannot close", tmp_path_, errno);
+  }
+  fd_ = -1;
+  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+    return Status::FromErrno("cannot rename " + tmp_path_ + " to", path_, errno);
+  }
+  finished_ = true;
+  DataFileInfo info;
+  info.file = BaseName(path_);
+  info.samples = entries_.size();
+  info.bytes = offset_;
+  info.xxh3_64 = XXH3_64bits_digest(static_cast<XXH3_state_t*>(hash_state_));
+  return info;
+}
+
+}  // namespace kiln
