@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6's benchmarks in one run: kiln's reader and converter against what users would pick
+# The benchmarks of BENCHMARKS.md in one run: kiln's reader and converter against what users would pick
 # instead (PyTorch DataLoader over files, h5py, python3-lmdb, numpy.memmap; FFCV), on the same
 # data, shuffled, batch 256, 2 threads or workers; memcpy bandwidth; verify vs file read rate;
 # scaling from 10^3 to 10^6 samples. Writes WORKDIR/results.jsonl (one JSON object per

@@ -4,22 +4,36 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(KILN_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/kiln")
-set(_kiln_targets kiln_formats kiln_reader)
-if(KILN_BUILD_TOOLS)
-  list(APPEND _kiln_targets kiln_tools kiln)
-endif()
-
-install(TARGETS ${_kiln_targets} EXPORT kilnTargets
+# Two export sets, so that find_package(kiln COMPONENTS reader) needs no OpenCV: kiln::formats
+# and kiln::reader in kilnTargets, kiln::tools and the kiln binary in kilnToolsTargets.
+install(TARGETS kiln_formats kiln_reader EXPORT kilnTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+if(KILN_BUILD_TOOLS)
+  install(TARGETS kiln_tools kiln EXPORT kilnToolsTargets
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(EXPORT kilnToolsTargets NAMESPACE kiln:: DESTINATION ${KILN_INSTALL_CMAKEDIR})
+endif()
 
 # Public headers keep their layer folder: #include "reader/loader.h".
 foreach(_layer formats reader tools)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${_layer}/
     DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/${_layer}
-    FILES_MATCHING PATTERN "*.h" PATTERN "*.md")
+    FILES_MATCHING PATTERN "*.h" PATTERN "*.md"
+    # Internal headers (verifier parts, backend wrappers that include lmdb.h or hdf5.h, hash
+    # dispatch) stay out: no public header includes them.
+    PATTERN "verifier_checks.h" EXCLUDE
+    PATTERN "*_verifier.h" EXCLUDE
+    PATTERN "lmdb_env.h" EXCLUDE
+    PATTERN "hdf5_file.h" EXCLUDE
+    PATTERN "xxh3.h" EXCLUDE)
 endforeach()
+
+install(FILES ${PROJECT_BINARY_DIR}/generated/formats/version.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/formats)
 
 install(EXPORT kilnTargets NAMESPACE kiln:: DESTINATION ${KILN_INSTALL_CMAKEDIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kilnConfig.cmake.in

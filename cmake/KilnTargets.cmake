@@ -3,6 +3,10 @@
 function(kiln_set_warnings target)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>)
+  # KILN_WERROR (default OFF): warnings fail the build, for CI.
+  if(KILN_WERROR)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+  endif()
 endfunction()
 
 function(kiln_set_sanitizers target)
@@ -22,6 +26,8 @@ function(kiln_add_library name)
   target_include_directories(${name} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
     $<INSTALL_INTERFACE:include/kiln>)
+  # C++17 for the library and everything that links it (instead of a global CMAKE_CXX_STANDARD).
+  target_compile_features(${name} PUBLIC cxx_std_17)
   set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   kiln_set_warnings(${name})
   kiln_set_sanitizers(${name})

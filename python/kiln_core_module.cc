@@ -21,6 +21,7 @@
 
 #include "formats/dataset.h"
 #include "formats/format_registry.h"
+#include "formats/version.h"
 #include "formats/inspector.h"
 #include "formats/verifier.h"
 #include "python/py_status.h"
@@ -316,7 +317,10 @@ py::dict StateToDict(const py::bytes& blob) {
   d["world_size"] = s.world_size;
   d["tail"] = std::string(TailName(s.tail));
   d["drop_last"] = s.drop_last;
-  d["crop"] = py::make_tuple(s.crop_height, s.crop_width);
+  py::list crop;
+  crop.append(s.crop_height);
+  crop.append(s.crop_width);
+  d["crop"] = crop;
   d["flip"] = s.flip;
   d["num_samples"] = s.num_samples;
   d["dataset_fingerprint"] = HexDigest(s.dataset_fingerprint);
@@ -412,6 +416,7 @@ std::string VerifyJson(const std::string& dir, bool deep) {
 PYBIND11_MODULE(_core, m) {
   using kiln::python::PyLoader;
   m.doc() = "kiln's reader and formats layers (no OpenCV). Use the `kiln` package, not this.";
+  m.attr("__version__") = kiln::kVersionString;
 
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, uint32_t, const std::string&, uint64_t, bool, uint32_t,

@@ -19,12 +19,6 @@ uint64_t MulHigh(uint64_t a, uint64_t b) {
 
 }  // namespace
 
-uint64_t SplitMix64Mix(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 const char* ShuffleModeName(ShuffleMode mode) {
   switch (mode) {
     case ShuffleMode::kNone:
@@ -49,24 +43,72 @@ IndexPermutation::IndexPermutation(uint64_t n, uint64_t key) : n_(n) {
   if (n <= 1) return;
   uint32_t bits = 64 - static_cast<uint32_t>(__builtin_clzll(n - 1));  // ceil(log2 n)
   bits = std::max<uint32_t>(bits, 2);
-  bits += bits & 1;
-  half_ = bits / 2;
-  mask_ = (uint64_t{1} << half_) - 1;
+  right_bits_ = bits / 2;
+  left_bits_ = bits - right_bits_;
+  mask_ = (uint64_t{1} << right_bits_) - 1;
   for (int i = 0; i < kFeistelRounds; ++i) {
     keys_[i] = SplitMix64Mix(key + static_cast<uint64_t>(i + 1) * kGolden);
+  }
+}
+
+void IndexPermutation::Apply(uint64_t* values, size_t count) const {
+  if (n_ <= 1) return;
+  // kLanes values in flight; a lane whose value landed in [0, n) is written out and refilled
+  // with the next input, so cycle walking never stalls the other lanes.
+  constexpr size_t kLanes = 8;
+  const uint32_t right = right_bits_, shift_l = 64 - left_bits_, shift_r = 64 - right_bits_;
+  const uint64_t mask = mask_;
+  uint64_t keys[kFeistelRounds];
+  for (int i = 0; i < kFeistelRounds; ++i) keys[i] = keys_[i];
+  uint64_t l[kLanes] = {}, r[kLanes] = {};
+  size_t slot[kLanes];
+  size_t active = 0, next = 0;
+  while (active < kLanes && next < count) {
+    l[active] = values[next] >> right;
+    r[active] = values[next] & mask;
+    slot[active++] = next++;
+  }
+  while (active > 0) {
+    // Rounds outside, lanes inside: kLanes independent dependency chains per round.
+#pragma GCC unroll 4
+    for (int i = 0; i < kFeistelRounds; i += 2) {
+#pragma GCC unroll 8
+      for (size_t k = 0; k < kLanes; ++k) {
+        l[k] ^= SplitMix64Mix(r[k] ^ keys[i]) >> shift_l;
+        r[k] ^= SplitMix64Mix(l[k] ^ keys[i + 1]) >> shift_r;
+      }
+    }
+    for (size_t k = 0; k < active;) {
+      const uint64_t y = (l[k] << right) | r[k];
+      if (y >= n_) {  // walk on: encrypt y again (its halves are already in place)
+        ++k;
+        continue;
+      }
+      values[slot[k]] = y;
+      if (next < count) {
+        l[k] = values[next] >> right;
+        r[k] = values[next] & mask;
+        slot[k] = next++;
+        ++k;
+      } else {  // no input left: move the last active lane here
+        --active;
+        l[k] = l[active];
+        r[k] = r[active];
+        slot[k] = slot[active];
+      }
+    }
   }
 }
 
 uint64_t IndexPermutation::Inverse(uint64_t y) const {
   if (n_ <= 1) return y;
   do {
-    uint64_t l = y >> half_, r = y & mask_;
-    for (int i = kFeistelRounds - 1; i >= 0; --i) {
-      const uint64_t previous_l = r ^ Round(i, l);
-      r = l;
-      l = previous_l;
+    uint64_t l = y >> right_bits_, r = y & mask_;
+    for (int i = kFeistelRounds - 2; i >= 0; i -= 2) {
+      r ^= SplitMix64Mix(l ^ keys_[i + 1]) >> (64 - right_bits_);
+      l ^= SplitMix64Mix(r ^ keys_[i]) >> (64 - left_bits_);
     }
-    y = (l << half_) | r;
+    y = (l << right_bits_) | r;
   } while (y >= n_);
   return y;
 }
@@ -296,9 +338,10 @@ void Sampler::BatchSamples(uint64_t b, uint32_t begin, uint32_t end, uint64_t* i
       const uint64_t position =
           start_consumed_ + (b * options_.batch_size + k) * w + options_.rank;
       const bool pad = position >= n;  // only reachable under kPad
-      indices[k - begin] = PositionToIndex(pad ? position % n : position);
+      indices[k - begin] = pad ? position % n : position;
       is_padding[k - begin] = pad ? 1 : 0;
     }
+    if (options_.shuffle == ShuffleMode::kExact) permutation_.Apply(indices, end - begin);
     return;
   }
   // Consecutive positions share a window: build its permutation once per window.

@@ -27,20 +27,28 @@
 //
 // Epoch key:   K_e = Mix(seed ^ Mix(epoch + G)).
 //
-// Keyed bijection Perm(n, key) of [0, n) ("IndexPermutation"): a balanced Feistel network
-// (Luby and Rackoff, "How to construct pseudorandom permutations from pseudorandom functions",
-// SIAM J. Computing 17(2), 1988) on k bits, restricted to [0, n) by cycle walking (Black and
-// Rogaway, "Ciphers with Arbitrary Finite Domains", CT-RSA 2002, section 3):
+// Keyed bijection Perm(n, key) of [0, n) ("IndexPermutation"): a Feistel network (Luby and
+// Rackoff, "How to construct pseudorandom permutations from pseudorandom functions", SIAM J.
+// Computing 17(2), 1988) on k bits, in the alternating form that allows halves of unequal size
+// (FFX's "method 2": Bellare, Rogaway, Spies, "The FFX mode of operation for format-preserving
+// encryption", 2010), restricted to [0, n) by cycle walking (Black and Rogaway, "Ciphers with
+// Arbitrary Finite Domains", CT-RSA 2002, section 3):
 //   - n <= 1: the identity.
-//   - k = the smallest even number >= 2 with 2^k >= n; h = k / 2; mask = 2^h - 1.
-//   - Round keys k_i = Mix(key + (i + 1) * G) for i = 0 .. kFeistelRounds - 1 (6 rounds).
-//   - Round function F_i(R) = Mix(R ^ k_i) >> (64 - h)   (the top h bits).
-//   - Encrypt(x): L = x >> h, R = x & mask; for i = 0 .. 5: (L, R) = (R, L ^ F_i(R));
-//     returns (L << h) | R.
+//   - k = the smallest number >= 2 with 2^k >= n; b = floor(k / 2) bits on the right, a = k - b
+//     on the left; maskb = 2^b - 1.
+//   - Round keys k_i = Mix(key + (i + 1) * G) for i = 0 .. kFeistelRounds - 1 (6 rounds. Luby
+//     and Rackoff's 4 rounds suffice for a strong pseudorandom permutation only while far fewer
+//     than 2^(k/2) values are queried; a shuffle queries the whole domain, where more rounds
+//     keep the structure hidden. Measured: with 4 rounds the rank x bucket chi-square of
+//     tests/reader/sampler_test.cc averaged 677 over 30 epochs for 693 degrees of freedom, 2.3
+//     standard errors low; with 5 and 6 rounds 695 and 690).
+//   - Encrypt(x): L = x >> b, R = x & maskb; for i = 0 .. 5: for even i,
+//     L = L ^ (Mix(R ^ k_i) >> (64 - a)); for odd i, R = R ^ (Mix(L ^ k_i) >> (64 - b));
+//     returns (L << b) | R. (For even k this is the classic balanced Feistel network.)
 //   - Perm(x) for x < n: y = Encrypt(x); while y >= n: y = Encrypt(y); returns y. Cycle walking
-//     stays on x's cycle of the k-bit permutation, so it is a bijection of [0, n); 2^k < 4n, so
-//     it takes fewer than 4 Encrypts on average. The inverse runs the rounds backwards,
-//     (L, R) = (R ^ F_i(L), L) for i = 5 .. 0, with the same walk.
+//     stays on x's cycle of the k-bit permutation, so it is a bijection of [0, n); 2^k < 2n, so
+//     it takes fewer than 2 Encrypts on average. The inverse undoes the rounds from i = 5 down
+//     to 0 (the same xors), with the same walk.
 //
 // kExact / kNone. Position p of epoch e holds sample Perm(N, K_e)(p) (kExact) or p (kNone).
 //
@@ -89,6 +97,7 @@
 #ifndef KILN_READER_SAMPLER_H_
 #define KILN_READER_SAMPLER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -100,7 +109,7 @@ namespace kiln {
 // (seed, epoch, options) bumps it; a saved loader state records it (reader/loader_state.h).
 inline constexpr uint32_t kSamplerOrderVersion = 2;
 // Feistel rounds of IndexPermutation (see the file comment).
-inline constexpr int kFeistelRounds = 6;
+inline constexpr int kFeistelRounds = 6;  // even: rounds go in (left, right) pairs
 
 // The epoch's read order (see the file comment).
 enum class ShuffleMode : uint8_t {
@@ -148,9 +157,13 @@ struct SamplerOptions {
 };
 
 // SplitMix64's output mixing function: a bijection of uint64 with good avalanche.
-uint64_t SplitMix64Mix(uint64_t x);
+inline uint64_t SplitMix64Mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
 
-// A keyed bijection of [0, n) evaluated per element: Perm(n, key) of the file comment. 7 words.
+// A keyed bijection of [0, n) evaluated per element: Perm(n, key) of the file comment. 9 words.
 // Thread safety: a plain value; const methods are safe from many threads.
 class IndexPermutation {
  public:
@@ -166,24 +179,27 @@ class IndexPermutation {
     } while (x >= n_);
     return x;
   }
+  // Replaces each of values[0, count) (each < size()) by its image, as operator() would.
+  // Several values are walked at once, so that the rounds of independent values overlap in the
+  // CPU: a few ns per value instead of a round trip of dependent multiplies each.
+  void Apply(uint64_t* values, size_t count) const;
   // Returns the x with (*this)(x) == y (y < size()).
   uint64_t Inverse(uint64_t y) const;
 
  private:
-  uint64_t Round(int i, uint64_t r) const { return SplitMix64Mix(r ^ keys_[i]) >> (64 - half_); }
   uint64_t Encrypt(uint64_t x) const {
-    uint64_t l = x >> half_, r = x & mask_;
-    for (int i = 0; i < kFeistelRounds; ++i) {
-      const uint64_t next = l ^ Round(i, r);
-      l = r;
-      r = next;
+    uint64_t l = x >> right_bits_, r = x & mask_;
+    for (int i = 0; i < kFeistelRounds; i += 2) {
+      l ^= SplitMix64Mix(r ^ keys_[i]) >> (64 - left_bits_);
+      r ^= SplitMix64Mix(l ^ keys_[i + 1]) >> (64 - right_bits_);
     }
-    return (l << half_) | r;
+    return (l << right_bits_) | r;
   }
 
   uint64_t n_ = 0;
-  uint32_t half_ = 1;   // h: bits per Feistel half
-  uint64_t mask_ = 1;   // 2^h - 1
+  uint32_t left_bits_ = 1;   // a
+  uint32_t right_bits_ = 1;  // b
+  uint64_t mask_ = 1;        // 2^b - 1
   uint64_t keys_[kFeistelRounds] = {};
 };
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of kiln's device upload (issue 5), for a GPU node that has the NVIDIA driver but
+# The GPU check of kiln's device upload, for a GPU node that has the NVIDIA driver but
 # none of kiln's libraries and no network.
 #
 # Two steps, on two machines:

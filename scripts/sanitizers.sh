@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs kiln's tests under sanitizers (issue 7): the whole CTest suite under AddressSanitizer +
-# UndefinedBehaviorSanitizer, then the `reader` and `tools` labelled tests under ThreadSanitizer.
+# Runs kiln's tests under sanitizers: the whole CTest suite under AddressSanitizer +
+# UndefinedBehaviorSanitizer (all but the `python` label: see the asan case below), then the
+# `reader` and `tools` labelled tests under ThreadSanitizer.
 # Prints one summary line per pass; exits non-zero if any test fails or a sanitizer reports.
 #
 #   scripts/sanitizers.sh            # both passes
@@ -126,7 +127,12 @@ tsan_setup_tbb() {
 for pass in "${passes[@]}"; do
   pass_cmake_args=()
   case $pass in
-    asan) run_pass asan build-asan 'address;undefined' ;;
+    # The Python test is left out: python3 is not built with ASan, so the runtime would have to
+    # be preloaded into the interpreter (LD_PRELOAD of libasan) and CPython's own allocations
+    # then fill LeakSanitizer's report. The C++ code it calls runs under ASan in the other tests.
+    asan)
+      echo "sanitizers: [asan] python_tests is not run under ASan (uninstrumented python3)"
+      run_pass asan build-asan 'address;undefined' -LE python ;;
     tsan)
       saved_ld_library_path=${LD_LIBRARY_PATH-unset}
       if tsan_setup_tbb; then

@@ -4,12 +4,13 @@
 #include <CLI/CLI.hpp>
 #include <vector>
 
+#include "formats/version.h"
 #include "tools/cli_commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: pack image folders into ready-to-train tensors, verify them, read them fast"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "kiln 0.1.0");
+  app.set_version_flag("--version", kiln::kToolVersionString);
   const std::vector<kiln::Subcommand> commands = {
       kiln::AddPackCommand(app), kiln::AddVerifyCommand(app), kiln::AddInspectCommand(app),
       kiln::AddShowCommand(app), kiln::AddBenchCommand(app), kiln::AddMergeCommand(app)};

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "formats/dataset_writer.h"
+#include "formats/version.h"
 #include "reader/sampler.h"
 #include "formats/xxh3.h"
 #include "tools/pack_journal.h"
@@ -32,7 +33,6 @@ namespace kiln {
 
 namespace {
 
-constexpr char kToolName[] = "kiln 0.1.0";
 constexpr char kRejectedFileName[] = "rejected.tsv";
 
 // Reads a whole regular file. Never blocks on fifos or devices: they are refused by type.
@@ -582,7 +582,7 @@ Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWri
     return Status::FromErrno("cannot remove", journal, errno);
   }
   Manifest manifest;
-  manifest.tool = kToolName;
+  manifest.tool = kToolVersionString;
   manifest.classes = input.classes;
   manifest.compression = options.compression.ToString();
   manifest.shuffle_seed = options.shuffle_seed;

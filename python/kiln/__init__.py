@@ -23,7 +23,7 @@ from ._errors import (CorruptionError, InvalidArgumentError, KilnError, KilnIOEr
                       NotFoundError, NotSupportedError, OutOfRangeError)
 from ._loader import Loader
 
-__version__ = "0.1.0"
+from ._core import __version__  # formats/version.h, from CMake's project(VERSION)
 
 __all__ = [
     "Loader", "pack", "verify", "inspect", "formats", "KilnError", "InvalidArgumentError", "NotFoundError",

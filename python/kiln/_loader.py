@@ -105,6 +105,12 @@ class Loader:
     Starting a new loop abandons the previous loop's epoch; the old iterator then raises
     ``RuntimeError``. Breaking out of a loop early is fine.
 
+    Checkpoint and resume. ``state_dict()`` returns the loader's position (a plain dict: the
+    epoch, the samples the ranks together consumed in it, the options that fix the order, the
+    dataset's fingerprint); ``load_state_dict(d)`` makes the next loop continue from there in
+    O(1), byte-identical to the run that never stopped, also on another ``world_size`` (see
+    their docstrings and the README, "Checkpoint and resume").
+
     Arguments:
         path: dataset directory (holding ``kiln.json``).
         batch_size: samples per batch, >= 1. Default 256.

@@ -1,4 +1,4 @@
-// Corruption sweep (issue 7; field cases B21, B23, B27a): flips one byte at every structural
+// Corruption sweep (field cases B21, B23, B27a): flips one byte at every structural
 // boundary of every storage format and at ~200 seeded random positions, and truncates shards at
 // every interesting length. For each damaged dataset:
 //  - VerifyDataset (deep) reports at least one problem naming the damaged file, and the record

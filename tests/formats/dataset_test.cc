@@ -232,7 +232,7 @@ TEST(DatasetTest, DamagedHeaderNamesTheShard) {
   EXPECT_NE(ds.status().message().find("header checksum"), std::string::npos);
 }
 
-// Issue 7: a key has no checksum of its own (shard_format.md section 4); Key checks the index
+// A key has no checksum of its own (shard_format.md section 4); Key checks the index
 // checksum once per shard, so a damaged key is an error naming shard and record, never returned.
 // Samples of that shard still read (their records are intact), and other shards' keys too.
 TEST(DatasetTest, DamagedKeyIsNeverReturned) {

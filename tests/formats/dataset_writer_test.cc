@@ -353,7 +353,7 @@ TEST(DatasetWriterTest, LeftoverStagingDirectoryIsRemoved) {
   EXPECT_EQ(Names(out), (std::vector<std::string>{"kiln.json", "shard-00000.kiln"}));
 }
 
-// Issue 7: a full disk gives an error naming the path, and no dataset under the output name. A
+// A full disk gives an error naming the path, and no dataset under the output name. A
 // file-size limit (RLIMIT_FSIZE) in a forked child stands in for the full disk: the write fails
 // with EFBIG as it would with ENOSPC.
 TEST(DatasetWriterTest, FullDiskNamesThePathAndLeavesNoDataset) {

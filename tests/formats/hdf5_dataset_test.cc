@@ -535,7 +535,7 @@ TEST(Hdf5Dataset, FlippedByteIsNamedByVerifierAndReader) {
   }
 }
 
-// Issue 7: keys have no per-sample checksum; the keys checksum attribute (hdf5_format.md
+// Keys have no per-sample checksum; the keys checksum attribute (hdf5_format.md
 // section 3) makes Key fail, naming data.h5 and the keys' offset, instead of returning a damaged
 // key, while samples still read; verify names the same offset.
 TEST(Hdf5Dataset, DamagedKeyIsNeverReturned) {

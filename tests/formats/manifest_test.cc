@@ -196,7 +196,7 @@ TEST(ManifestTest, NewerManifestVersionIsNotSupported) {
   }
 }
 
-// Every change that still parses is caught by manifest_xxh3_64 (issue 7: a flipped class name
+// Every change that still parses is caught by manifest_xxh3_64 (a flipped class name
 // or tool went unnoticed in version 1). The error names the manifest and both hashes.
 TEST(ManifestTest, ChecksumCatchesEveryEditThatStillParses) {
   const std::string text = Sample().ToJson();

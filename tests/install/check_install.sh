@@ -12,7 +12,8 @@ cmake --install "$build_dir" --prefix "$work/prefix" > /dev/null
 test -x "$work/prefix/bin/kiln"
 test -f "$work/prefix/include/kiln/reader/loader.h"
 cmake -S "$here/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$work/prefix" > /dev/null
+  -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_DISABLE_FIND_PACKAGE_OpenCV=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_TBB=ON > /dev/null
 cmake --build "$work/consumer" > /dev/null
 "$work/prefix/bin/kiln" pack "$root/samples/fashion-mnist" "$work/data" --size 28 --channels 1 \
   > /dev/null 2>&1

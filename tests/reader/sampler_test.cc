@@ -127,20 +127,21 @@ std::vector<uint64_t> ReferenceKeyedPermutation(uint64_t n, uint64_t key) {
     return p;
   }
   int k = 2;
-  while ((uint64_t{1} << k) < n) k += 2;
-  const int h = k / 2;
-  const uint64_t mask = (uint64_t{1} << h) - 1;
+  while ((uint64_t{1} << k) < n) ++k;
+  const int b = k / 2, a = k - b;
+  const uint64_t mask = (uint64_t{1} << b) - 1;
   uint64_t round_keys[6];
   for (int i = 0; i < 6; ++i) round_keys[i] = Mix(key + (i + 1) * g);
   auto encrypt = [&](uint64_t x) {
-    uint64_t l = x >> h, r = x & mask;
+    uint64_t l = x >> b, r = x & mask;
     for (int i = 0; i < 6; ++i) {
-      const uint64_t f = Mix(r ^ round_keys[i]) >> (64 - h);
-      const uint64_t nl = r;
-      r = l ^ f;
-      l = nl;
+      if (i % 2 == 0) {
+        l ^= Mix(r ^ round_keys[i]) >> (64 - a);
+      } else {
+        r ^= Mix(l ^ round_keys[i]) >> (64 - b);
+      }
     }
-    return (l << h) | r;
+    return (l << b) | r;
   };
   for (uint64_t x = 0; x < n; ++x) {
     uint64_t y = encrypt(x);
@@ -232,7 +233,9 @@ TEST(SamplerTest, PermutationIsAPermutation) {
 }
 
 TEST(SamplerTest, PermutationFollowsTheHeaderSpecification) {
-  for (uint64_t n : {2, 3, 10, 1000}) {
+  // Even and odd bit counts k: 2 (n 2, 3), 4 (10), 7 (100, halves of 4 and 3 bits), 10 (1000),
+  // 17 (70000).
+  for (uint64_t n : {2, 3, 10, 100, 1000, 70000}) {
     for (uint64_t seed : {uint64_t{0}, uint64_t{7}, ~uint64_t{0}}) {
       for (uint64_t epoch : {0, 1, 2, 1000000}) {
         Sampler s = MustCreate(Options(n, 1, 1, 0, TailPolicy::kShort, false, true, seed));
@@ -623,6 +626,13 @@ double Threshold(size_t rows, size_t cols) {
   return dof + 6 * std::sqrt(2 * dof);
 }
 
+// Too regular is as suspicious as too uneven: a structured order gives a statistic far below
+// its degrees of freedom.
+double LowerThreshold(size_t rows, size_t cols) {
+  const double dof = static_cast<double>((rows - 1) * (cols - 1));
+  return dof - 6 * std::sqrt(2 * dof);
+}
+
 TEST(SamplerTest, ShuffleQualityChiSquareOnAMillionSamples) {
   constexpr uint64_t kN = 1000000, kBuckets = 100, kRanks = 8;
   constexpr uint64_t kBucket = kN / kBuckets;
@@ -647,6 +657,8 @@ TEST(SamplerTest, ShuffleQualityChiSquareOnAMillionSamples) {
     const double chi_position = ChiSquare(by_position), chi_rank = ChiSquare(by_rank);
     EXPECT_LT(chi_position, Threshold(kBuckets, kBuckets)) << "epoch " << epoch;
     EXPECT_LT(chi_rank, Threshold(kRanks, kBuckets)) << "epoch " << epoch;
+    EXPECT_GT(chi_position, LowerThreshold(kBuckets, kBuckets)) << "epoch " << epoch;
+    EXPECT_GT(chi_rank, LowerThreshold(kRanks, kBuckets)) << "epoch " << epoch;
     if (epoch > 0) {
       // Consecutive epochs: a sample's position bucket in epoch e says nothing of its bucket in
       // e + 1, and the orders differ (about one fixed point expected, not thousands).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 7: `kiln pack` killed with SIGKILL or SIGINT at random points (20 trials) never leaves
+# `kiln pack` killed with SIGKILL or SIGINT at random points (20 trials) never leaves
 # output that opens as complete, and `kiln pack --resume` then finishes the job with output
 # byte-identical to an uninterrupted run.
 #   tests/tools/interrupted_pack_test.sh KILN_BINARY

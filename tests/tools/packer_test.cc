@@ -399,7 +399,7 @@ TEST(PackerTest, CancelStopsAndLeavesNothing) {
   EXPECT_FALSE(fs::exists(o.output + ".partial"));
 }
 
-// Issue 7: an interrupted pack continued with --resume gives the same bytes as one that ran
+// An interrupted pack continued with --resume gives the same bytes as one that ran
 // through, with every input accounted for.
 TEST(PackerTest, ResumeAfterInterruptionIsByteIdentical) {
   const std::string whole = FreshDir("resume_whole"), resumed = FreshDir("resume_resumed");
