@@ -68,8 +68,16 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
   // a directory kiln made (it holds the marker file) is removed.
   const std::string& staging = writer->staging_dir_;
   if (fs::exists(fs::symlink_status(staging, ec))) {
+    // A run killed between its mkdir and the marker's rename leaves the directory empty, or
+    // holding only the marker's temporary file: that is kiln's too.
+    auto only_marker_leftovers = [&] {
+      for (const auto& entry : fs::directory_iterator(staging, ec)) {
+        if (entry.path().filename() != std::string(kStagingMarkerFileName) + ".tmp") return false;
+      }
+      return !ec;
+    };
     if (!fs::is_directory(fs::symlink_status(staging, ec)) ||
-        !fs::exists(staging + "/" + kStagingMarkerFileName, ec)) {
+        (!fs::exists(staging + "/" + kStagingMarkerFileName, ec) && !only_marker_leftovers())) {
       return Status::InvalidArgument(staging + " exists and was not made by kiln; move it away "
                                      "or choose another output path");
     }
@@ -139,6 +147,8 @@ Status DatasetWriter::Add(const EncodedRecord& record) {
   ++samples_;
   return Status::Ok();
 }
+
+Status DatasetWriter::CloseShard() { return store_ ? store_->CloseShard() : Status::Ok(); }
 
 Status DatasetWriter::AddFile(const std::string& name, const std::string& contents) {
   return WriteFileAtomically(staging_dir_ + "/" + name, contents);

@@ -69,6 +69,12 @@ class DatasetWriter {
   // shard path (no space left, ...), InvalidArgument for a record that does not fit the schema.
   Status Add(const EncodedRecord& record);
 
+  // Closes the open shard (shards format) so that the next record starts a new one; a no-op
+  // when no shard is open and for the other formats. `kiln pack --of N` closes a shard at the
+  // end of each part's range, so that its shards equal those of N separately packed parts.
+  // Errors: IOError naming the shard path.
+  Status CloseShard();
+
   // Writes a side file (for example the list of rejected inputs) into the dataset directory.
   Status AddFile(const std::string& name, const std::string& contents);
 

@@ -37,6 +37,11 @@ class RecordStoreWriter {
     return kNone;
   }
 
+  // Closes the open data file, if any, so that the next record starts a new one, for backends
+  // that write several (shards: `kiln pack --of N` ends a shard at each part's range). Default:
+  // nothing to do (one file per dataset). Errors: IOError naming the file.
+  virtual Status CloseShard() { return Status::Ok(); }
+
   // Receives the dataset's manifest (every field but `files`, which describes the files Finish
   // returns) just before Finish(), for backends that keep a copy inside their file (HDF5).
   // Default: ignores it.

@@ -26,6 +26,7 @@
 #include "formats/verifier.h"
 #include "python/py_status.h"
 #include "reader/loader.h"
+#include "reader/world.h"
 
 namespace py = pybind11;
 
@@ -470,4 +471,18 @@ PYBIND11_MODULE(_core, m) {
     return rows;
   }, "The format registry: one dict per storage format (name, description, compiled_in, missing).");
   m.def("verify_json", &kiln::python::VerifyJson, py::arg("path"), py::arg("deep"));
+  m.def(
+      "world_from_environment",
+      [] {
+        const kiln::World w =
+            kiln::python::ValueOrThrow(kiln::WorldFromEnvironment(kiln::ProcessEnvironment()));
+        py::dict d;
+        d["rank"] = w.rank;
+        d["world_size"] = w.world_size;
+        d["local_rank"] = w.local_rank;
+        d["source"] = w.source;
+        return d;
+      },
+      "{rank, world_size, local_rank, source} from torchrun, Open MPI, PMI or an srun step's "
+      "variables (reader/world.h); raises ValueError for a half-set launcher environment.");
 }

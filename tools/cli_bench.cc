@@ -1,11 +1,13 @@
 // kiln bench: how fast the reader streams a dataset, one run or a sweep over threads/prefetch.
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "tools/bench_runner.h"
+#include "reader/world.h"
 #include "tools/cli_commands.h"
 
 namespace kiln {
@@ -88,6 +90,15 @@ int RunBenchCommand(const BenchFlags& flags) {
   options.loader.read_ahead_bytes = flags.read_ahead_mib << 20;
   options.loader.block_bytes = flags.block_kib << 10;
   options.loader.num_threads = flags.threads;
+  // Under mpirun or srun each copy measures its own rank's share (reader/world.h).
+  Result<World> world = WorldFromEnvironment();
+  if (!world.ok()) return FailCommand(world.status(), flags.json);
+  options.loader.rank = world->rank;
+  options.loader.world_size = world->world_size;
+  if (world->world_size > 1) {
+    std::fprintf(stderr, "kiln bench: rank %u of %u (from %s)\n", world->rank, world->world_size,
+                 world->source.c_str());
+  }
   if (flags.sweep) return RunSweepCommand(flags, options);
   Result<BenchReport> report = RunBench(flags.dataset, options);
   if (!report.ok()) return FailCommand(report.status(), flags.json);

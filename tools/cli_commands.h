@@ -34,6 +34,7 @@ Subcommand AddVerifyCommand(CLI::App& app);   // kiln verify DATASET [--deep] [-
 Subcommand AddInspectCommand(CLI::App& app);  // kiln inspect DATASET [--json]
 Subcommand AddShowCommand(CLI::App& app);     // kiln show DATASET (--index I | --grid RxC) -o PNG
 Subcommand AddBenchCommand(CLI::App& app);    // kiln bench DATASET [flags]
+Subcommand AddMergeCommand(CLI::App& app);    // kiln merge OUT.parts OUT [--resume] [--reshard]
 
 // Reports a failed command: the message on stderr and, with `json`, {"ok": false, "error": ...,
 // "exit_code": ...} on stdout so scripts always get one JSON object. Returns the exit code:

@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "formats/format_registry.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_parsing.h"
 #include "tools/packer.h"
+#include "tools/partition.h"
 
 namespace kiln {
 namespace {
@@ -58,6 +60,8 @@ struct PackFlags {
   int64_t shuffle_seed = -1;
   bool json = false, overwrite = false, resume = false;
   std::string classes_file, classes_from;
+  std::string part;  // "" (not a part), "auto", or the index
+  uint32_t of = 0;   // 0 = not given
 };
 
 void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
@@ -97,6 +101,14 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_flag("--overwrite", f->overwrite, "Replace an existing dataset at OUTPUT");
   pack->add_flag("--resume", f->resume,
                  "Continue an interrupted pack of the same inputs and options (shards format)");
+  pack->add_option("--part", f->part,
+                   "Pack only part I (from 0) of --of N into OUTPUT.parts/part-IIIII-of-NNNNN, "
+                   "or 'auto': take I (and N) from the engine's environment (Slurm array, "
+                   "mpirun, srun, Kubernetes Indexed Job, KILN_PART/KILN_PARTS); then kiln merge");
+  pack->add_option("--of", f->of,
+                   "Number of parts. Without --part: pack all N parts here, in turn, into OUTPUT "
+                   "(the bytes kiln merge of N parts gives)")
+      ->check(CLI::Range(1u, kMaxParts));
   pack->add_flag("--json", f->json, "Print one JSON object on stdout");
   CLI::Option* classes =
       pack->add_option("--classes", f->classes_file,
@@ -105,6 +117,32 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_option("--classes-from", f->classes_from,
                    "Pin the class ids to the classes of this existing kiln dataset")
       ->excludes(classes);
+}
+
+// Resolves --part / --of into options.part_index / part_count; --part auto reads the
+// environment (tools/partition.h) and says on stderr what it used.
+Status ResolvePart(const PackFlags& f, PackOptions* o) {
+  if (f.part.empty()) {
+    o->part_count = f.of == 0 ? 1 : f.of;
+    return Status::Ok();
+  }
+  if (f.part == "auto") {
+    KILN_ASSIGN_OR_RETURN(PartChoice choice,
+                          PartFromEnvironment(f.of ? std::optional<uint32_t>(f.of) : std::nullopt));
+    std::fprintf(stderr, "kiln pack: --part auto: part %u of %u from %s\n", choice.index,
+                 choice.count, choice.source.c_str());
+    o->part_index = choice.index;
+    o->part_count = choice.count;
+    return Status::Ok();
+  }
+  const std::optional<uint32_t> index = ParseEnvironmentNumber(f.part);
+  if (!index) {
+    return Status::InvalidArgument("--part " + f.part + ": expected a part number or 'auto'");
+  }
+  if (f.of == 0) return Status::InvalidArgument("--part " + f.part + " needs --of N");
+  o->part_index = *index;
+  o->part_count = f.of;
+  return ValidatePart(*index, f.of);
 }
 
 Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
@@ -137,6 +175,7 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
     o.class_map = manifest->classes;
     o.class_map_origin = "dataset " + f.classes_from;
   }
+  KILN_RETURN_IF_ERROR(ResolvePart(f, &o));
   return o;
 }
 

@@ -22,7 +22,11 @@
 #include "formats/dataset_writer.h"
 #include "formats/version.h"
 #include "reader/sampler.h"
+#include "formats/xxh3.h"
 #include "tools/pack_journal.h"
+#include "tools/part_lock.h"
+#include "tools/partition.h"
+#include "tools/tool_versions.h"
 #include "tools/source_listing.h"
 
 namespace kiln {
@@ -144,6 +148,9 @@ Status CheckPackOptions(const PackOptions& options) {
         ": no image could fill it (use --resize >= " + std::to_string(min_side) + ")");
   }
   if (options.output.empty()) return Status::InvalidArgument("the output path is empty");
+  if (options.part_index || options.part_count != 1) {
+    KILN_RETURN_IF_ERROR(ValidatePart(options.part_index.value_or(0), options.part_count));
+  }
   return Status::Ok();
 }
 
@@ -289,9 +296,12 @@ Result<OpenedWriter> OpenOrResumeWriter(const PackOptions& options, const PackIn
 // Items are processed in parallel; Write() runs on one thread at a time, in listing order.
 class PackPipeline {
  public:
+  // `boundaries`: items before which the open shard is closed (`kiln pack --of N`), ascending.
   PackPipeline(const PackOptions& options, const PackInput& input, uint64_t fingerprint,
-               DatasetWriter* writer, PackReport* report, const PackProgress& progress)
+               DatasetWriter* writer, PackReport* report, const PackProgress& progress,
+               std::vector<uint64_t> boundaries)
       : options_(options),
+        boundaries_(std::move(boundaries)),
         input_(input),
         fingerprint_(fingerprint),
         writer_(writer),
@@ -365,7 +375,14 @@ class PackPipeline {
   // The serial stage: appends the record or records the rejection, in listing order.
   void Write(Work w) {
     if (!fatal_.ok()) return;
-    Status s = w.status.ok() ? Append(w) : Reject(input_.items[w.item], w.status);
+    Status s;
+    // A part's range ends here: its last shard ends with it (a no-op when none is open, as
+    // after --resume or at an empty part).
+    while (s.ok() && next_boundary_ < boundaries_.size() && w.item >= boundaries_[next_boundary_]) {
+      s = writer_->CloseShard();
+      ++next_boundary_;
+    }
+    if (s.ok()) s = w.status.ok() ? Append(w) : Reject(input_.items[w.item], w.status);
     if (!s.ok()) {
       fatal_ = s;
       stop_ = true;
@@ -418,6 +435,8 @@ class PackPipeline {
   }
 
   const PackOptions& options_;
+  const std::vector<uint64_t> boundaries_;
+  size_t next_boundary_ = 0;  // touched by the serial writer stage only
   const PackInput& input_;
   const uint64_t fingerprint_;
   DatasetWriter* const writer_;
@@ -464,30 +483,126 @@ std::string SkippedTsv(const std::vector<SkippedFile>& skipped) {
 
 std::string SourceJson(const PackOptions& options, const PackInput& input,
                        const PackReport& report) {
-  nlohmann::ordered_json source;
-  source["input"] = options.input;
-  source["kind"] = input.is_dir ? "imagefolder" : "list";
-  if (!input.is_dir) source["root"] = input.root;
-  source["listed"] = report.listed;
-  source["packed"] = report.packed;
-  source["rejected"] = report.rejected;
-  source["rejected_list"] = kRejectedFileName;
-  if (!options.class_map.empty()) source["class_map"] = options.class_map_origin;
+  PackSource source;
+  source.input = options.input;
+  source.kind = input.is_dir ? "imagefolder" : "list";
+  if (!input.is_dir) source.root = input.root;
+  source.listed = report.listed;
+  source.packed = report.packed;
+  source.rejected = report.rejected;
+  if (!options.class_map.empty()) source.class_map = options.class_map_origin;
   if (input.is_dir) {
-    source["skipped"] = report.skipped;
-    if (report.skipped > 0) source["skipped_list"] = kSkippedFileName;
+    source.skipped = report.skipped;
+    source.skipped_list = report.skipped > 0;
   }
-  return source.dump();
+  // Shards cut at the parts' boundaries: `kiln pack --of N`, as `kiln merge` writes it.
+  if (!options.part_index && options.format == "shards") source.parts = options.part_count;
+  source.partition = report.partition;
+  return PackSourceJson(source);
+}
+
+// Every option that decides a record's bytes, keyed by its flag, for the partition record: a
+// merge names the flag that differs between two parts.
+std::string PartOptionsJson(const PackOptions& o) {
+  const PreprocessOptions& p = o.preprocess;
+  nlohmann::ordered_json j;
+  j["--format"] = o.format;
+  j["--size"] = std::to_string(p.schema.height) + "x" + std::to_string(p.schema.width);
+  j["--resize"] = p.resize_shorter;
+  j["--crop"] = CropName(p.crop);
+  j["--channels"] = p.schema.channels;
+  j["--layout"] = LayoutName(p.schema.layout);
+  j["--dtype"] = DTypeName(p.schema.dtype);
+  j["--mean"] = {p.mean[0], p.mean[1], p.mean[2]};
+  j["--std"] = {p.std[0], p.std[1], p.std[2]};
+  j["--compress"] = o.compression.ToString();
+  j["--shard-size"] = o.shard_size_bytes;
+  j["--shuffle-seed"] = o.shuffle_seed ? nlohmann::ordered_json(*o.shuffle_seed) : nullptr;
+  j["--max-pixels"] = o.decode.max_pixels;
+  j["--on-error"] = o.on_error == OnError::kFail ? "fail" : "skip";
+  j["alpha background"] = o.decode.background;
+  j["resized max pixels"] = p.max_pixels;
+  return j.dump();
+}
+
+uint64_t HashText(const std::string& text) { return Xxh3(text.data(), text.size()); }
+
+// Hash of the whole ordered listing: each item's key (its path relative to the input, so that
+// nodes may mount the input at different places) and label, then each listing problem.
+uint64_t ListingHash(const std::vector<SourceItem>& items, const std::vector<Rejection>& problems) {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (const SourceItem& item : items) {
+    const std::string line = item.key + '\0' + std::to_string(item.label) + '\n';
+    XXH3_64bits_update(state, line.data(), line.size());
+  }
+  for (const Rejection& r : problems) {
+    const std::string line = r.path + '\0' + std::to_string(r.line) + '\0' + r.reason + '\n';
+    XXH3_64bits_update(state, line.data(), line.size());
+  }
+  const uint64_t hash = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return hash;
+}
+
+// Cuts the listing down to part `options.part_index`: its items, the listing problems for part
+// 0 only, and the record its manifest will carry.
+PartitionRecord SelectPart(const PackOptions& options, PackInput* input, PackReport* report) {
+  PartitionRecord r;
+  r.index = *options.part_index;
+  r.count = options.part_count;
+  r.listed_items = input->items.size();
+  r.listing_problems = input->listing_problems;
+  r.items = PartRange(r.listed_items, r.index, r.count);
+  r.listing_xxh3_64 = ListingHash(input->items, report->rejections);
+  r.options_json = PartOptionsJson(options);
+  std::string classes;
+  for (const std::string& c : input->classes) classes += c + '\0';
+  r.options_xxh3_64 = HashText(r.options_json + '\n' + classes);
+  r.versions_json = ToolVersionsJson();
+  input->items = std::vector<SourceItem>(input->items.begin() + static_cast<ptrdiff_t>(r.items.begin),
+                                         input->items.begin() + static_cast<ptrdiff_t>(r.items.end));
+  if (r.index != 0) {
+    report->rejections.clear();
+    input->listing_problems = 0;
+    report->skipped = 0;
+    report->skipped_files.clear();
+  }
+  report->listed = r.items.size() + input->listing_problems;
+  return r;
+}
+
+// A part's directory, its lock, and the refusal of a finished part without --overwrite.
+Result<std::unique_ptr<PartLock>> PreparePart(const PackOptions& options, const std::string& dir) {
+  const std::string what = "part " + std::to_string(*options.part_index) + " of " +
+                           std::to_string(options.part_count);
+  std::error_code ec;
+  const std::string parent = std::filesystem::path(dir).parent_path().string();
+  std::filesystem::create_directories(parent, ec);
+  if (ec) return Status::IOError("cannot create " + parent + ": " + ec.message());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<PartLock> lock, PartLock::Acquire(dir + ".lock", what));
+  if (std::filesystem::exists(dir + "/" + kManifestFileName, ec) && !options.overwrite) {
+    return Status::InvalidArgument(what + " is already complete in " + dir +
+                                   ": a finished part is final (pass --overwrite to pack it "
+                                   "again, which gives the same bytes)");
+  }
+  return lock;
 }
 
 // Writes rejected.tsv and the manifest, and moves the dataset to its final name.
 Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWriter* writer,
                   PackReport* report) {
   report->rejected = report->rejections.size();
-  KILN_RETURN_IF_ERROR(CheckSomethingPacked(options, *report));
+  // A part may hold no image (an empty range, or all rejected): the merge checks the whole job.
+  if (!options.part_index) KILN_RETURN_IF_ERROR(CheckSomethingPacked(options, *report));
   KILN_RETURN_IF_ERROR(writer->AddFile(kRejectedFileName, RejectedTsv(report->rejections)));
   if (!report->skipped_files.empty()) {
     KILN_RETURN_IF_ERROR(writer->AddFile(kSkippedFileName, SkippedTsv(report->skipped_files)));
+  }
+  // A finished dataset holds what its manifest lists and rejected.tsv, not the resume journal.
+  const std::string journal = writer->staging_dir() + "/" + kPackJournalFileName;
+  if (::unlink(journal.c_str()) != 0 && errno != ENOENT) {
+    return Status::FromErrno("cannot remove", journal, errno);
   }
   Manifest manifest;
   manifest.tool = kToolVersionString;
@@ -511,14 +626,36 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
   KILN_RETURN_IF_ERROR(CheckPackOptions(options));
   report->output = options.output;
   KILN_ASSIGN_OR_RETURN(PackInput input, ListInput(options, report));
-  const uint64_t fingerprint =
-      PackFingerprint(options, input.classes, input.items, report->rejections);
+  PackOptions effective = options;  // a part is written to its own directory
+  std::unique_ptr<PartLock> lock;   // held until the part is complete or abandoned
+  std::vector<uint64_t> boundaries;
+  if (options.part_index) {
+    report->partition = SelectPart(options, &input, report);
+    std::string out = options.output;
+    while (out.size() > 1 && out.back() == '/') out.pop_back();
+    effective.output =
+        out + ".parts/" + PartDirectoryName(*options.part_index, options.part_count);
+    report->output = effective.output;
+    KILN_ASSIGN_OR_RETURN(lock, PreparePart(options, effective.output));
+  } else if (options.part_count > 1 && options.format == "shards") {
+    for (uint32_t i = 1; i < options.part_count; ++i) {
+      boundaries.push_back(PartRange(input.items.size(), i, options.part_count).begin);
+    }
+  }
+  uint64_t fingerprint = PackFingerprint(effective, input.classes, input.items, report->rejections);
+  if (options.part_index || options.part_count != 1) {
+    // Another part, or other boundaries, give other bytes: never resume across them.
+    fingerprint = HashText(HexDigest(fingerprint) + " part " +
+                           std::to_string(options.part_index.value_or(UINT32_MAX)) + " of " +
+                           std::to_string(options.part_count));
+  }
   KILN_ASSIGN_OR_RETURN(OpenedWriter opened,
-                        OpenOrResumeWriter(options, input, fingerprint, report));
-  PackPipeline pipeline(options, input, fingerprint, opened.writer.get(), report, progress);
+                        OpenOrResumeWriter(effective, input, fingerprint, report));
+  PackPipeline pipeline(effective, input, fingerprint, opened.writer.get(), report, progress,
+                        std::move(boundaries));
   // On an error `opened.writer` is destroyed: the staging directory goes with it.
   KILN_RETURN_IF_ERROR(pipeline.Run(opened.first_item));
-  KILN_RETURN_IF_ERROR(FinishPack(options, input, opened.writer.get(), report));
+  KILN_RETURN_IF_ERROR(FinishPack(effective, input, opened.writer.get(), report));
   report->seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
@@ -588,6 +725,11 @@ std::string PackReportJson(const PackReport& r) {
   j["mb_per_s"] = r.seconds > 0 ? r.output_bytes / 1e6 / r.seconds : 0.0;
   j["shards"] = r.manifest.files.size();
   j.update(ListsJson(r));
+  if (r.partition) {
+    j["part"] = {{"index", r.partition->index},
+                 {"count", r.partition->count},
+                 {"items", {r.partition->items.begin, r.partition->items.end}}};
+  }
   return j.dump();
 }
 

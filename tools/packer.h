@@ -25,6 +25,7 @@
 #include "formats/record_codec.h"
 #include "formats/status.h"
 #include "tools/image_decoder.h"
+#include "tools/partition.h"
 #include "tools/preprocessor.h"
 #include "tools/source_listing.h"
 
@@ -64,6 +65,20 @@ struct PackOptions {
   // byte-identical to an uninterrupted run. With nothing to resume (or different inputs or
   // options), packs from the start and says so in PackReport::resume_note. Default false.
   bool resume = false;
+  // Partitioned packing (tools/partition.h; SCALE-OUT.md). Every part lists the whole input,
+  // takes the classes from the whole listing, applies the shuffle to the whole listing, then
+  // keeps the items PartRange(listed images, part_index, part_count); listing problems belong to
+  // part 0.
+  //  - part_index set: packs that part only, into `<output>.parts/part-IIIII-of-NNNNN/` (a
+  //    complete dataset whose manifest's `source.partition` says which part it is), holding the
+  //    lock `<output>.parts/part-IIIII-of-NNNNN.lock` for the whole run (tools/part_lock.h). A
+  //    part may pack 0 images. A finished part is refused without `overwrite`.
+  //  - part_index unset, part_count > 1 (shards format): one process packs the whole input into
+  //    `output`, closing a shard at the end of each part's range, so the result equals
+  //    `kiln merge` of the N parts byte for byte.
+  // Default: unset and 1, a plain pack. Range: part_count in [1, kMaxParts], part_index below it.
+  std::optional<uint32_t> part_index;
+  uint32_t part_count = 1;
   // Polled between images: when it becomes true, Pack stops, removes its staging directory and
   // returns Cancelled. For Ctrl-C handlers. Default: none.
   const std::atomic<bool>* cancel = nullptr;
@@ -93,6 +108,8 @@ struct PackReport {
   std::vector<Rejection> rejections;  // in listing order
   uint64_t resumed_inputs = 0;  // inputs taken over from an interrupted run (--resume)
   std::string resume_note;      // why --resume started from the beginning, if it did
+  // For a part (PackOptions::part_index): the part's record, as its manifest stores it.
+  std::optional<PartitionRecord> partition;
   Manifest manifest;
 };
 

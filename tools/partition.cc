@@ -2,7 +2,10 @@
 
 #include <cstdio>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <vector>
+
+#include "formats/manifest.h"
 
 namespace kiln {
 
@@ -195,6 +198,124 @@ Result<PartChoice> PartFromEnvironment(std::optional<uint32_t> of, const Environ
   if (of) choice.source += " with --of " + std::to_string(*of);
   for (size_t i = 1; i < used.size(); ++i) choice.source += "; agrees: " + used[i].source;
   return choice;
+}
+
+namespace {
+
+uint64_t ParseHex64(const nlohmann::ordered_json& j, const char* key) {
+  const std::string hex = j.at(key).get<std::string>();
+  char* end = nullptr;
+  const uint64_t value = std::strtoull(hex.c_str(), &end, 16);
+  if (hex.size() != 16 || *end != '\0') {
+    throw std::invalid_argument(std::string("field '") + key + "' must be 16 hex digits, not '" +
+                                hex + "'");
+  }
+  return value;
+}
+
+nlohmann::ordered_json ParseObject(const std::string& text) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) j = nlohmann::ordered_json::object();
+  return j;
+}
+
+}  // namespace
+
+std::string PartitionRecord::ToJson() const {
+  nlohmann::ordered_json j;
+  j["index"] = index;
+  j["count"] = count;
+  j["items"] = {items.begin, items.end};
+  j["listed_items"] = listed_items;
+  j["listing_problems"] = listing_problems;
+  j["listing_xxh3_64"] = HexDigest(listing_xxh3_64);
+  j["options_xxh3_64"] = HexDigest(options_xxh3_64);
+  j["options"] = ParseObject(options_json);
+  j["versions"] = ParseObject(versions_json);
+  return j.dump();
+}
+
+Result<PartitionRecord> PartitionRecord::FromJson(const std::string& text,
+                                                  const std::string& origin) {
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::Corruption(origin + ": the partition record is not a JSON object");
+  }
+  try {
+    PartitionRecord r;
+    r.index = j.at("index").get<uint32_t>();
+    r.count = j.at("count").get<uint32_t>();
+    const auto& items = j.at("items");
+    if (!items.is_array() || items.size() != 2) throw std::invalid_argument("'items' must be [begin, end]");
+    r.items = {items[0].get<uint64_t>(), items[1].get<uint64_t>()};
+    r.listed_items = j.at("listed_items").get<uint64_t>();
+    r.listing_problems = j.at("listing_problems").get<uint64_t>();
+    r.listing_xxh3_64 = ParseHex64(j, "listing_xxh3_64");
+    r.options_xxh3_64 = ParseHex64(j, "options_xxh3_64");
+    if (!j.at("options").is_object() || !j.at("versions").is_object()) {
+      throw std::invalid_argument("'options' and 'versions' must be objects");
+    }
+    r.options_json = j.at("options").dump();
+    r.versions_json = j.at("versions").dump();
+    if (r.count < 1 || r.index >= r.count || r.items.begin > r.items.end ||
+        r.items.end > r.listed_items) {
+      throw std::invalid_argument("index " + std::to_string(r.index) + " of " +
+                                  std::to_string(r.count) + ", items [" +
+                                  std::to_string(r.items.begin) + ", " +
+                                  std::to_string(r.items.end) + ") of " +
+                                  std::to_string(r.listed_items) + " are inconsistent");
+    }
+    return r;
+  } catch (const std::exception& e) {
+    return Status::Corruption(origin + ": partition record: " + e.what());
+  }
+}
+
+std::string PackSourceJson(const PackSource& s) {
+  nlohmann::ordered_json j;
+  j["input"] = s.input;
+  j["kind"] = s.kind;
+  if (!s.root.empty()) j["root"] = s.root;
+  j["listed"] = s.listed;
+  j["packed"] = s.packed;
+  j["rejected"] = s.rejected;
+  j["rejected_list"] = "rejected.tsv";
+  if (!s.class_map.empty()) j["class_map"] = s.class_map;
+  if (s.skipped) {
+    j["skipped"] = *s.skipped;
+    if (s.skipped_list) j["skipped_list"] = "skipped.tsv";
+  }
+  if (s.parts > 1) j["parts"] = s.parts;
+  if (s.partition) j["partition"] = nlohmann::ordered_json::parse(s.partition->ToJson());
+  return j.dump();
+}
+
+Result<PackSource> ParsePackSource(const std::string& text, const std::string& origin) {
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::Corruption(origin + ": 'source' is not a JSON object");
+  }
+  try {
+    PackSource s;
+    s.input = j.at("input").get<std::string>();
+    s.kind = j.at("kind").get<std::string>();
+    s.root = j.value("root", "");
+    s.listed = j.at("listed").get<uint64_t>();
+    s.packed = j.at("packed").get<uint64_t>();
+    s.rejected = j.at("rejected").get<uint64_t>();
+    s.class_map = j.value("class_map", "");
+    if (j.contains("skipped")) s.skipped = j.at("skipped").get<uint64_t>();
+    s.skipped_list = j.contains("skipped_list");
+    s.parts = j.value("parts", 1u);
+    if (j.contains("partition")) {
+      KILN_ASSIGN_OR_RETURN(PartitionRecord r,
+                            PartitionRecord::FromJson(j.at("partition").dump(), origin));
+      s.partition = std::move(r);
+    }
+    return s;
+  } catch (const std::exception& e) {
+    return Status::Corruption(origin + ": source: " + e.what());
+  }
 }
 
 }  // namespace kiln

@@ -89,6 +89,57 @@ struct PartChoice {
 Result<PartChoice> PartFromEnvironment(std::optional<uint32_t> of,
                                        const Environment& env = ProcessEnvironment());
 
+// What a part's manifest says about the part, as `source.partition` in its kiln.json (tools fill
+// `source`; formats/manifest.md keeps it verbatim and under the manifest checksum):
+//
+//   "partition": {"index": 2, "count": 4, "items": [500, 750], "listed_items": 1000,
+//                 "listing_problems": 1, "listing_xxh3_64": "...", "options_xxh3_64": "...",
+//                 "options": {"--format": "shards", "--size": "28x28", ...},
+//                 "versions": {"kiln": "0.1.0", "opencv": "4.6.0", ...}}
+//
+// `kiln merge` compares these between parts before it moves anything.
+struct PartitionRecord {
+  uint32_t index = 0;
+  uint32_t count = 1;
+  ItemRange items;              // this part's items in the whole (shuffled) listing
+  uint64_t listed_items = 0;    // images listed in the whole input (L of PartRange)
+  uint64_t listing_problems = 0;  // listing problems of the whole input; part 0 rejects them
+  uint64_t listing_xxh3_64 = 0;   // hash of the whole ordered listing (keys, labels, problems)
+  uint64_t options_xxh3_64 = 0;   // hash of `options_json` and the class names
+  // JSON object: every option that decides a record's bytes, keyed by its flag ("--size",
+  // "--dtype", "--compress", "--shard-size", ...), so a merge can name the one that differs.
+  std::string options_json = "{}";
+  // JSON object: versions of kiln and of the libraries that decide the bytes (tool_versions.h).
+  std::string versions_json = "{}";
+
+  // Returns the JSON object text, keys in the order above.
+  std::string ToJson() const;
+  // Parses the object `text`. Errors: Corruption naming `origin` and the bad or missing field.
+  static Result<PartitionRecord> FromJson(const std::string& text, const std::string& origin);
+};
+
+// The `source` object of a packed dataset's manifest, as `kiln pack` and `kiln merge` both write
+// it (so that their manifests can be byte-identical): input, kind ("imagefolder" or "list"), root
+// (list files only; empty = left out), listed, packed, rejected, rejected_list ("rejected.tsv"),
+// then `parts` when the job was cut into more than one part (`kiln pack --of N`, `kiln merge`),
+// then `partition` for a part (`kiln pack --part I`).
+struct PackSource {
+  std::string input;
+  std::string kind;
+  std::string root;
+  uint64_t listed = 0;
+  uint64_t packed = 0;
+  uint64_t rejected = 0;
+  std::string class_map;          // where a pinned class map came from ("" when not pinned)
+  std::optional<uint64_t> skipped;  // ImageFolder input: files skipped for their name
+  bool skipped_list = false;        // skipped.tsv lists them
+  uint32_t parts = 1;
+  std::optional<PartitionRecord> partition;
+};
+std::string PackSourceJson(const PackSource& source);
+// Parses what PackSourceJson wrote. Errors: Corruption naming `origin` and the field.
+Result<PackSource> ParsePackSource(const std::string& text, const std::string& origin);
+
 }  // namespace kiln
 
 #endif  // KILN_TOOLS_PARTITION_H_

@@ -48,11 +48,12 @@ class ShardSetWriter final : public RecordStoreWriter {
   uint64_t bytes_written() const override;  // finished shards plus the open one
   const std::vector<DataFileInfo>& finished_files() const override { return files_; }
   Result<std::vector<DataFileInfo>> Finish() override;
+  // Closes the open shard (a no-op when none is open); the next Add starts the next shard.
+  Status CloseShard() override;
 
  private:
   ShardSetWriter(std::string dir, const ShardSetWriterOptions& options)
       : dir_(std::move(dir)), options_(options) {}
-  Status CloseShard();
   Status RollShard();
 
   std::string dir_;

@@ -29,14 +29,22 @@ def _import_torch():
     return torch
 
 
-def _env_int(name, default):
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
+_world_logged = False
+
+
+def _world_from_environment():
+    """Rank and world size from the launcher's variables; logs their source once per process."""
+    global _world_logged
     try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
+        world = _core.world_from_environment()
+    except Exception as e:  # a half-set launcher environment: say which variables
+        raise ValueError(f"kiln.Loader: rank/world_size from the environment: {e}") from None
+    if not _world_logged:
+        _world_logged = True
+        import logging
+        logging.getLogger("kiln").info("kiln.Loader: rank %d of %d from %s", world["rank"],
+                                       world["world_size"], world["source"])
+    return world
 
 
 def _crop_size(crop):
@@ -140,8 +148,10 @@ class Loader:
             reused). Without a CUDA device it raises ``RuntimeError``. The reader's own GPU
             upload (CUDA stream per loader) is a separate kiln issue and not used yet.
         rank, world_size: this process's share of each epoch for distributed training. Default
-            from the environment variables ``RANK`` and ``WORLD_SIZE`` that ``torchrun`` sets,
-            else 0 and 1. Every rank sees the same permutation and takes every
+            (None) from the launcher's environment, in this order: ``RANK``/``WORLD_SIZE``
+            (torchrun), ``OMPI_COMM_WORLD_RANK``/``_SIZE`` (Open MPI), ``PMI_RANK``/``PMI_SIZE``
+            (MPICH, Intel MPI), ``SLURM_PROCID``/``SLURM_STEP_NUM_TASKS`` inside an ``srun``
+            step; else 0 and 1 (reader/world.h). The source is logged once per process. Every rank sees the same permutation and takes every
             ``world_size``-th sample; every rank gets ``len(loader)`` batches.
         crop: random crop to ``(height, width)`` (or an int for a square) at read time,
             reproducible from ``(seed, epoch, sample)``. Default None.
@@ -177,10 +187,12 @@ class Loader:
                  read_ahead_bytes=16 << 20):
         if tail not in _TAILS:
             raise ValueError(f"tail must be one of {_TAILS}, got {tail!r}")
-        if rank is None:
-            rank = _env_int("RANK", 0)
-        if world_size is None:
-            world_size = _env_int("WORLD_SIZE", 1)
+        if rank is None or world_size is None:
+            world = _world_from_environment()
+            if rank is None:
+                rank = world["rank"]
+            if world_size is None:
+                world_size = world["world_size"]
         if backend not in (None, "torch", "numpy"):
             raise ValueError(f"backend must be None, 'torch' or 'numpy', got {backend!r}")
         self._torch = None if backend == "numpy" else _import_torch()

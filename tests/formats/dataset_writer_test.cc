@@ -308,6 +308,23 @@ TEST(DatasetWriterTest, ForeignPartialDirectoryIsNeverRemoved) {
   EXPECT_TRUE(fs::exists(out + ".partial/thesis.txt"));
 }
 
+// A run killed between creating <out>.partial and renaming its marker into place leaves an empty
+// directory, or one with only the marker's temporary file: the next run takes it over (the
+// interrupted-pack test hit this window under load).
+TEST(DatasetWriterTest, StagingKilledBeforeItsMarkerIsTakenOver) {
+  TempDir tmp;
+  for (bool with_tmp_marker : {false, true}) {
+    const std::string out = tmp / (with_tmp_marker ? "b" : "a");
+    fs::create_directories(out + ".partial");
+    if (with_tmp_marker) std::ofstream(out + ".partial/" + kStagingMarkerFileName + ".tmp") << "k";
+    auto writer = DatasetWriter::Create(out, Options(Schema(2, 2, 1)));
+    ASSERT_TRUE(writer.ok()) << writer.status().message();
+    ASSERT_TRUE((*writer)->Add(Record(Schema(2, 2, 1), 1)).ok());
+    ASSERT_TRUE((*writer)->Finish(Manifest()).ok());
+    EXPECT_TRUE(Dataset::Open(out).ok());
+  }
+}
+
 TEST(DatasetWriterTest, OverwriteReplacesOnlyAKilnDataset) {
   TempDir tmp;
   const std::string out = tmp / "notds";

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Under Open MPI's mpirun -np 4: --part auto and the reader's rank detection read each rank, and
+# 4 Python readers read one epoch of a packed dataset exactly once, with equal batch counts.
+#   tests/scale/mpi_ranks_test.sh BUILD_DIR KILN PROBE
+set -euo pipefail
+build=$1 kiln=$2 probe=$3
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+source "$here/mpi_run.sh"
+source "$here/check_ranks.sh"
+work=$build/scale/mpi_ranks_test
+rm -rf "$work"
+mkdir -p "$work/readers"
+out=$(mpi_run -np 4 "$probe")
+echo "$out"
+[[ $(wc -l <<< "$out") -eq 4 ]] || { echo "FAIL: mpirun -np 4 ran $(wc -l <<< "$out") ranks"; exit 1; }
+for r in 0 1 2 3; do
+  grep -Eq "^part=$r/4 world=$r/4 local=$r \| part source: OMPI_COMM_WORLD_RANK=$r, OMPI_COMM_WORLD_SIZE=4 \(Open MPI\) \| world source: OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE \(Open MPI\)" <<< "$out" ||
+    { echo "FAIL: rank $r"; exit 1; }
+done
+# torchrun's RANK/WORLD_SIZE win for readers over Open MPI's (torchrun inside mpirun).
+out=$(RANK=1 WORLD_SIZE=2 mpi_run -np 2 -x RANK -x WORLD_SIZE "$probe")
+grep -Eq "world=1/2 .*world source: RANK/WORLD_SIZE \(torchrun\)" <<< "$out" || { echo "FAIL: $out"; exit 1; }
+grep -q "part=error .*disagrees" <<< "$out" || { echo "FAIL: $out"; exit 1; }
+# 1019 samples (Fashion-MNIST and the photos), so the 4 shares differ by one.
+mkdir -p "$work/mixed"
+cp -r "$root/samples/fashion-mnist/." "$work/mixed/"
+cp -r "$root/samples/photos/." "$work/mixed/"
+rm -f "$work/mixed/LICENSE.md"
+"$kiln" pack "$work/mixed" "$work/ds" --size 28 --channels 1 --threads 2 > /dev/null 2>&1
+samples=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['samples'])" "$work/ds/kiln.json")
+PYTHONPATH=$build/python mpi_run -np 4 -x PYTHONPATH /usr/bin/python3 "$here/read_rank.py" "$work/ds" "$work/readers"
+check_ranks "$work/readers" 4 "$samples" "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE \(Open MPI\)"
+# kiln bench under mpirun: each rank reads its own share, every sample of it once.
+mpi_run -np 2 "$kiln" bench "$work/ds" --epochs 1 --threads 1 --json > "$work/bench.out" 2> "$work/bench.err" ||
+  { cat "$work/bench.err"; echo "FAIL: kiln bench under mpirun"; exit 1; }
+for r in 0 1; do
+  grep -q "kiln bench: rank $r of 2 (from OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI))" "$work/bench.err" ||
+    { cat "$work/bench.err"; echo "FAIL: bench rank $r"; exit 1; }
+done
+[[ $(grep -c '"every_sample_once":true' "$work/bench.out") -eq 2 ]] || { cat "$work/bench.out"; echo "FAIL: bench shares"; exit 1; }
+echo "mpirun: 4 ranks read as documented; readers exactly once; kiln bench per rank"
