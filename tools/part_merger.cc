@@ -33,6 +33,7 @@ namespace {
 
 constexpr char kJournalName[] = "merge-journal.json";
 constexpr char kRejectedName[] = "rejected.tsv";
+constexpr char kSkippedName[] = "skipped.tsv";
 
 std::string StripSlashes(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -50,6 +51,7 @@ struct Part {
   PackSource source;
   PartitionRecord record;
   std::string rejected_tsv;
+  std::string skipped_tsv;  // "" when the part has no skipped.tsv
   std::string name;  // "part I of N"
 };
 
@@ -152,6 +154,14 @@ Status LoadPart(const std::string& dir, Part* part) {
   Result<std::string> tsv = ReadFileToString(dir + "/" + kRejectedName);
   if (!tsv.ok()) return Status::Corruption(part->name + " (" + dir + ") is damaged: " + tsv.status().message());
   part->rejected_tsv = std::move(tsv).value();
+  if (part->source.skipped_list) {
+    Result<std::string> skipped = ReadFileToString(dir + "/" + kSkippedName);
+    if (!skipped.ok()) {
+      return Status::Corruption(part->name + " (" + dir + ") is damaged: " +
+                                skipped.status().message());
+    }
+    part->skipped_tsv = std::move(skipped).value();
+  }
   return Status::Ok();
 }
 
@@ -289,7 +299,7 @@ Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& root
 
 // The merged dataset's manifest (but for files) and rejected.tsv, from the checked parts.
 void BuildWholeJob(const std::vector<Part>& parts, bool copy_mode, Manifest* manifest,
-                   std::string* rejected_tsv) {
+                   std::string* rejected_tsv, std::string* skipped_tsv) {
   const Part& ref = parts.front();
   *manifest = Manifest();
   manifest->format = ref.manifest.format;
@@ -305,9 +315,10 @@ void BuildWholeJob(const std::vector<Part>& parts, bool copy_mode, Manifest* man
   source.kind = ref.source.kind;
   source.root = ref.source.root;
   source.class_map = ref.source.class_map;
-  // Files skipped for their name are a listing matter: part 0 counts them (the list itself stays
-  // in part 0's skipped.tsv; the merge does not carry it).
+  // Files skipped for their name are a listing matter: part 0 counts and lists them.
   source.skipped = ref.source.skipped;
+  source.skipped_list = ref.source.skipped_list;
+  *skipped_tsv = ref.skipped_tsv;
   // Moved shards keep the parts' boundaries: the manifest says so, as `kiln pack --of N` does.
   source.parts = copy_mode ? 1 : ref.record.count;
   rejected_tsv->clear();
@@ -380,7 +391,7 @@ Status PlanMoves(const std::vector<Part>& parts, const std::string& staging,
 
 std::string JournalJson(const std::vector<Move>& moves, const std::vector<std::string>& part_dirs,
                         const std::vector<std::string>& roots, const std::string& manifest_text,
-                        const std::string& rejected_tsv) {
+                        const std::string& rejected_tsv, const std::string& skipped_tsv) {
   ordered_json j;
   ordered_json m = ordered_json::array();
   for (const Move& x : moves) {
@@ -392,6 +403,7 @@ std::string JournalJson(const std::vector<Move>& moves, const std::vector<std::s
   j["roots"] = roots;
   j["manifest"] = manifest_text;
   j["rejected"] = rejected_tsv;
+  j["skipped"] = skipped_tsv;
   return j.dump(1);
 }
 
@@ -416,13 +428,14 @@ Status RunJournal(const std::string& staging, const std::string& output) {
   const ordered_json j = ordered_json::parse(text, nullptr, false);
   if (j.is_discarded()) return Status::Corruption(staging + "/" + kJournalName + " is unreadable");
   std::vector<std::string> part_dirs, roots;
-  std::string manifest_text, rejected;
+  std::string manifest_text, rejected, skipped;
   std::vector<Move> moves;
   try {
     part_dirs = j.at("parts").get<std::vector<std::string>>();
     roots = j.at("roots").get<std::vector<std::string>>();
     manifest_text = j.at("manifest").get<std::string>();
     rejected = j.at("rejected").get<std::string>();
+    skipped = j.value("skipped", "");
     for (const auto& m : j.at("moves")) {
       moves.push_back({m.at("from").get<std::string>(), m.at("to").get<std::string>(),
                        m.at("shard_index").get<uint32_t>(), m.at("first_sample").get<uint64_t>()});
@@ -449,6 +462,9 @@ Status RunJournal(const std::string& staging, const std::string& output) {
   }
   SyncDir(staging);
   KILN_RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kRejectedName, rejected));
+  if (!skipped.empty()) {
+    KILN_RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kSkippedName, skipped));
+  }
   KILN_RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kManifestFileName, manifest_text));
   ::unlink((staging + "/" + kStagingMarkerFileName).c_str());
   ::unlink((staging + "/" + kJournalName).c_str());
@@ -467,7 +483,8 @@ Status RunJournal(const std::string& staging, const std::string& output) {
 }
 
 Status CopyRecords(const std::vector<Part>& parts, const std::string& output, Manifest manifest,
-                   const std::string& rejected_tsv, MergeReport* report) {
+                   const std::string& rejected_tsv, const std::string& skipped_tsv,
+                   MergeReport* report) {
   const Part& ref = parts.front();
   const ordered_json options = ordered_json::parse(ref.record.options_json, nullptr, false);
   DatasetWriterOptions wo;
@@ -497,6 +514,7 @@ Status CopyRecords(const std::vector<Part>& parts, const std::string& output, Ma
     }
   }
   KILN_RETURN_IF_ERROR(writer->AddFile(kRejectedName, rejected_tsv));
+  if (!skipped_tsv.empty()) KILN_RETURN_IF_ERROR(writer->AddFile(kSkippedName, skipped_tsv));
   KILN_ASSIGN_OR_RETURN(report->manifest, writer->Finish(std::move(manifest)));
   return Status::Ok();
 }
@@ -534,8 +552,8 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
     const bool copy_mode = options.reshard || parts.front().manifest.format != "shards";
     report.copied = copy_mode;
     Manifest manifest;
-    std::string rejected_tsv;
-    BuildWholeJob(parts, copy_mode, &manifest, &rejected_tsv);
+    std::string rejected_tsv, skipped_tsv;
+    BuildWholeJob(parts, copy_mode, &manifest, &rejected_tsv, &skipped_tsv);
     if (copy_mode) {
       for (const Part& p : parts) {
         if (p.manifest.format == "shards") {
@@ -553,7 +571,7 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
         }
       }
       report.bytes_read = 0;  // counted again as records are copied
-      KILN_RETURN_IF_ERROR(CopyRecords(parts, output, std::move(manifest), rejected_tsv, &report));
+      KILN_RETURN_IF_ERROR(CopyRecords(parts, output, std::move(manifest), rejected_tsv, skipped_tsv, &report));
     } else {
       std::vector<Move> moves;
       std::vector<ShardFileInfo> files;
@@ -585,7 +603,7 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
       for (const Part& p : parts) part_dirs.push_back(p.dir);
       KILN_RETURN_IF_ERROR(WriteFileAtomically(
           staging + "/" + kJournalName,
-          JournalJson(moves, part_dirs, roots, manifest.ToJson(), rejected_tsv)));
+          JournalJson(moves, part_dirs, roots, manifest.ToJson(), rejected_tsv, skipped_tsv)));
       SyncDir(staging);
       KILN_RETURN_IF_ERROR(RunJournal(staging, output));
       report.manifest = manifest;
