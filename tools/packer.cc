@@ -620,11 +620,32 @@ Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWri
 
 namespace {
 
+// The lock of a plain pack's output, held for the whole run; its file is removed (while still
+// locked, see PartLock::Acquire) when the run ends, whatever the outcome.
+struct OutputLock {
+  std::string path;
+  std::unique_ptr<PartLock> lock;
+  ~OutputLock() {
+    if (lock) ::unlink(path.c_str());
+  }
+};
+
 // The steps of Pack; on an error, `report` holds the counts as far as they got.
 Status RunPack(const PackOptions& options, const PackProgress& progress, PackReport* report) {
   const auto start = std::chrono::steady_clock::now();
   KILN_RETURN_IF_ERROR(CheckPackOptions(options));
   report->output = options.output;
+  // One writer per output: a second pack into the same OUTPUT is refused before it touches
+  // OUTPUT.partial (a part is locked by PreparePart instead).
+  OutputLock output_lock;
+  if (!options.part_index) {
+    std::string out = options.output;
+    while (out.size() > 1 && out.back() == '/') out.pop_back();
+    output_lock.path = out + ".partial.lock";
+    Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(output_lock.path, "output " + out);
+    if (!lock.ok()) return Status::InvalidArgument(lock.status().message());
+    output_lock.lock = std::move(lock).value();
+  }
   KILN_ASSIGN_OR_RETURN(PackInput input, ListInput(options, report));
   PackOptions effective = options;  // a part is written to its own directory
   std::unique_ptr<PartLock> lock;   // held until the part is complete or abandoned

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <ctime>
 
+#include <sys/stat.h>
+
 namespace kiln {
 
 namespace {
@@ -28,14 +30,26 @@ Status Busy(int fd, const std::string& path, const std::string& what) {
 
 Result<std::unique_ptr<PartLock>> PartLock::Acquire(const std::string& path,
                                                     const std::string& what) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::FromErrno("cannot create the lock file", path, errno);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
-    Status s = err == EWOULDBLOCK ? Busy(fd, path, what)
-                                  : Status::FromErrno("cannot lock", path, err);
+  int fd = -1;
+  // A holder that finishes unlinks its lock file while still holding it: a lock won on an
+  // unlinked file is stale, so the path is opened again until the locked file is the named one.
+  for (int attempt = 0;; ++attempt) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Status::FromErrno("cannot create the lock file", path, errno);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      Status s = err == EWOULDBLOCK ? Busy(fd, path, what)
+                                    : Status::FromErrno("cannot lock", path, err);
+      ::close(fd);
+      return s;
+    }
+    struct stat held, named;
+    if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+        held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+      break;
+    }
     ::close(fd);
-    return s;
+    if (attempt == 100) return Status::IOError("cannot lock " + path + ": it keeps being replaced");
   }
   char host[256] = "?";
   ::gethostname(host, sizeof(host) - 1);

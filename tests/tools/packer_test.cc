@@ -22,6 +22,7 @@
 #include "formats/dataset.h"
 #include "formats/manifest.h"
 #include "formats/verifier.h"
+#include "tools/part_lock.h"
 
 namespace kiln {
 namespace {
@@ -312,6 +313,31 @@ TEST(PackerTest, ExistingOutputIsRefusedUnlessOverwrite) {
   EXPECT_TRUE(fs::exists(out + "/kiln.json"));  // the old dataset is untouched
   o.overwrite = true;
   ASSERT_TRUE(Pack(o).ok());
+  EXPECT_TRUE(VerifyDataset(out, {}).ok());
+}
+
+// Two packs into one output: the second is refused at once, naming the output and the writer,
+// and touches nothing of the first's (its OUTPUT.partial stays). The first's lock is held here
+// through PartLock as a running kiln pack holds it.
+TEST(PackerTest, SecondWriterOfOneOutputIsRefusedAndDisturbsNothing) {
+  const std::string out = FreshDir("two_writers");
+  fs::create_directories(out + ".partial");
+  std::ofstream(out + ".partial/kiln.staging") << "first writer's";
+  Result<std::unique_ptr<PartLock>> first = PartLock::Acquire(out + ".partial.lock", "output " + out);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Result<PackReport> second = Pack(FashionOptions(out, 2));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(second.status().message().find("being written by another process"), std::string::npos)
+      << second.status().ToString();
+  EXPECT_NE(second.status().message().find("pid " + std::to_string(::getpid())), std::string::npos)
+      << second.status().ToString();
+  EXPECT_EQ(ReadAll(out + ".partial/kiln.staging"), "first writer's");
+  EXPECT_FALSE(fs::exists(out));
+  first->reset();  // the first writer ends: a new pack goes through and leaves no lock file
+  fs::remove_all(out + ".partial");
+  ASSERT_TRUE(Pack(FashionOptions(out, 2)).ok());
+  EXPECT_FALSE(fs::exists(out + ".partial.lock"));
   EXPECT_TRUE(VerifyDataset(out, {}).ok());
 }
 
