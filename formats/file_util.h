@@ -22,6 +22,11 @@ Status WriteFileAtomically(const std::string& path, const std::string& contents)
 // Reads a whole file. Errors: NotFound, IOError naming the path.
 Result<std::string> ReadFileToString(const std::string& path);
 
+// Returns Ok when a file of `actual_bytes` matches the manifest's `expected_bytes`, else
+// Corruption naming `path`, both sizes, and whether it was truncated or replaced/appended to.
+Status CheckSizeAgainstManifest(const std::string& path, uint64_t actual_bytes,
+                                uint64_t expected_bytes);
+
 // Removes `path` and everything below it. Errors: IOError naming the path.
 Status RemoveTree(const std::string& path);
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "formats/file_util.h"
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_format.h"
 #include "formats/mapped_file.h"
@@ -44,14 +45,8 @@ Result<std::unique_ptr<Hdf5Dataset>> Hdf5Dataset::Open(const std::string& dir, M
     if (errno == ENOENT) return Status::NotFound(path + ": no such file (dataset incomplete)");
     return Status::FromErrno("cannot stat", path, errno);
   }
-  const uint64_t expected = m.files[0].bytes;
-  if (static_cast<uint64_t>(st.st_size) != expected) {
-    return Status::Corruption(path + ": file is " + std::to_string(st.st_size) +
-                              " bytes but the manifest says " + std::to_string(expected) +
-                              (static_cast<uint64_t>(st.st_size) < expected
-                                   ? " (truncated)"
-                                   : " (replaced or appended to)"));
-  }
+  KILN_RETURN_IF_ERROR(
+      CheckSizeAgainstManifest(path, static_cast<uint64_t>(st.st_size), m.files[0].bytes));
   KILN_ASSIGN_OR_RETURN(Hdf5Layout layout, Hdf5File::Inspect(path, m.schema, m.samples, false));
   ds->layout_ = std::make_unique<Hdf5Layout>(std::move(layout));
   KILN_ASSIGN_OR_RETURN(ds->file_, MappedFile::Open(path));

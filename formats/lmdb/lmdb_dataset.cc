@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "formats/file_util.h"
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_format.h"
 
@@ -149,16 +150,10 @@ Result<std::unique_ptr<LmdbDataset>> LmdbDataset::Open(const std::string& dir, M
     if (errno == ENOENT) return Status::NotFound(path + ": no such file (dataset incomplete)");
     return Status::FromErrno("cannot stat", path, errno);
   }
-  const uint64_t expected = m.files[0].bytes;
-  if (static_cast<uint64_t>(st.st_size) != expected) {
-    return Status::Corruption(path + ": file is " + std::to_string(st.st_size) +
-                              " bytes but the manifest says " + std::to_string(expected) +
-                              (static_cast<uint64_t>(st.st_size) < expected
-                                   ? " (truncated)"
-                                   : " (replaced or appended to)"));
-  }
+  KILN_RETURN_IF_ERROR(
+      CheckSizeAgainstManifest(path, static_cast<uint64_t>(st.st_size), m.files[0].bytes));
   State& s = *ds->state_;
-  s.data_bytes = expected;
+  s.data_bytes = m.files[0].bytes;
   if (m.samples > 0) {
     static_assert(sizeof(std::atomic<const uint8_t*>) == sizeof(void*));
     void* located = std::calloc(m.samples, sizeof(std::atomic<const uint8_t*>));

@@ -17,13 +17,8 @@ Result<std::unique_ptr<ShardDataset>> ShardDataset::Open(const std::string& dir,
     const std::string path = dir + "/" + info.file;
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("cannot open shard", path, errno);
-    if (static_cast<uint64_t>(st.st_size) != info.bytes) {
-      return Status::Corruption(path + ": file is " + std::to_string(st.st_size) +
-                                " bytes but the manifest says " + std::to_string(info.bytes) +
-                                (static_cast<uint64_t>(st.st_size) < info.bytes
-                                     ? " (truncated)"
-                                     : " (replaced or appended to)"));
-    }
+    KILN_RETURN_IF_ERROR(
+        CheckSizeAgainstManifest(path, static_cast<uint64_t>(st.st_size), info.bytes));
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> shard, ShardReader::Open(path));
     const ShardHeader& h = shard->header();
     if (h.schema != m.schema) {
