@@ -43,7 +43,13 @@ slurm_stop() {
   [[ -n $d ]] || return 0
   slurm_stop_pidfile "$d/slurmd.pid" slurmd
   slurm_stop_pidfile "$d/slurmctld.pid" slurmctld
-  slurm_stop_pidfile "$d/munge/munged.pid" munged
+  local m
+  m=$(cat "$d/munge.dir" 2> /dev/null || true)
+  if [[ $m == /*/kiln-munge.* && -d $m ]]; then
+    slurm_stop_pidfile "$m/munged.pid" munged
+    rm -rf "$m"
+  fi
+  rm -f "$d/munge.dir"
 }
 
 slurm_start() {
@@ -63,26 +69,34 @@ slurm_start() {
   if (exec 3<> /dev/tcp/127.0.0.1/6817) 2> /dev/null || (exec 3<> /dev/tcp/127.0.0.1/6818) 2> /dev/null; then
     slurm_die "port 6817 or 6818 on 127.0.0.1 is already in use (another Slurm?)"
   fi
-  rm -rf "$d/state" "$d/spool" "$d/log" "$d/munge"
-  mkdir -p "$d/state" "$d/spool" "$d/log" "$d/munge"
+  rm -rf "$d/state" "$d/spool" "$d/log"
+  mkdir -p "$d/state" "$d/spool" "$d/log"
   host=$(hostname -s)
-  # munged refuses a key or socket directory that others can write; it runs as user munge.
-  chown munge: "$d/munge"
-  chmod 755 "$d/munge"
-  mungekey --create --keyfile="$d/munge/munge.key" > /dev/null 2>&1 ||
+  # munged runs as user munge, which may not be able to enter DIR (a checkout under a 0700
+  # `mktemp -d`, a home directory), and refuses a key or socket directory that others can write.
+  # So its key, socket, pid, log and seed live in a directory of its own under
+  # /tmp (mode 1777, whatever TMPDIR says), owned by munge, 0755; DIR/munge.dir names it for slurm_stop.
+  local m
+  m=$(mktemp -d /tmp/kiln-munge.XXXXXX) || slurm_die "mktemp for munged's directory failed"
+  echo "$m" > "$d/munge.dir"
+  chown munge: "$m"
+  chmod 755 "$m"
+  runuser -u munge -- test -x "$m" ||
+    slurm_die "user munge cannot enter $m: a parent of it is not searchable by others (ls -ld $(dirname "$m"))"
+  mungekey --create --keyfile="$m/munge.key" > /dev/null 2>&1 ||
     slurm_die "mungekey --create failed"
-  chown munge: "$d/munge/munge.key"
-  chmod 600 "$d/munge/munge.key"
-  runuser -u munge -- munged --key-file="$d/munge/munge.key" --socket="$d/munge/munge.sock" \
-    --pid-file="$d/munge/munged.pid" --log-file="$d/munge/munged.log" \
-    --seed-file="$d/munge/munged.seed" ||
-    { cat "$d/munge/munged.log" >&2 2> /dev/null; slurm_die "munged did not start"; }
+  chown munge: "$m/munge.key"
+  chmod 600 "$m/munge.key"
+  runuser -u munge -- munged --key-file="$m/munge.key" --socket="$m/munge.sock" \
+    --pid-file="$m/munged.pid" --log-file="$m/munged.log" \
+    --seed-file="$m/munged.seed" ||
+    { cat "$m/munged.log" >&2 2> /dev/null; slurm_die "munged did not start"; }
   cat > "$d/slurm.conf" << EOF
 ClusterName=kilnci
 SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 AuthType=auth/munge
-AuthInfo=socket=$d/munge/munge.sock
+AuthInfo=socket=$m/munge.sock
 CredType=cred/munge
 SlurmctldPort=6817
 SlurmdPort=6818
