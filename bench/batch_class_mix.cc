@@ -34,10 +34,12 @@ int main(int argc, char** argv) {
   const int epochs = argc > 3 ? std::atoi(argv[3]) : 2;
   std::vector<std::string> orders;
   for (int i = 4; i < argc; ++i) orders.push_back(argv[i]);
-  if (orders.empty()) orders = {"exact", "block:64:4", "block:64:16", "block:512:4", "block:512:16"};
+  if (orders.empty())
+    orders = {"exact", "block:64:4", "block:64:16", "block:512:4", "block:512:16"};
 
   auto dataset_or = kiln::Dataset::Open(dir);
-  if (!dataset_or.ok()) return std::fprintf(stderr, "%s\n", dataset_or.status().ToString().c_str()), 1;
+  if (!dataset_or.ok())
+    return std::fprintf(stderr, "%s\n", dataset_or.status().ToString().c_str()), 1;
   std::shared_ptr<const kiln::Dataset> dataset(std::move(dataset_or).value());
   const uint64_t sample_bytes = dataset->schema().sample_bytes();
 
@@ -62,7 +64,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     auto loader_or = kiln::Loader::Create(dataset, o);
-    if (!loader_or.ok()) return std::fprintf(stderr, "%s\n", loader_or.status().ToString().c_str()), 1;
+    if (!loader_or.ok())
+      return std::fprintf(stderr, "%s\n", loader_or.status().ToString().c_str()), 1;
     kiln::Loader& loader = **loader_or;
     std::vector<uint64_t> class_count;  // over the dataset, from the first epoch
     std::vector<std::vector<uint64_t>> batches;
@@ -108,11 +111,12 @@ int main(int argc, char** argv) {
     const double n = static_cast<double>(batches.size());
     const double x2_ratio = x2_sum / n / static_cast<double>(classes - 1);
     if (json) {
-      std::printf("{\"order\": \"%s\", \"block_samples\": %lu, \"window\": %lu, \"batch\": %u, "
-                  "\"batches\": %.0f, \"classes\": %zu, \"x2_over_dof\": %.3f, \"tv\": %.4f, "
-                  "\"distinct_classes\": %.2f}\n",
-                  order.c_str(), block_samples, window, batch, n, classes, x2_ratio, tv_sum / n,
-                  distinct_sum / n);
+      std::printf(
+          "{\"order\": \"%s\", \"block_samples\": %lu, \"window\": %lu, \"batch\": %u, "
+          "\"batches\": %.0f, \"classes\": %zu, \"x2_over_dof\": %.3f, \"tv\": %.4f, "
+          "\"distinct_classes\": %.2f}\n",
+          order.c_str(), block_samples, window, batch, n, classes, x2_ratio, tv_sum / n,
+          distinct_sum / n);
     } else {
       std::printf("%-14s batches %6.0f  X2/(K-1) %8.3f  TV %.4f  classes per batch %.2f of %zu\n",
                   order.c_str(), n, x2_ratio, tv_sum / n, distinct_sum / n, classes);

@@ -42,14 +42,14 @@ int main(int argc, char** argv) {
       static_cast<const uint8_t*>(::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0));
   const size_t page = size_t{2} << 20;  // 2 MiB alignment so THP can back the copy
   const size_t length = (size + page - 1) / page * page;
-  auto* raw = static_cast<uint8_t*>(::mmap(nullptr, length + page, PROT_READ | PROT_WRITE,
-                                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* raw = static_cast<uint8_t*>(
+      ::mmap(nullptr, length + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   if (mapped == MAP_FAILED || raw == MAP_FAILED) {
     std::perror("mmap");
     return 1;
   }
-  auto* copy = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + page - 1) /
-                                          page * page);
+  auto* copy =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + page - 1) / page * page);
   if (huge) ::madvise(copy, length, MADV_HUGEPAGE);
   std::memcpy(copy, mapped, size);
   const size_t records = size / record;
@@ -75,9 +75,10 @@ int main(int argc, char** argv) {
       for (std::thread& t : pool) t.join();
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      std::printf("%s: %.2f M records/s\n",
-                  base == mapped ? "file mapping" : (huge ? "anonymous copy, THP" : "anonymous copy"),
-                  static_cast<double>(total) / s / 1e6);
+      std::printf(
+          "%s: %.2f M records/s\n",
+          base == mapped ? "file mapping" : (huge ? "anonymous copy, THP" : "anonymous copy"),
+          static_cast<double>(total) / s / 1e6);
     }
   }
   if (FILE* f = std::fopen("/proc/self/smaps_rollup", "r")) {

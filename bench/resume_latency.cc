@@ -49,10 +49,11 @@ int main(int argc, char** argv) {
     }
     blob = (*loader)->state().Encode();
     last_index = batches - 1;
-    std::printf("dataset %s: %lu samples, %lu batches of %u; state saved before batch %lu "
-                "(%zu bytes)\n",
-                dir.c_str(), (*loader)->dataset().num_samples(), batches, o.batch_size,
-                last_index, blob.size());
+    std::printf(
+        "dataset %s: %lu samples, %lu batches of %u; state saved before batch %lu "
+        "(%zu bytes)\n",
+        dir.c_str(), (*loader)->dataset().num_samples(), batches, o.batch_size, last_index,
+        blob.size());
   }
   std::vector<double> decode_ms, create_ms, first_ms, total_ms, fresh_ms;
   for (int r = 0; r < rounds; ++r) {
@@ -81,13 +82,14 @@ int main(int argc, char** argv) {
     first_ms.push_back(Ms(t2, t3));
     total_ms.push_back(Ms(t0, t3));
     fresh_ms.push_back(Ms(t4, t5));
-    std::printf("round %d: decode %.3f ms, open + create %.2f ms, first batch %.2f ms, total "
-                "%.2f ms; fresh open to first batch %.2f ms\n",
-                r, Ms(t0, t1), Ms(t1, t2), Ms(t2, t3), Ms(t0, t3), Ms(t4, t5));
+    std::printf(
+        "round %d: decode %.3f ms, open + create %.2f ms, first batch %.2f ms, total "
+        "%.2f ms; fresh open to first batch %.2f ms\n",
+        r, Ms(t0, t1), Ms(t1, t2), Ms(t2, t3), Ms(t0, t3), Ms(t4, t5));
   }
-  std::printf("median: decode %.3f ms, open + create %.2f ms, first batch %.2f ms, state to "
-              "first batch %.2f ms; fresh open to first batch %.2f ms\n",
-              Median(decode_ms), Median(create_ms), Median(first_ms), Median(total_ms),
-              Median(fresh_ms));
+  std::printf(
+      "median: decode %.3f ms, open + create %.2f ms, first batch %.2f ms, state to "
+      "first batch %.2f ms; fresh open to first batch %.2f ms\n",
+      Median(decode_ms), Median(create_ms), Median(first_ms), Median(total_ms), Median(fresh_ms));
   return 0;
 }

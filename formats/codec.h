@@ -1,6 +1,6 @@
 // kiln::Codec and the record checksum: how every backend's records store a sample's raw tensor
-// bytes (formats/shards/shard_format.md section 4; LMDB values and HDF5 samples use the same fields).
-// Thread safety: stateless functions.
+// bytes (formats/shards/shard_format.md section 4; LMDB values and HDF5 samples use the same
+// fields). Thread safety: stateless functions.
 #ifndef KILN_FORMATS_CODEC_H_
 #define KILN_FORMATS_CODEC_H_
 
@@ -15,16 +15,16 @@ namespace kiln {
 // (formats/shards/shard_format.md section 4).
 inline constexpr size_t kMaxKeyBytes = 65535;
 
-// How a record's stored bytes encode its raw tensor bytes (formats/shards/shard_format.md section 4,
-// field `codec`).
+// How a record's stored bytes encode its raw tensor bytes (formats/shards/shard_format.md section
+// 4, field `codec`).
 enum class Codec : uint8_t {
   kNone = 0,  // stored bytes are the raw tensor bytes; stored_size == raw_size.
   kZstd = 1,  // stored bytes are one Zstandard frame (RFC 8878) of the raw tensor bytes.
 };
 std::string_view CodecName(Codec codec);
 
-// The per-record checksum (formats/shards/shard_format.md section 4): XXH3-64 of the stored bytes with
-// the label (as a two's-complement uint64) as seed, so that a damaged label is caught like
+// The per-record checksum (formats/shards/shard_format.md section 4): XXH3-64 of the stored bytes
+// with the label (as a two's-complement uint64) as seed, so that a damaged label is caught like
 // damaged pixels.
 uint64_t RecordChecksum(const void* stored, size_t stored_size, int64_t label);
 

@@ -59,8 +59,8 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
     }
     // --overwrite replaces a kiln dataset, never an arbitrary directory of the user's.
     if (!fs::is_empty(out, ec) && !fs::exists(out + "/" + kManifestFileName, ec)) {
-      return Status::InvalidArgument("refusing to overwrite " + out + ": it is not a kiln dataset (no " +
-                                     kManifestFileName + ")");
+      return Status::InvalidArgument("refusing to overwrite " + out +
+                                     ": it is not a kiln dataset (no " + kManifestFileName + ")");
     }
   }
   std::unique_ptr<DatasetWriter> writer(new DatasetWriter(out, options));
@@ -78,7 +78,8 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
     };
     if (!fs::is_directory(fs::symlink_status(staging, ec)) ||
         (!fs::exists(staging + "/" + kStagingMarkerFileName, ec) && !only_marker_leftovers())) {
-      return Status::InvalidArgument(staging + " exists and was not made by kiln; move it away "
+      return Status::InvalidArgument(staging +
+                                     " exists and was not made by kiln; move it away "
                                      "or choose another output path");
     }
     KILN_RETURN_IF_ERROR(RemoveTree(staging));

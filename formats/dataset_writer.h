@@ -3,12 +3,12 @@
 //
 // Everything is written into a staging directory `<out>.partial` beside the output (marked by a
 // `.kiln-staging` file; a `<out>.partial` without it is never touched): shards under
-// temporary names renamed when complete (or one LMDB environment, formats/lmdb/lmdb_format.md), then
-// the manifest last. Finish() renames the staging
-// directory to `<out>`, so a directory under the final name is always complete; an interrupted
-// or failed conversion leaves nothing under `<out>` (only `<out>.partial`, which the next run
-// removes). Destroying an unfinished writer removes the staging directory.
-// Thread safety: none; one thread (the ordered writer stage) drives it.
+// temporary names renamed when complete (or one LMDB environment, formats/lmdb/lmdb_format.md),
+// then the manifest last. Finish() renames the staging directory to `<out>`, so a directory under
+// the final name is always complete; an interrupted or failed conversion leaves nothing under
+// `<out>` (only `<out>.partial`, which the next run removes). Destroying an unfinished writer
+// removes the staging directory. Thread safety: none; one thread (the ordered writer stage) drives
+// it.
 #ifndef KILN_FORMATS_DATASET_WRITER_H_
 #define KILN_FORMATS_DATASET_WRITER_H_
 
@@ -16,12 +16,12 @@
 #include <memory>
 #include <string>
 
+#include "formats/byte_coding.h"
+#include "formats/file_util.h"
+#include "formats/format_registry.h"
 #include "formats/manifest.h"
 #include "formats/record_codec.h"
 #include "formats/record_store_writer.h"
-#include "formats/format_registry.h"
-#include "formats/byte_coding.h"
-#include "formats/file_util.h"
 #include "formats/status.h"
 
 namespace kiln {
@@ -82,7 +82,8 @@ class DatasetWriter {
   // Data files complete so far, in order, each under its final name in staging_dir(): the
   // closed shards for the shard format, none for single-file formats before Finish.
   const std::vector<DataFileInfo>& finished_files() const;
-  uint64_t bytes_written() const;  // bytes of the data files so far (finished shards plus the open one)
+  uint64_t bytes_written()
+      const;  // bytes of the data files so far (finished shards plus the open one)
 
   // Closes the last shard, fills `manifest`'s schema, samples, files and record_alignment, writes
   // it last, and moves the staging directory to the output path. Returns the manifest written.

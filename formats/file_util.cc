@@ -100,10 +100,10 @@ Status PreadFully(int fd, void* data, size_t size, uint64_t offset, const std::s
 Status CheckSizeAgainstManifest(const std::string& path, uint64_t actual_bytes,
                                 uint64_t expected_bytes) {
   if (actual_bytes == expected_bytes) return Status::Ok();
-  return Status::Corruption(path + ": file is " + std::to_string(actual_bytes) +
-                            " bytes but the manifest says " + std::to_string(expected_bytes) +
-                            (actual_bytes < expected_bytes ? " (truncated)"
-                                                           : " (replaced or appended to)"));
+  return Status::Corruption(
+      path + ": file is " + std::to_string(actual_bytes) + " bytes but the manifest says " +
+      std::to_string(expected_bytes) +
+      (actual_bytes < expected_bytes ? " (truncated)" : " (replaced or appended to)"));
 }
 
 }  // namespace kiln

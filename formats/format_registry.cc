@@ -11,6 +11,7 @@ StorageFormat LmdbStorageFormat();
 StorageFormat Hdf5StorageFormat();
 #endif
 
+#if !KILN_HAVE_LMDB || !KILN_HAVE_HDF5
 namespace {
 
 StorageFormat Missing(const char* name, const char* description, const char* missing) {
@@ -22,23 +23,24 @@ StorageFormat Missing(const char* name, const char* description, const char* mis
 }
 
 }  // namespace
+#endif
 
 const std::vector<StorageFormat>& StorageFormats() {
   static const std::vector<StorageFormat> rows = {
-      ShardsStorageFormat(),
+    ShardsStorageFormat(),
 #if KILN_HAVE_LMDB
-      LmdbStorageFormat(),
+    LmdbStorageFormat(),
 #else
-      Missing("lmdb", "one LMDB environment (formats/lmdb/lmdb_format.md)",
-              "this kiln build has no LMDB support (rebuild with liblmdb-dev installed and "
-              "KILN_WITH_LMDB not OFF)"),
+    Missing("lmdb", "one LMDB environment (formats/lmdb/lmdb_format.md)",
+            "this kiln build has no LMDB support (rebuild with liblmdb-dev installed and "
+            "KILN_WITH_LMDB not OFF)"),
 #endif
 #if KILN_HAVE_HDF5
-      Hdf5StorageFormat(),
+    Hdf5StorageFormat(),
 #else
-      Missing("hdf5", "one HDF5 file, readable by h5py (formats/hdf5/hdf5_format.md)",
-              "this kiln build has no HDF5 support (rebuild with libhdf5-dev installed and "
-              "KILN_WITH_HDF5 not OFF)"),
+    Missing("hdf5", "one HDF5 file, readable by h5py (formats/hdf5/hdf5_format.md)",
+            "this kiln build has no HDF5 support (rebuild with libhdf5-dev installed and "
+            "KILN_WITH_HDF5 not OFF)"),
 #endif
   };
   return rows;

@@ -36,8 +36,8 @@ struct VerifyReport;
 // What a backend's writer needs to know; DatasetWriter fills it from DatasetWriterOptions.
 struct StoreWriterOptions {
   TensorSchema schema;
-  uint64_t shard_size_bytes = 0;    // shards only
-  uint32_t record_alignment = 0;    // shards only
+  uint64_t shard_size_bytes = 0;        // shards only
+  uint32_t record_alignment = 0;        // shards only
   uint64_t lmdb_initial_map_bytes = 0;  // LMDB only; 0 = its default
 };
 

@@ -25,8 +25,8 @@ Result<std::string> Inspect(const std::string& dir, bool json) {
   j["sample_bytes"] = m.schema.sample_bytes();
   j["classes"] = m.classes;
   j["compression"] = m.compression;
-  j["shuffle_seed"] = m.shuffle_seed ? nlohmann::ordered_json(*m.shuffle_seed)
-                                     : nlohmann::ordered_json(nullptr);
+  j["shuffle_seed"] =
+      m.shuffle_seed ? nlohmann::ordered_json(*m.shuffle_seed) : nlohmann::ordered_json(nullptr);
   j["bytes"] = bytes;
   j["preprocessing"] = nlohmann::ordered_json::parse(m.preprocessing_json);
   j["source"] = nlohmann::ordered_json::parse(m.source_json);
@@ -45,8 +45,8 @@ Result<std::string> Inspect(const std::string& dir, bool json) {
       << "sample        " << m.schema.ShapeString() << " " << DTypeName(m.schema.dtype) << " "
       << LayoutName(m.schema.layout) << ", " << m.schema.sample_bytes() << " bytes\n"
       << "compression   " << m.compression << "\n"
-      << "shuffle seed  " << (m.shuffle_seed ? std::to_string(*m.shuffle_seed) : "none (source order)")
-      << "\n"
+      << "shuffle seed  "
+      << (m.shuffle_seed ? std::to_string(*m.shuffle_seed) : "none (source order)") << "\n"
       << "classes       " << m.classes.size() << ":";
   for (size_t i = 0; i < m.classes.size(); ++i) out << (i ? ", " : " ") << i << "=" << m.classes[i];
   out << "\npreprocessing " << j["preprocessing"].dump() << "\n"

@@ -8,10 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include "formats/xxh3.h"
 
 #include "formats/byte_coding.h"
 #include "formats/file_util.h"
+#include "formats/xxh3.h"
 
 namespace kiln {
 
@@ -47,12 +47,9 @@ std::string Manifest::ToJson() const {
   j["kiln_manifest_version"] = kManifestVersion;
   j["format"] = format;
   j["tool"] = tool;
-  j["schema"] = {{"dtype", DTypeName(schema.dtype)},
-                 {"layout", LayoutName(schema.layout)},
-                 {"height", schema.height},
-                 {"width", schema.width},
-                 {"channels", schema.channels},
-                 {"sample_bytes", schema.sample_bytes()}};
+  j["schema"] = {{"dtype", DTypeName(schema.dtype)}, {"layout", LayoutName(schema.layout)},
+                 {"height", schema.height},          {"width", schema.width},
+                 {"channels", schema.channels},      {"sample_bytes", schema.sample_bytes()}};
   j["samples"] = samples;
   j["classes"] = classes;
   j["compression"] = compression;

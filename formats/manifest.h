@@ -29,11 +29,11 @@ struct Manifest {
   std::string format = "shards";  // storage backend: "shards", "lmdb" or "hdf5"
   std::string tool;               // "kiln <version>" that wrote the dataset
   TensorSchema schema;
-  uint64_t samples = 0;                  // records in the dataset, all files together
-  std::vector<std::string> classes;      // class names; label i is classes[i]
-  std::string compression = "none";      // "none" or "zstd:LEVEL"
-  uint32_t record_alignment = 64;        // bytes
-  std::optional<uint64_t> shuffle_seed;  // write-time shuffle seed, when one was applied
+  uint64_t samples = 0;                   // records in the dataset, all files together
+  std::vector<std::string> classes;       // class names; label i is classes[i]
+  std::string compression = "none";       // "none" or "zstd:LEVEL"
+  uint32_t record_alignment = 64;         // bytes
+  std::optional<uint64_t> shuffle_seed;   // write-time shuffle seed, when one was applied
   std::string preprocessing_json = "{}";  // JSON object: how samples were made (tools fill it)
   std::string source_json = "{}";         // JSON object: input root, listed/rejected counts
   std::vector<DataFileInfo> files;        // data files in dataset order

@@ -1,12 +1,13 @@
 #include "formats/record_codec.h"
 
-#include "formats/xxh3.h"
 #include <zstd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+
+#include "formats/xxh3.h"
 
 namespace kiln {
 

@@ -33,8 +33,8 @@ struct EncodedRecord {
   uint32_t raw_size = 0;        // bytes of the decoded tensor
   Codec codec = Codec::kNone;   // kNone also when zstd would not have saved space
   int64_t label = 0;
-  uint64_t checksum = 0;        // RecordChecksum(stored, label)
-  std::string key;              // UTF-8 key (source path relative to the input root)
+  uint64_t checksum = 0;  // RecordChecksum(stored, label)
+  std::string key;        // UTF-8 key (source path relative to the input root)
 };
 
 class RecordEncoder {

@@ -83,7 +83,7 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   // Implicit from a value or from a non-OK status, so `return value;` and `return status;` work.
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.ok() && "Result built from an OK Status without a value");
     if (status_.ok()) status_ = Status::Internal("Result built from an OK Status without a value");
@@ -117,9 +117,9 @@ class [[nodiscard]] Result {
 }  // namespace kiln
 
 // Returns the status of `expr` from the enclosing function when it is not OK.
-#define KILN_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    ::kiln::Status kiln_status_ = (expr);   \
+#define KILN_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::kiln::Status kiln_status_ = (expr);        \
     if (!kiln_status_.ok()) return kiln_status_; \
   } while (0)
 

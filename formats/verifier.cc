@@ -41,8 +41,7 @@ VerifyReport VerifyDatasetUntimed(const std::string& dir, const VerifyOptions& o
 VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   VerifyReport report = VerifyDatasetUntimed(dir, options);
-  report.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }
 

@@ -37,7 +37,7 @@ struct VerifyReport {
   uint64_t records_checked = 0;  // records whose checksum was computed
   uint64_t files_checked = 0;
   uint64_t bytes_checked = 0;
-  double seconds = 0;            // wall time VerifyDataset took (process start-up excluded)
+  double seconds = 0;  // wall time VerifyDataset took (process start-up excluded)
   std::vector<VerifyProblem> problems;
   bool ok() const { return problems.empty(); }
 };
@@ -47,8 +47,8 @@ struct VerifyReport {
 VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options);
 
 // Returns the report as one JSON object: ok, dir, deep, samples, files_checked,
-// records_checked, bytes_checked, seconds, problems [{file, record, offset, reason}] (record and offset
-// are null when unknown).
+// records_checked, bytes_checked, seconds, problems [{file, record, offset, reason}] (record and
+// offset are null when unknown).
 std::string VerifyReportToJson(const VerifyReport& report);
 // Returns one line per problem ("FILE record R offset O: REASON") and a closing summary line.
 std::string VerifyReportToText(const VerifyReport& report);

@@ -15,10 +15,10 @@
 #ifndef KILN_FORMATS_XXH3_H_
 #define KILN_FORMATS_XXH3_H_
 
+#include <xxhash.h>
+
 #include <cstddef>
 #include <cstdint>
-
-#include <xxhash.h>
 #if KILN_HAVE_XXH3_DISPATCH
 #define XXH_DISPATCH_DISABLE_REPLACE 1  // kiln chooses per call, below
 #include <xxh_x86dispatch.h>

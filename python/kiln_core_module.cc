@@ -21,9 +21,9 @@
 
 #include "formats/dataset.h"
 #include "formats/format_registry.h"
-#include "formats/version.h"
 #include "formats/inspector.h"
 #include "formats/verifier.h"
+#include "formats/version.h"
 #include "python/py_status.h"
 #include "reader/loader.h"
 #include "reader/world.h"
@@ -38,8 +38,8 @@ namespace {
 // touch Python: it is safe without the GIL (a DLPack deleter may run on any thread).
 struct LoaderState {
   std::unique_ptr<Loader> loader;
-  std::mutex mu;  // serialises SetEpoch/Next: the Loader serves one consumer thread
-  Batch batch;            // guarded by mu: the batch the last Next() returned
+  std::mutex mu;           // serialises SetEpoch/Next: the Loader serves one consumer thread
+  Batch batch;             // guarded by mu: the batch the last Next() returned
   bool has_batch = false;  // guarded by mu
 };
 
@@ -52,18 +52,24 @@ std::shared_ptr<uint8_t> AllocateAligned(uint64_t bytes) {
 
 DLDataType ToDLDataType(DType dtype) {
   switch (dtype) {
-    case DType::kUint8: return DLDataType{kDLUInt, 8, 1};
-    case DType::kFloat16: return DLDataType{kDLFloat, 16, 1};
-    case DType::kFloat32: return DLDataType{kDLFloat, 32, 1};
+    case DType::kUint8:
+      return DLDataType{kDLUInt, 8, 1};
+    case DType::kFloat16:
+      return DLDataType{kDLFloat, 16, 1};
+    case DType::kFloat32:
+      return DLDataType{kDLFloat, 32, 1};
   }
   return DLDataType{kDLUInt, 8, 1};
 }
 
 const char* NumpyTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kUint8: return "uint8";
-    case DType::kFloat16: return "float16";
-    case DType::kFloat32: return "float32";
+    case DType::kUint8:
+      return "uint8";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kFloat32:
+      return "float32";
   }
   return "uint8";
 }
@@ -153,12 +159,11 @@ py::dict SchemaDict(const TensorSchema& s) {
 
 class PyLoader {
  public:
-  PyLoader(const std::string& path, uint32_t batch_size, const std::string& shuffle,
-           uint64_t seed, bool drop_last, uint32_t num_threads, uint32_t prefetch,
-           bool pin_memory, uint32_t rank, uint32_t world_size, uint32_t crop_height,
-           uint32_t crop_width, bool flip, const std::string& tail, uint64_t start_epoch,
-           uint64_t block_bytes, uint32_t shuffle_window, const py::bytes& resume,
-           uint64_t read_ahead_bytes)
+  PyLoader(const std::string& path, uint32_t batch_size, const std::string& shuffle, uint64_t seed,
+           bool drop_last, uint32_t num_threads, uint32_t prefetch, bool pin_memory, uint32_t rank,
+           uint32_t world_size, uint32_t crop_height, uint32_t crop_width, bool flip,
+           const std::string& tail, uint64_t start_epoch, uint64_t block_bytes,
+           uint32_t shuffle_window, const py::bytes& resume, uint64_t read_ahead_bytes)
       : state_(std::make_shared<LoaderState>()) {
     LoaderOptions o;
     o.read_ahead_bytes = read_ahead_bytes;
@@ -230,10 +235,10 @@ class PyLoader {
     void* images = copy ? images_copy.get() : const_cast<uint8_t*>(batch.data);
     void* labels = copy ? static_cast<void*>(labels_copy.get())
                         : static_cast<void*>(const_cast<int64_t*>(batch.labels));
-    std::shared_ptr<void> images_owner = copy ? std::shared_ptr<void>(images_copy)
-                                              : std::shared_ptr<void>(state_);
-    std::shared_ptr<void> labels_owner = copy ? std::shared_ptr<void>(labels_copy)
-                                              : std::shared_ptr<void>(state_);
+    std::shared_ptr<void> images_owner =
+        copy ? std::shared_ptr<void>(images_copy) : std::shared_ptr<void>(state_);
+    std::shared_ptr<void> labels_owner =
+        copy ? std::shared_ptr<void>(labels_copy) : std::shared_ptr<void>(state_);
     const std::vector<int64_t> shape = BatchShape(batch.size, batch.schema);
     const std::vector<int64_t> label_shape = {batch.size};
     if (dlpack) {
@@ -241,9 +246,9 @@ class PyLoader {
           MakeDLPackCapsule(images, ToDLDataType(batch.schema.dtype), shape, images_owner),
           MakeDLPackCapsule(labels, DLDataType{kDLInt, 64, 1}, label_shape, labels_owner));
     }
-    return py::make_tuple(MakeNumpyArray(images, NumpyTypeName(batch.schema.dtype), shape,
-                                         images_owner),
-                          MakeNumpyArray(labels, "int64", label_shape, labels_owner));
+    return py::make_tuple(
+        MakeNumpyArray(images, NumpyTypeName(batch.schema.dtype), shape, images_owner),
+        MakeNumpyArray(labels, "int64", label_shape, labels_owner));
   }
 
   // Returns a copy of the dataset indices (int64 [size]) of the batch last returned, or None.
@@ -252,7 +257,8 @@ class PyLoader {
     if (!state_->has_batch) return py::none();
     const Batch& b = state_->batch;
     py::array_t<int64_t> out(b.size);
-    for (uint32_t i = 0; i < b.size; ++i) out.mutable_at(i) = static_cast<int64_t>(b.sample_indices[i]);
+    for (uint32_t i = 0; i < b.size; ++i)
+      out.mutable_at(i) = static_cast<int64_t>(b.sample_indices[i]);
     return out;
   }
 
@@ -294,9 +300,12 @@ class PyLoader {
 
 const char* TailName(TailPolicy tail) {
   switch (tail) {
-    case TailPolicy::kShort: return "short";
-    case TailPolicy::kDrop: return "drop";
-    case TailPolicy::kPad: return "pad";
+    case TailPolicy::kShort:
+      return "short";
+    case TailPolicy::kDrop:
+      return "drop";
+    case TailPolicy::kPad:
+      return "pad";
   }
   return "short";
 }
@@ -331,8 +340,8 @@ py::dict StateToDict(const py::bytes& blob) {
 py::bytes StateFromDict(const py::dict& d) {
   auto field = [&](const char* name) -> py::object {
     if (!d.contains(name)) {
-      ThrowStatus(Status::InvalidArgument(std::string("reader state dict: missing field '") +
-                                          name + "'"));
+      ThrowStatus(
+          Status::InvalidArgument(std::string("reader state dict: missing field '") + name + "'"));
     }
     return d[name];
   };
@@ -382,13 +391,16 @@ py::bytes StateFromDict(const py::dict& d) {
   s.num_samples = integer("num_samples");
   const std::string hex = field("dataset_fingerprint").cast<std::string>();
   if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    ThrowStatus(Status::InvalidArgument("reader state dict: 'dataset_fingerprint' must be 16 "
-                                        "lower-case hex digits, got '" + hex + "'"));
+    ThrowStatus(
+        Status::InvalidArgument("reader state dict: 'dataset_fingerprint' must be 16 "
+                                "lower-case hex digits, got '" +
+                                hex + "'"));
   }
   s.dataset_fingerprint = std::stoull(hex, nullptr, 16);
   if (s.batch_size == 0 || s.world_size == 0) {
-    ThrowStatus(Status::InvalidArgument("reader state dict: batch_size and world_size must be "
-                                        "at least 1"));
+    ThrowStatus(
+        Status::InvalidArgument("reader state dict: batch_size and world_size must be "
+                                "at least 1"));
   }
   return py::bytes(s.Encode());
 }
@@ -421,15 +433,13 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, uint32_t, const std::string&, uint64_t, bool, uint32_t,
                     uint32_t, bool, uint32_t, uint32_t, uint32_t, uint32_t, bool,
-                    const std::string&, uint64_t, uint64_t, uint32_t, const py::bytes&,
-                    uint64_t>(),
+                    const std::string&, uint64_t, uint64_t, uint32_t, const py::bytes&, uint64_t>(),
            py::arg("path"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"),
-           py::arg("drop_last"), py::arg("num_threads"), py::arg("prefetch"),
-           py::arg("pin_memory"), py::arg("rank"), py::arg("world_size"),
-           py::arg("crop_height"), py::arg("crop_width"), py::arg("flip"), py::arg("tail"),
-           py::arg("start_epoch"), py::arg("block_bytes") = uint64_t{4} << 20,
-           py::arg("shuffle_window") = 16u, py::arg("resume") = py::bytes(),
-           py::arg("read_ahead_bytes") = uint64_t{16} << 20)
+           py::arg("drop_last"), py::arg("num_threads"), py::arg("prefetch"), py::arg("pin_memory"),
+           py::arg("rank"), py::arg("world_size"), py::arg("crop_height"), py::arg("crop_width"),
+           py::arg("flip"), py::arg("tail"), py::arg("start_epoch"),
+           py::arg("block_bytes") = uint64_t{4} << 20, py::arg("shuffle_window") = 16u,
+           py::arg("resume") = py::bytes(), py::arg("read_ahead_bytes") = uint64_t{16} << 20)
       .def("state", &PyLoader::State, "The ReaderState's 96 bytes (reader/reader_state.md).")
       .def("set_epoch", &PyLoader::SetEpoch, py::arg("epoch"))
       .def("next", &PyLoader::Next, py::arg("copy"), py::arg("dlpack"),
@@ -458,18 +468,22 @@ PYBIND11_MODULE(_core, m) {
   m.def("state_to_dict", &kiln::python::StateToDict, py::arg("blob"));
   m.def("state_from_dict", &kiln::python::StateFromDict, py::arg("state"));
   m.def("inspect_json", &kiln::python::InspectJson, py::arg("path"));
-  m.def("formats", [] {
-    py::list rows;
-    for (const kiln::StorageFormat& f : kiln::StorageFormats()) {
-      py::dict row;
-      row["name"] = f.name;
-      row["description"] = f.description;
-      row["compiled_in"] = f.compiled_in;
-      row["missing"] = f.missing;
-      rows.append(row);
-    }
-    return rows;
-  }, "The format registry: one dict per storage format (name, description, compiled_in, missing).");
+  m.def(
+      "formats",
+      [] {
+        py::list rows;
+        for (const kiln::StorageFormat& f : kiln::StorageFormats()) {
+          py::dict row;
+          row["name"] = f.name;
+          row["description"] = f.description;
+          row["compiled_in"] = f.compiled_in;
+          row["missing"] = f.missing;
+          rows.append(row);
+        }
+        return rows;
+      },
+      "The format registry: one dict per storage format (name, description, compiled_in, "
+      "missing).");
   m.def("verify_json", &kiln::python::VerifyJson, py::arg("path"), py::arg("deep"));
   m.def(
       "world_from_environment",

@@ -19,10 +19,10 @@ namespace {
 std::string PackJson(const std::string& input, const std::string& output, const std::string& root,
                      const std::string& size, uint32_t resize, const std::string& crop,
                      uint32_t channels, const std::string& layout, const std::string& dtype,
-                     const std::string& mean, const std::string& std_dev,
-                     const std::string& format, const std::string& shard_size,
-                     const std::string& compress, uint32_t threads, int64_t shuffle_seed,
-                     const std::string& on_error, int64_t max_pixels, bool overwrite) {
+                     const std::string& mean, const std::string& std_dev, const std::string& format,
+                     const std::string& shard_size, const std::string& compress, uint32_t threads,
+                     int64_t shuffle_seed, const std::string& on_error, int64_t max_pixels,
+                     bool overwrite) {
   PackOptions o;
   o.input = input;
   o.output = output;
@@ -36,8 +36,8 @@ std::string PackJson(const std::string& input, const std::string& output, const 
   o.on_error = on_error == "fail" ? OnError::kFail : OnError::kSkip;
   if (max_pixels >= 0) o.decode.max_pixels = static_cast<uint64_t>(max_pixels);
   if (shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(shuffle_seed);
-  Status s = ParsePackFlags(size, resize, crop, channels, layout, dtype, mean, std_dev,
-                            shard_size, compress, &o);
+  Status s = ParsePackFlags(size, resize, crop, channels, layout, dtype, mean, std_dev, shard_size,
+                            compress, &o);
   if (!s.ok()) ThrowStatus(s);
   Result<PackReport> report = Status::Internal("unset");
   {
@@ -52,10 +52,9 @@ std::string PackJson(const std::string& input, const std::string& output, const 
 
 PYBIND11_MODULE(_tools, m) {
   m.doc() = "kiln's converter (links OpenCV). Use kiln.pack(), not this.";
-  m.def("pack_json", &kiln::python::PackJson, py::arg("input"), py::arg("output"),
-        py::arg("root"), py::arg("size"), py::arg("resize"), py::arg("crop"),
-        py::arg("channels"), py::arg("layout"), py::arg("dtype"), py::arg("mean"),
-        py::arg("std"), py::arg("format"), py::arg("shard_size"), py::arg("compress"),
-        py::arg("threads"), py::arg("shuffle_seed"), py::arg("on_error"),
+  m.def("pack_json", &kiln::python::PackJson, py::arg("input"), py::arg("output"), py::arg("root"),
+        py::arg("size"), py::arg("resize"), py::arg("crop"), py::arg("channels"), py::arg("layout"),
+        py::arg("dtype"), py::arg("mean"), py::arg("std"), py::arg("format"), py::arg("shard_size"),
+        py::arg("compress"), py::arg("threads"), py::arg("shuffle_seed"), py::arg("on_error"),
         py::arg("max_pixels"), py::arg("overwrite"));
 }

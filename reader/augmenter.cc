@@ -13,11 +13,10 @@ Result<TensorSchema> AugmentedSchema(const TensorSchema& stored, const AugmentOp
     return Status::InvalidArgument("a random crop needs both a height and a width");
   }
   if (options.crop_height > stored.height || options.crop_width > stored.width) {
-    return Status::InvalidArgument("crop " + std::to_string(options.crop_height) + "x" +
-                                   std::to_string(options.crop_width) +
-                                   " is larger than the stored samples, " +
-                                   std::to_string(stored.height) + "x" +
-                                   std::to_string(stored.width));
+    return Status::InvalidArgument(
+        "crop " + std::to_string(options.crop_height) + "x" + std::to_string(options.crop_width) +
+        " is larger than the stored samples, " + std::to_string(stored.height) + "x" +
+        std::to_string(stored.width));
   }
   out.height = options.crop_height;
   out.width = options.crop_width;
@@ -54,7 +53,8 @@ void ApplyAugment(const uint8_t* in, const TensorSchema& stored, const AugmentPa
       if (!params.flip) {
         std::memcpy(dst, src, size_t{ow} * pixel);
       } else {
-        for (uint32_t x = 0; x < ow; ++x) std::memcpy(dst + x * pixel, src + (ow - 1 - x) * pixel, pixel);
+        for (uint32_t x = 0; x < ow; ++x)
+          std::memcpy(dst + x * pixel, src + (ow - 1 - x) * pixel, pixel);
       }
     }
     return;
@@ -68,7 +68,8 @@ void ApplyAugment(const uint8_t* in, const TensorSchema& stored, const AugmentPa
       if (!params.flip) {
         std::memcpy(dst, src, size_t{ow} * elem);
       } else {
-        for (uint32_t x = 0; x < ow; ++x) std::memcpy(dst + x * elem, src + (ow - 1 - x) * elem, elem);
+        for (uint32_t x = 0; x < ow; ++x)
+          std::memcpy(dst + x * elem, src + (ow - 1 - x) * elem, elem);
       }
     }
   }

@@ -16,8 +16,8 @@ bool CudaRuntimeAvailable() { return true; }
 Status CudaStatus(int error, const char* call) {
   if (error == cudaSuccess) return Status::Ok();
   const cudaError_t err = static_cast<cudaError_t>(error);
-  std::string msg = std::string(call) + ": " + cudaGetErrorString(err) + " (" +
-                    cudaGetErrorName(err) + ")";
+  std::string msg =
+      std::string(call) + ": " + cudaGetErrorString(err) + " (" + cudaGetErrorName(err) + ")";
   switch (err) {
     case cudaErrorMemoryAllocation:
       return Status::OutOfRange(std::move(msg));
@@ -138,9 +138,7 @@ Status NoCuda(const char* call) {
 }  // namespace
 
 bool CudaRuntimeAvailable() { return false; }
-Status CudaStatus(int error, const char* call) {
-  return error == 0 ? Status::Ok() : NoCuda(call);
-}
+Status CudaStatus(int error, const char* call) { return error == 0 ? Status::Ok() : NoCuda(call); }
 Status CudaSetDevice(int) { return NoCuda("cudaSetDevice"); }
 Status CudaStreamWaitEvent(cudaStream_t, cudaEvent_t) { return NoCuda("cudaStreamWaitEvent"); }
 Status CudaStreamSynchronize(cudaStream_t) { return NoCuda("cudaStreamSynchronize"); }
@@ -184,8 +182,7 @@ CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
 }
 
 CudaEvent::~CudaEvent() { Reset(); }
-CudaEvent::CudaEvent(CudaEvent&& other) noexcept
-    : event_(std::exchange(other.event_, nullptr)) {}
+CudaEvent::CudaEvent(CudaEvent&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
 CudaEvent& CudaEvent::operator=(CudaEvent&& other) noexcept {
   if (this != &other) {
     Reset();

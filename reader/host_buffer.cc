@@ -23,7 +23,8 @@ bool CudaDeviceAvailable(std::string* reason) {
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
-      why = std::string("no usable CUDA device: cudaGetDeviceCount says ") + cudaGetErrorString(err);
+      why =
+          std::string("no usable CUDA device: cudaGetDeviceCount says ") + cudaGetErrorString(err);
     } else if (count == 0) {
       why = "no CUDA device found";
     } else {
@@ -46,7 +47,8 @@ Result<std::unique_ptr<HostBuffer>> HostBuffer::Allocate(size_t bytes, bool pinn
     if (CudaDeviceAvailable(&reason)) {
 #ifdef KILN_HAVE_CUDA
       void* p = nullptr;
-      const cudaError_t err = cudaHostAlloc(&p, size == 0 ? kPageBytes : size, cudaHostAllocDefault);
+      const cudaError_t err =
+          cudaHostAlloc(&p, size == 0 ? kPageBytes : size, cudaHostAllocDefault);
       if (err == cudaSuccess) {
         buffer->data_ = static_cast<uint8_t*>(p);
         buffer->pinned_ = true;

@@ -1,14 +1,14 @@
 #include "reader/loader.h"
 
-#include "formats/fault_guard.h"
-#include "formats/manifest.h"
-
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <set>
+
+#include "formats/fault_guard.h"
+#include "formats/manifest.h"
 
 namespace kiln {
 
@@ -44,9 +44,9 @@ void WarnOnce(const std::string& message) {
 // Device state of one slot (LoaderOptions::device >= 0). Touched only by the consumer thread
 // (Next, SetEpoch, Batch::WaitOn) and the destructor.
 struct DeviceSlotState {
-  DeviceBuffer memory;    // data_bytes of samples, then the labels
-  CudaEvent copied;       // recorded on the upload stream after the batch's copies
-  CudaEvent released;     // recorded on the consumer stream when the batch is released
+  DeviceBuffer memory;             // data_bytes of samples, then the labels
+  CudaEvent copied;                // recorded on the upload stream after the batch's copies
+  CudaEvent released;              // recorded on the consumer stream when the batch is released
   bool copy_issued = false;        // `copied` recorded for the batch now held
   bool released_recorded = false;  // `released` recorded at least once
   cudaStream_t consumer_stream = nullptr;  // from the last WaitOn; nullptr = legacy default
@@ -59,13 +59,13 @@ struct Loader::DeviceRing {
   uint64_t data_bytes = 0;  // offset of the labels in each slot's device memory
   CudaStream stream;        // the upload stream (non-blocking)
   std::vector<DeviceSlotState> slots;
-  Status error;             // a failure at a release, returned by the next Next()
+  Status error;  // a failure at a release, returned by the next Next()
 };
 
 Status Batch::WaitOn(cudaStream_t consumer_stream) const {
   if (device_slot_ == nullptr) {
-    return Status::InvalidArgument("Batch::WaitOn: batch " + std::to_string(index) +
-                                   " of epoch " + std::to_string(epoch) +
+    return Status::InvalidArgument("Batch::WaitOn: batch " + std::to_string(index) + " of epoch " +
+                                   std::to_string(epoch) +
                                    " has no device copy (LoaderOptions::device is -1, the loader "
                                    "fell back to host batches, or the batch failed)");
   }
@@ -130,8 +130,8 @@ void Loader::ReleaseDeviceSlotLocked(size_t slot_index) {
   }
   // Step 3: the host slot is refilled only after its copy has completed.
   Status copied = state.copied.Synchronize();
-  if (!copied.ok() && status.ok()) status = copied.WithContext("waiting for the upload of slot " +
-                                                                 std::to_string(slot_index));
+  if (!copied.ok() && status.ok())
+    status = copied.WithContext("waiting for the upload of slot " + std::to_string(slot_index));
   if (!status.ok() && device_->error.ok()) device_->error = std::move(status);
 }
 
@@ -186,8 +186,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
     WarnOnce(options.drop_last
                  ? "the loader yields no batches: rank " + std::to_string(options.rank) +
                        "'s share of the " + std::to_string(dataset->num_samples()) +
-                       " samples is smaller than batch size " +
-                       std::to_string(options.batch_size) + " and drop_last is set"
+                       " samples is smaller than batch size " + std::to_string(options.batch_size) +
+                       " and drop_last is set"
                  : "the loader yields no batches: with " + std::to_string(options.world_size) +
                        " ranks and this tail policy, rank " + std::to_string(options.rank) +
                        " gets no samples (its own share would be " + std::to_string(share) + ")");
@@ -233,16 +233,17 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
                "; the loader serves host batches");
     }
   }
-  const uint32_t threads =
-      options.num_threads != 0 ? options.num_threads
+  const uint32_t threads = options.num_threads != 0
+                               ? options.num_threads
                                : std::max(1u, std::thread::hardware_concurrency());
   // Split each batch into one chunk per thread so that even prefetch 1 keeps every thread busy.
   loader->chunks_per_batch_ = std::min(threads, options.batch_size);
   loader->chunk_samples_ =
       (options.batch_size + loader->chunks_per_batch_ - 1) / loader->chunks_per_batch_;
   if (options.read_ahead_bytes > 0) {
-    loader->read_ahead_samples_window_ = std::max<uint64_t>(
-        1, options.read_ahead_bytes / std::max<uint64_t>(1, loader->dataset_->schema().sample_bytes()));
+    loader->read_ahead_samples_window_ =
+        std::max<uint64_t>(1, options.read_ahead_bytes /
+                                  std::max<uint64_t>(1, loader->dataset_->schema().sample_bytes()));
   }
   {
     std::unique_lock<std::mutex> lock(loader->mu_);
@@ -279,12 +280,13 @@ Loader::~Loader() {
 }
 
 Result<uint64_t> Loader::CheckResume(const ReaderState& state) const {
-  const std::string what = "cannot resume from the saved reader state (" + state.ToString() +
-                           "): ";
+  const std::string what = "cannot resume from the saved reader state (" + state.ToString() + "): ";
   if (state.order_version != kSamplerOrderVersion) {
     return Status::NotSupported(what + "it refers to sampler order version " +
-                                std::to_string(state.order_version) + "; this kiln computes "
-                                "version " + std::to_string(kSamplerOrderVersion) +
+                                std::to_string(state.order_version) +
+                                "; this kiln computes "
+                                "version " +
+                                std::to_string(kSamplerOrderVersion) +
                                 " and cannot reproduce that order (restart the epoch instead)");
   }
   if (state.dataset_fingerprint != dataset_fingerprint_ ||
@@ -297,8 +299,8 @@ Result<uint64_t> Loader::CheckResume(const ReaderState& state) const {
   }
   if (options_.start_epoch != 0 && options_.start_epoch != state.epoch) {
     return Status::InvalidArgument(what + "start_epoch " + std::to_string(options_.start_epoch) +
-                                   " contradicts the state's epoch " +
-                                   std::to_string(state.epoch) + " (leave start_epoch 0)");
+                                   " contradicts the state's epoch " + std::to_string(state.epoch) +
+                                   " (leave start_epoch 0)");
   }
   if (state.seed != options_.seed) {
     return Status::InvalidArgument(what + "it was saved with seed " + std::to_string(state.seed) +
@@ -307,15 +309,17 @@ Result<uint64_t> Loader::CheckResume(const ReaderState& state) const {
   }
   if (state.shuffle != options_.shuffle) {
     return Status::InvalidArgument(what + "it was saved with shuffle " +
-                                   ShuffleModeName(state.shuffle) + "; the loader options have "
-                                   "shuffle " + ShuffleModeName(options_.shuffle));
+                                   ShuffleModeName(state.shuffle) +
+                                   "; the loader options have "
+                                   "shuffle " +
+                                   ShuffleModeName(options_.shuffle));
   }
   const bool block = options_.shuffle == ShuffleMode::kBlock;
   // The block size as asked (block_bytes / sample_bytes): the sampler's cap for small datasets
   // (kMinBlocksPerRank) depends on the world size, which may change at an epoch boundary.
   const uint64_t asked_block = sampler_.options().block_samples;
-  if (block && (state.block_samples != asked_block ||
-                state.window_blocks != options_.shuffle_window)) {
+  if (block &&
+      (state.block_samples != asked_block || state.window_blocks != options_.shuffle_window)) {
     return Status::InvalidArgument(
         what + "it was saved with blocks of " + std::to_string(state.block_samples) +
         " samples and a window of " + std::to_string(state.window_blocks) +
@@ -351,18 +355,20 @@ Result<uint64_t> Loader::CheckResume(const ReaderState& state) const {
   const uint64_t saved_end = saved_sampler.batches_per_epoch() * saved_step;
   if (state.samples_consumed > saved_end) {
     return Status::OutOfRange(what + "its position is past the end of the epoch (" +
-                              std::to_string(saved_sampler.batches_per_epoch()) +
-                              " steps of " + std::to_string(saved_step) + ")");
+                              std::to_string(saved_sampler.batches_per_epoch()) + " steps of " +
+                              std::to_string(saved_step) + ")");
   }
   const uint64_t step = uint64_t{options_.batch_size} * options_.world_size;
   if (state.samples_consumed == 0) return uint64_t{0};
   if (state.samples_consumed == saved_end) return sampler_.batches_per_epoch() * step;
   if (state.batch_size != options_.batch_size || state.world_size != options_.world_size) {
     return Status::InvalidArgument(
-        what + "block shuffle deals blocks to ranks by world size: a mid-epoch state saved "
-        "with world size " + std::to_string(state.world_size) + " and batch size " +
-        std::to_string(state.batch_size) + " restores only with the same (the loader has " +
-        std::to_string(options_.world_size) + " and " + std::to_string(options_.batch_size) +
+        what +
+        "block shuffle deals blocks to ranks by world size: a mid-epoch state saved "
+        "with world size " +
+        std::to_string(state.world_size) + " and batch size " + std::to_string(state.batch_size) +
+        " restores only with the same (the loader has " + std::to_string(options_.world_size) +
+        " and " + std::to_string(options_.batch_size) +
         "); restore at an epoch boundary to change them");
   }
   if (state.samples_consumed % step != 0) {
@@ -537,8 +543,8 @@ void Loader::WorkerLoop() {
       uint64_t first = 0, end = 0;
       sampler_.BatchBlocks(b, &first, &end);
       const uint64_t block = std::max<uint64_t>(1, sampler_.block_samples());
-      const uint64_t target = std::min(
-          sampler_.rank_blocks(), end + (read_ahead_samples_window_ + block - 1) / block);
+      const uint64_t target =
+          std::min(sampler_.rank_blocks(), end + (read_ahead_samples_window_ + block - 1) / block);
       if (target > read_ahead_until_) {
         ahead_begin = read_ahead_until_;
         ahead_end = target;
@@ -547,8 +553,8 @@ void Loader::WorkerLoop() {
             std::max(stats_.read_ahead_max_lead_samples, (target - first) * block);
       }
     } else if (read_ahead_samples_window_ > 0) {
-      const uint64_t start = std::min(
-          epoch_positions_, b * options_.batch_size + uint64_t{chunk} * chunk_samples_);
+      const uint64_t start =
+          std::min(epoch_positions_, b * options_.batch_size + uint64_t{chunk} * chunk_samples_);
       // The window covers at least this chunk, so no position is skipped when it is narrower
       // than a chunk.
       const uint64_t target = std::min(
@@ -639,9 +645,8 @@ void Loader::PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>
   while (p < end) {
     const uint64_t b = p / batch_size;
     const uint32_t k = static_cast<uint32_t>(p % batch_size);
-    const uint32_t k_end = static_cast<uint32_t>(
-        std::min<uint64_t>(std::min<uint64_t>(batch_size, end - b * batch_size),
-                           sampler_.BatchSize(b)));
+    const uint32_t k_end = static_cast<uint32_t>(std::min<uint64_t>(
+        std::min<uint64_t>(batch_size, end - b * batch_size), sampler_.BatchSize(b)));
     if (k_end <= k) break;
     sampler_.BatchSamples(b, k, k_end, indices->data() + (p - begin),
                           padding->data() + (p - begin));

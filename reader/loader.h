@@ -91,7 +91,7 @@
 namespace kiln {
 
 struct LoaderOptions {
-  uint32_t batch_size = 256;     // samples per batch, >= 1. Default 256.
+  uint32_t batch_size = 256;  // samples per batch, >= 1. Default 256.
   // The read order (reader/sampler.h): kExact, a new global permutation every epoch (for data
   // in memory or on fast NVMe); kBlock, permuted blocks of consecutive samples dealt to ranks
   // and shuffled within a window (for data larger than memory); kNone, dataset order.
@@ -104,16 +104,16 @@ struct LoaderOptions {
   // blocks of a rank's share, so about block_bytes * shuffle_window bytes are read at random
   // at a time. Range [1, 2^20]. Default 16 (64 MiB windows with the default block_bytes).
   uint32_t shuffle_window = 16;
-  uint64_t seed = 0;             // permutation and augmentation seed. Default 0.
-  bool drop_last = false;        // drop each rank's last partial batch. Default false.
+  uint64_t seed = 0;       // permutation and augmentation seed. Default 0.
+  bool drop_last = false;  // drop each rank's last partial batch. Default false.
   TailPolicy tail_policy = TailPolicy::kShort;  // uneven rank shares; see sampler.h.
-  uint32_t rank = 0;             // this process's rank, in [0, world_size). Default 0.
-  uint32_t world_size = 1;       // ranks reading the dataset together. Default 1.
-  uint32_t num_threads = 0;      // fetch threads; 0 = the machine's hardware threads. Max 256.
-  uint32_t prefetch = 2;         // batches filled ahead of the consumer, [1, 64]. Default 2.
-  bool pin_memory = true;        // pinned slots when a CUDA device is present. Default true.
-  AugmentOptions augment;        // random crop and flip. Default off.
-  uint64_t start_epoch = 0;      // the epoch the first Next() serves (resume). Default 0.
+  uint32_t rank = 0;         // this process's rank, in [0, world_size). Default 0.
+  uint32_t world_size = 1;   // ranks reading the dataset together. Default 1.
+  uint32_t num_threads = 0;  // fetch threads; 0 = the machine's hardware threads. Max 256.
+  uint32_t prefetch = 2;     // batches filled ahead of the consumer, [1, 64]. Default 2.
+  bool pin_memory = true;    // pinned slots when a CUDA device is present. Default true.
+  AugmentOptions augment;    // random crop and flip. Default off.
+  uint64_t start_epoch = 0;  // the epoch the first Next() serves (resume). Default 0.
   // Read-ahead: stored bytes of upcoming samples that the loader asks the kernel to read into
   // the page cache ahead of time (AdviseWillNeed in formats/mapped_file.h), so that a few
   // threads keep many reads in flight when the dataset is not in memory. Exact and none orders:
@@ -151,20 +151,20 @@ struct LoaderOptions {
 // One batch: `size` samples in one contiguous block, sample k at data + k * sample_bytes.
 struct Batch {
   uint64_t epoch = 0;
-  uint64_t index = 0;        // step in the epoch, from 0 (after a resume, see Sampler::first_step)
-  uint32_t size = 0;         // samples; batch_size except a last partial (or empty) batch
-  TensorSchema schema;       // of each sample (after any crop)
-  const uint8_t* data = nullptr;              // [size, schema shape], schema dtype, LE
-  const int64_t* labels = nullptr;            // [size]
-  const uint64_t* sample_indices = nullptr;   // [size] dataset indices
-  const uint8_t* is_padding = nullptr;        // [size] 1 for padding (TailPolicy::kPad)
-  bool pinned = false;                        // data lives in pinned memory
+  uint64_t index = 0;   // step in the epoch, from 0 (after a resume, see Sampler::first_step)
+  uint32_t size = 0;    // samples; batch_size except a last partial (or empty) batch
+  TensorSchema schema;  // of each sample (after any crop)
+  const uint8_t* data = nullptr;             // [size, schema shape], schema dtype, LE
+  const int64_t* labels = nullptr;           // [size]
+  const uint64_t* sample_indices = nullptr;  // [size] dataset indices
+  const uint8_t* is_padding = nullptr;       // [size] 1 for padding (TailPolicy::kPad)
+  bool pinned = false;                       // data lives in pinned memory
   // Device batches only (null and -1 otherwise); valid for the same time as `data`, and to be
   // read only by work ordered after ready_event (see WaitOn):
-  const void* device_data = nullptr;          // [size, schema shape], like data, on `device`
-  const int64_t* device_labels = nullptr;     // [size], on `device`
-  void* ready_event = nullptr;                // cudaEvent_t, completes when the upload is done
-  int device = -1;                            // the CUDA device holding device_data
+  const void* device_data = nullptr;       // [size, schema shape], like data, on `device`
+  const int64_t* device_labels = nullptr;  // [size], on `device`
+  void* ready_event = nullptr;             // cudaEvent_t, completes when the upload is done
+  int device = -1;                         // the CUDA device holding device_data
   uint64_t bytes() const { return uint64_t{size} * schema.sample_bytes(); }
 
   // Makes `consumer_stream` (nullptr: the legacy default stream) wait for this batch's upload
@@ -174,33 +174,33 @@ struct Batch {
   // CudaStatus("cudaStreamWaitEvent").
   Status WaitOn(cudaStream_t consumer_stream) const;
 
-  void* device_slot_ = nullptr;               // internal: the loader's per-slot device state
+  void* device_slot_ = nullptr;  // internal: the loader's per-slot device state
 };
 
 // Cumulative counters since Create(), for `kiln bench`.
 struct LoaderStats {
-  uint64_t batches = 0;          // batches returned by Next()
-  uint64_t samples = 0;          // samples in them
-  uint64_t bytes = 0;            // sample bytes in them
-  uint64_t consumer_wait_ns = 0; // time Next() spent waiting for a batch to be filled
-  uint64_t fetch_ns = 0;         // time fetch threads spent reading samples (all threads)
-  uint64_t slot_wait_ns = 0;     // time fetch threads spent waiting for a free slot
+  uint64_t batches = 0;           // batches returned by Next()
+  uint64_t samples = 0;           // samples in them
+  uint64_t bytes = 0;             // sample bytes in them
+  uint64_t consumer_wait_ns = 0;  // time Next() spent waiting for a batch to be filled
+  uint64_t fetch_ns = 0;          // time fetch threads spent reading samples (all threads)
+  uint64_t slot_wait_ns = 0;      // time fetch threads spent waiting for a free slot
   // Breakdown of fetch_ns, measured per chunk (no clock read per raw sample):
-  uint64_t fetch_cpu_ns = 0;     // CPU time of the fetch threads while fetching (thread clock);
-                                 // fetch_ns - fetch_cpu_ns is time off the CPU (page faults
-                                 // waiting for storage, or preemption)
-  uint64_t decompress_ns = 0;    // time in zstd decompression (timed per zstd record)
-  uint64_t zstd_records = 0;     // records that were zstd-decompressed
-  uint64_t augment_ns = 0;       // time in crop/flip, estimated from every 8th sample
-  uint64_t chunks = 0;           // chunks (pieces of a batch) filled
+  uint64_t fetch_cpu_ns = 0;   // CPU time of the fetch threads while fetching (thread clock);
+                               // fetch_ns - fetch_cpu_ns is time off the CPU (page faults
+                               // waiting for storage, or preemption)
+  uint64_t decompress_ns = 0;  // time in zstd decompression (timed per zstd record)
+  uint64_t zstd_records = 0;   // records that were zstd-decompressed
+  uint64_t augment_ns = 0;     // time in crop/flip, estimated from every 8th sample
+  uint64_t chunks = 0;         // chunks (pieces of a batch) filled
   // Read-ahead (LoaderOptions::read_ahead_bytes):
-  uint64_t read_ahead_samples = 0;    // samples whose stored bytes were advised
-  uint64_t read_ahead_bytes = 0;      // bytes advised (the samples' stored bytes)
-  uint64_t read_ahead_ns = 0;         // time fetch threads spent issuing advice and probes
+  uint64_t read_ahead_samples = 0;           // samples whose stored bytes were advised
+  uint64_t read_ahead_bytes = 0;             // bytes advised (the samples' stored bytes)
+  uint64_t read_ahead_ns = 0;                // time fetch threads spent issuing advice and probes
   uint64_t read_ahead_max_lead_samples = 0;  // the most samples a window extension reached past
                                              // the start of the chunk being claimed
-  uint64_t residency_probes = 0;      // upcoming samples checked for residency (mincore)
-  uint64_t residency_misses = 0;      // of which not resident
+  uint64_t residency_probes = 0;             // upcoming samples checked for residency (mincore)
+  uint64_t residency_misses = 0;             // of which not resident
 };
 
 class Loader {
@@ -213,8 +213,7 @@ class Loader {
   static Result<std::unique_ptr<Loader>> Create(std::shared_ptr<const Dataset> dataset,
                                                 const LoaderOptions& options);
   // Opens the dataset in `dir` (Dataset::Open) and builds a loader over it.
-  static Result<std::unique_ptr<Loader>> Open(const std::string& dir,
-                                              const LoaderOptions& options);
+  static Result<std::unique_ptr<Loader>> Open(const std::string& dir, const LoaderOptions& options);
 
   // Stops and joins the fetch threads. Blocks until in-flight reads finish (microseconds).
   ~Loader();
@@ -258,7 +257,7 @@ class Loader {
     uint64_t batch = UINT64_MAX;  // batch number it holds or is being filled with
     uint32_t pending = 0;         // chunks not yet finished
     uint32_t size = 0;
-    Status status;                // first failure among its chunks
+    Status status;  // first failure among its chunks
     uint8_t* data = nullptr;
     int64_t* labels = nullptr;
     std::vector<uint64_t> indices;
@@ -268,8 +267,7 @@ class Loader {
   Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
          TensorSchema out_schema);
   // Starts `epoch` after `consumed` global positions (validated by the caller).
-  void StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock,
-                        uint64_t consumed = 0);
+  void StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock, uint64_t consumed = 0);
   // Returns the `consumed` to start the state's epoch with, or why it cannot be honoured.
   Result<uint64_t> CheckResume(const ReaderState& state) const;
   void WorkerLoop();
@@ -308,24 +306,24 @@ class Loader {
   std::condition_variable work_cv_;   // workers: a task became claimable, or stop
   std::condition_variable ready_cv_;  // consumer: a batch finished
   std::condition_variable idle_cv_;   // epoch switch: the last busy worker finished
-  uint64_t epoch_ = 0;          // guarded by mu_
-  bool epoch_started_ = false;  // guarded by mu_: tasks of epoch_ are being handed out
-  uint64_t next_task_ = 0;      // guarded by mu_
-  uint64_t total_tasks_ = 0;    // guarded by mu_
-  uint64_t released_ = 0;       // guarded by mu_: batches the consumer has released
-  uint64_t next_batch_ = 0;     // guarded by mu_: the batch Next() returns next
-  bool holding_ = false;        // guarded by mu_: the consumer holds batch next_batch_ - 1
-  uint32_t busy_ = 0;           // guarded by mu_: workers filling a chunk
+  uint64_t epoch_ = 0;                // guarded by mu_
+  bool epoch_started_ = false;        // guarded by mu_: tasks of epoch_ are being handed out
+  uint64_t next_task_ = 0;            // guarded by mu_
+  uint64_t total_tasks_ = 0;          // guarded by mu_
+  uint64_t released_ = 0;             // guarded by mu_: batches the consumer has released
+  uint64_t next_batch_ = 0;           // guarded by mu_: the batch Next() returns next
+  bool holding_ = false;              // guarded by mu_: the consumer holds batch next_batch_ - 1
+  uint32_t busy_ = 0;                 // guarded by mu_: workers filling a chunk
   uint64_t read_ahead_samples_window_ = 0;  // read_ahead_bytes in samples; 0 = off
-  uint64_t epoch_positions_ = 0;  // guarded by mu_: samples of this rank's epoch, in order
+  uint64_t epoch_positions_ = 0;   // guarded by mu_: samples of this rank's epoch, in order
   uint64_t read_ahead_until_ = 0;  // guarded by mu_: positions (kBlock: this rank's dealt
                                    // blocks) [0, it) handed out for advice
   // Bit k set: the k-th latest residency probe missed. Atomic: a probe is recorded at
   // once, so threads claiming at the same time see it.
   mutable std::atomic<uint64_t> miss_history_{0};
   std::once_flag access_advised_;  // the dataset's mappings got their access advice
-  bool stop_ = false;           // guarded by mu_
-  LoaderStats stats_;           // guarded by mu_
+  bool stop_ = false;              // guarded by mu_
+  LoaderStats stats_;              // guarded by mu_
 };
 
 }  // namespace kiln

@@ -45,9 +45,9 @@ void NormalizeSampleOnHost(const uint8_t* in, const TensorSchema& in_schema,
 
 #ifndef KILN_HAVE_CUDA_KERNELS
 Result<std::unique_ptr<NormalizeKernel>> NormalizeKernel::Create(const TensorSchema&,
-                                                                  const AugmentOptions&,
-                                                                  const NormalizeOptions&,
-                                                                  uint32_t, uint64_t) {
+                                                                 const AugmentOptions&,
+                                                                 const NormalizeOptions&, uint32_t,
+                                                                 uint64_t) {
   return Status::NotSupported("NormalizeKernel: kiln was built without nvcc (no CUDA kernels)");
 }
 NormalizeKernel::~NormalizeKernel() = default;

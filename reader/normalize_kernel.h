@@ -90,8 +90,8 @@ class NormalizeKernel {
 
   // Same as Run on a raw device batch `device_in` of `size` stored samples, with explicit
   // per-sample parameters (host memory, `size` entries); no WaitOn.
-  Status RunRaw(const void* device_in, uint32_t size, const AugmentParams* params,
-                void* device_out, cudaStream_t stream);
+  Status RunRaw(const void* device_in, uint32_t size, const AugmentParams* params, void* device_out,
+                cudaStream_t stream);
 
  private:
   NormalizeKernel() = default;
@@ -101,8 +101,8 @@ class NormalizeKernel {
   NormalizeOptions options_;
   uint32_t max_batch_size_ = 0;
   uint64_t seed_ = 0;
-  DeviceBuffer params_;                  // max_batch_size_ x {top, left, flip} uint32
-  std::vector<uint32_t> host_params_;    // staging for the parameter copy
+  DeviceBuffer params_;                // max_batch_size_ x {top, left, flip} uint32
+  std::vector<uint32_t> host_params_;  // staging for the parameter copy
 };
 
 }  // namespace kiln

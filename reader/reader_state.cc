@@ -78,8 +78,7 @@ Result<ReaderState> ReaderState::Decode(const void* data, size_t size) {
   const uint64_t version = Get(p + kOffVersion, 2);
   if (version != kReaderStateVersion) {
     return Status::NotSupported(where + ": format version " + std::to_string(version) +
-                                "; this kiln reads version " +
-                                std::to_string(kReaderStateVersion));
+                                "; this kiln reads version " + std::to_string(kReaderStateVersion));
   }
   const uint64_t length = Get(p + kOffLength, 2);
   if (size < kReaderStateBytes) {
@@ -127,7 +126,8 @@ Result<ReaderState> ReaderState::Decode(const void* data, size_t size) {
   s.crop_height = static_cast<uint32_t>(Get(p + kOffCropHeight, 4));
   s.crop_width = static_cast<uint32_t>(Get(p + kOffCropWidth, 4));
   if (s.batch_size == 0 || s.world_size == 0) {
-    return Status::Corruption(where + ": batch size and world size (byte offsets 68, 72) must be "
+    return Status::Corruption(where +
+                              ": batch size and world size (byte offsets 68, 72) must be "
                               "at least 1");
   }
   return s;
@@ -141,11 +141,11 @@ std::string ReaderState::ToString() const {
     s += " (" + std::to_string(block_samples) + " samples per block, window " +
          std::to_string(window_blocks) + ")";
   }
-  s += ", batch size " + std::to_string(batch_size) + ", world size " +
-       std::to_string(world_size) + ", tail " + TailName(tail) +
-       (drop_last ? ", drop_last" : "") + ", crop " + std::to_string(crop_height) + "x" +
-       std::to_string(crop_width) + (flip ? ", flip" : "") + ", dataset of " +
-       std::to_string(num_samples) + " samples, fingerprint " + HexDigest(dataset_fingerprint);
+  s += ", batch size " + std::to_string(batch_size) + ", world size " + std::to_string(world_size) +
+       ", tail " + TailName(tail) + (drop_last ? ", drop_last" : "") + ", crop " +
+       std::to_string(crop_height) + "x" + std::to_string(crop_width) + (flip ? ", flip" : "") +
+       ", dataset of " + std::to_string(num_samples) + " samples, fingerprint " +
+       HexDigest(dataset_fingerprint);
   return s;
 }
 

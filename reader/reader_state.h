@@ -41,7 +41,8 @@ struct ReaderState {
   // The options that fix the order; a restore must match them.
   uint64_t seed = 0;
   ShuffleMode shuffle = ShuffleMode::kExact;
-  uint64_t block_samples = 0;  // kBlock: samples per block as asked (before the sampler's cap); 0 otherwise
+  uint64_t block_samples =
+      0;  // kBlock: samples per block as asked (before the sampler's cap); 0 otherwise
   uint32_t window_blocks = 0;  // kBlock: blocks per window; 0 otherwise
   // How the position was reached: batch size and world size at save time, tail policy.
   uint32_t batch_size = 0;

@@ -145,8 +145,7 @@ Sampler::Sampler(const SamplerOptions& options) : options_(options) {
     block_samples_ = std::clamp<uint64_t>(options.block_samples, 1, cap);
     full_blocks_ = n / block_samples_;
     tail_samples_ = n % block_samples_;
-    own_full_blocks_ =
-        full_blocks_ > options.rank ? (full_blocks_ - options.rank + w - 1) / w : 0;
+    own_full_blocks_ = full_blocks_ > options.rank ? (full_blocks_ - options.rank + w - 1) / w : 0;
     has_tail_ = tail_samples_ > 0 && options.rank == full_blocks_ % w;
     list_blocks_ = own_full_blocks_ + (has_tail_ ? 1 : 0);
     own_real_ = OwnShare(options.rank);
@@ -218,9 +217,8 @@ Status Sampler::SetEpoch(uint64_t epoch, uint64_t consumed) {
       break;
     case ShuffleMode::kBlock:
       permutation_ = IndexPermutation(full_blocks_, SplitMix64Mix(epoch_key_ ^ kBlockOrderTag));
-      tail_slot_ = has_tail_ ? MulHigh(SplitMix64Mix(epoch_key_ ^ kTailSlotTag),
-                                       own_full_blocks_ + 1)
-                             : 0;
+      tail_slot_ =
+          has_tail_ ? MulHigh(SplitMix64Mix(epoch_key_ ^ kTailSlotTag), own_full_blocks_ + 1) : 0;
       break;
   }
   if (options_.shuffle == ShuffleMode::kBlock) {
@@ -279,9 +277,8 @@ uint64_t Sampler::PositionToIndex(uint64_t position) const {
     case ShuffleMode::kExact:
       return permutation_(position);
     case ShuffleMode::kBlock:
-      return BlockSequenceIndex(position,
-                                WindowPermutation(BlockOfPosition(position) /
-                                                  options_.window_blocks));
+      return BlockSequenceIndex(
+          position, WindowPermutation(BlockOfPosition(position) / options_.window_blocks));
   }
   return position;
 }
@@ -309,8 +306,8 @@ IndexPermutation Sampler::WindowPermutation(uint64_t w) const {
   const uint64_t g = options_.window_blocks;
   const uint64_t begin = BlockStart(w * g);
   const uint64_t end = BlockStart(std::min(list_blocks_, (w + 1) * g));
-  const uint64_t key = SplitMix64Mix(
-      SplitMix64Mix(SplitMix64Mix(epoch_key_ ^ kWindowTag) + options_.rank) + w);
+  const uint64_t key =
+      SplitMix64Mix(SplitMix64Mix(SplitMix64Mix(epoch_key_ ^ kWindowTag) + options_.rank) + w);
   return IndexPermutation(end - begin, key);
 }
 
@@ -338,8 +335,7 @@ void Sampler::BatchSamples(uint64_t b, uint32_t begin, uint32_t end, uint64_t* i
   const uint64_t n = options_.num_samples, w = options_.world_size;
   if (options_.shuffle != ShuffleMode::kBlock) {
     for (uint32_t k = begin; k < end; ++k) {
-      const uint64_t position =
-          start_consumed_ + (b * options_.batch_size + k) * w + options_.rank;
+      const uint64_t position = start_consumed_ + (b * options_.batch_size + k) * w + options_.rank;
       const bool pad = position >= n;  // only reachable under kPad
       indices[k - begin] = pad ? position % n : position;
       is_padding[k - begin] = pad ? 1 : 0;

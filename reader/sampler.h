@@ -67,7 +67,8 @@
 //   - Rank r's sequence is the concatenation of its dealt blocks' samples, in dealt order, then
 //     shuffled within windows: window w holds dealt blocks [w G_w, (w + 1) G_w) (the last window
 //     fewer), i.e. sequence positions [a, a + len); the sample at sequence position a + o is the
-//     one the concatenation holds at a + Perm(len, Mix(Mix(Mix(K_e ^ 0x57696E646F775368) + r) + w))(o).
+//     one the concatenation holds at a + Perm(len, Mix(Mix(Mix(K_e ^ 0x57696E646F775368) + r) +
+//     w))(o).
 //   Rank r's share (the length of its sequence) is m_r S, plus T when r = t.
 //
 // Rank shares and the tail policy. In kExact / kNone rank r's own positions are r + jW (j = 0,
@@ -149,14 +150,14 @@ enum class TailPolicy {
 inline constexpr uint64_t kMinBlocksPerRank = 16;
 
 struct SamplerOptions {
-  uint64_t num_samples = 0;                 // N, the dataset's samples
-  uint32_t batch_size = 1;                  // >= 1
+  uint64_t num_samples = 0;                   // N, the dataset's samples
+  uint32_t batch_size = 1;                    // >= 1
   ShuffleMode shuffle = ShuffleMode::kExact;  // Default kExact.
-  uint64_t seed = 0;                        // Default 0.
-  bool drop_last = false;                   // drop each rank's last partial batch. Default false.
+  uint64_t seed = 0;                          // Default 0.
+  bool drop_last = false;                     // drop each rank's last partial batch. Default false.
   TailPolicy tail = TailPolicy::kShort;
-  uint32_t rank = 0;                        // in [0, world_size)
-  uint32_t world_size = 1;                  // >= 1
+  uint32_t rank = 0;        // in [0, world_size)
+  uint32_t world_size = 1;  // >= 1
   // kBlock only: samples per block, >= 1 (values above max(1, N / (16 W)) act as that, see
   // kMinBlocksPerRank). Default 1.
   uint64_t block_samples = 1;
@@ -288,17 +289,17 @@ class Sampler {
   IndexPermutation WindowPermutation(uint64_t w) const;
 
   SamplerOptions options_;
-  uint64_t share_ = 0;            // samples this rank reads per whole epoch, padding included
-  uint64_t batches_ = 0;          // steps per whole epoch
+  uint64_t share_ = 0;    // samples this rank reads per whole epoch, padding included
+  uint64_t batches_ = 0;  // steps per whole epoch
   uint64_t epoch_ = 0;
   uint64_t epoch_key_ = 0;        // K_e
   IndexPermutation permutation_;  // kExact: Perm(N, K_e); kBlock: Q
   // Resumption (SetEpoch's consumed).
   uint64_t start_consumed_ = 0;
   uint64_t first_step_ = 0;
-  uint64_t segment_share_ = 0;    // samples of the current segment this rank reads
+  uint64_t segment_share_ = 0;  // samples of the current segment this rank reads
   uint64_t segment_batches_ = 0;
-  uint64_t segment_start_ = 0;    // kBlock: own sequence position of the segment's first sample
+  uint64_t segment_start_ = 0;  // kBlock: own sequence position of the segment's first sample
   // kBlock.
   uint64_t block_samples_ = 1;
   uint64_t full_blocks_ = 0;      // M

@@ -43,20 +43,19 @@ Result<World> ReadSource(const Environment& env, const Source& s) {
     size_name = s.size_fallback;
   }
   if (!size_text) {
-    return Status::InvalidArgument(std::string(s.rank) + "=" + rank_text + " is set but " +
-                                   s.size + " is not: cannot tell the world size (" + s.launcher +
+    return Status::InvalidArgument(std::string(s.rank) + "=" + rank_text + " is set but " + s.size +
+                                   " is not: cannot tell the world size (" + s.launcher +
                                    "); set both, or pass rank and world_size explicitly");
   }
   const std::optional<uint32_t> rank = ParseEnvironmentNumber(rank_text);
   const std::optional<uint32_t> size = ParseEnvironmentNumber(*size_text);
   if (!rank || !size) {
-    return Status::InvalidArgument(std::string(s.rank) + "=" + rank_text + ", " + size_name +
-                                   "=" + *size_text + ": expected decimal integers (" +
-                                   s.launcher + ")");
+    return Status::InvalidArgument(std::string(s.rank) + "=" + rank_text + ", " + size_name + "=" +
+                                   *size_text + ": expected decimal integers (" + s.launcher + ")");
   }
   if (*size == 0 || *size > (1u << 31)) {
-    return Status::InvalidArgument(size_name + "=" + *size_text + ": the world size must be in [1, 2^31] (" +
-                                   s.launcher + ")");
+    return Status::InvalidArgument(size_name + "=" + *size_text +
+                                   ": the world size must be in [1, 2^31] (" + s.launcher + ")");
   }
   if (*rank >= *size) {
     return Status::InvalidArgument(std::string(s.rank) + "=" + rank_text + " is not below " +

@@ -6,13 +6,15 @@
 // Loader does when `rank`/`world_size` are None; `kiln bench` does). The sources, in order, the
 // first complete one winning (SCALE-OUT.md, "Reader ranks without torchrun"):
 //
-//   | launcher             | rank                  | world size                          | local rank                 |
+//   | launcher             | rank                  | world size                          | local
+//   rank                 |
 //   |----------------------|-----------------------|-------------------------------------|----------------------------|
-//   | torchrun             | RANK                  | WORLD_SIZE                          | LOCAL_RANK                 |
-//   | Open MPI (mpirun)    | OMPI_COMM_WORLD_RANK  | OMPI_COMM_WORLD_SIZE                | OMPI_COMM_WORLD_LOCAL_RANK |
-//   | MPICH, Intel MPI     | PMI_RANK              | PMI_SIZE                            | MPI_LOCALRANKID            |
-//   | srun (inside a step) | SLURM_PROCID          | SLURM_STEP_NUM_TASKS, else _NTASKS  | SLURM_LOCALID              |
-//   | none of these        | 0                     | 1                                   | 0                          |
+//   | torchrun             | RANK                  | WORLD_SIZE                          |
+//   LOCAL_RANK                 | | Open MPI (mpirun)    | OMPI_COMM_WORLD_RANK  |
+//   OMPI_COMM_WORLD_SIZE                | OMPI_COMM_WORLD_LOCAL_RANK | | MPICH, Intel MPI     |
+//   PMI_RANK              | PMI_SIZE                            | MPI_LOCALRANKID            | |
+//   srun (inside a step) | SLURM_PROCID          | SLURM_STEP_NUM_TASKS, else _NTASKS  |
+//   SLURM_LOCALID              | | none of these        | 0                     | 1 | 0 |
 //
 // RANK/WORLD_SIZE come first because torchrun started inside `srun` leaves Slurm's SLURM_PROCID
 // (the node's index) in its workers' environment. Slurm's variables count only inside a job

@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
       for (uint32_t k = 0; k < batch.size; ++k) label_sum += static_cast<uint64_t>(batch.labels[k]);
     }
     std::printf("epoch %d: %llu samples, label sum %llu\n", epoch,
-                static_cast<unsigned long long>(samples), static_cast<unsigned long long>(label_sum));
+                static_cast<unsigned long long>(samples),
+                static_cast<unsigned long long>(label_sum));
   }
   return 0;
 }

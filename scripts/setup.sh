@@ -13,6 +13,8 @@ set -euo pipefail
 KILN_DEBIAN_PACKAGES=(
   # build
   build-essential cmake ninja-build pkg-config git
+  # scripts/format.sh and the ClangFormat test: one layout for every C++ file (.clang-format)
+  clang-format
   # libraries
   libzstd-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libtbb-dev libopencv-dev
   libgtest-dev libgmock-dev libbenchmark-dev liblmdb-dev libhdf5-dev

@@ -139,8 +139,7 @@ void Diagnose(BenchReport* r) {
   // bring in many pages); otherwise time off the CPU is preemption by other work.
   const bool faulted = r->cache == "cold" || r->major_faults >= 64 ||
                        (r->resident_fraction < 0.5 && r->major_faults > 0);
-  const double cpu_stage =
-      std::max({r->decompress_seconds, r->augment_seconds, r->copy_seconds});
+  const double cpu_stage = std::max({r->decompress_seconds, r->augment_seconds, r->copy_seconds});
   if (faulted && r->storage_wait_seconds > 0.3 * fetch && r->storage_wait_seconds > cpu_stage) {
     r->bottleneck = "storage";
     std::snprintf(buf, sizeof(buf),
@@ -152,9 +151,8 @@ void Diagnose(BenchReport* r) {
                   static_cast<unsigned long long>(r->major_faults), r->cache.c_str());
     std::string verdict = buf;
     if (r->disk_mb_per_s > 0) {
-      std::snprintf(buf, sizeof(buf), "; %.0f MB/s is %s of the storage's %.0f MB/s",
-                    r->mb_per_s, Percent(r->mb_per_s, r->disk_mb_per_s).c_str(),
-                    r->disk_mb_per_s);
+      std::snprintf(buf, sizeof(buf), "; %.0f MB/s is %s of the storage's %.0f MB/s", r->mb_per_s,
+                    Percent(r->mb_per_s, r->disk_mb_per_s).c_str(), r->disk_mb_per_s);
     } else {
       std::snprintf(buf, sizeof(buf),
                     "; to compare with the storage, measure it on these files (fio, see "
@@ -226,9 +224,8 @@ void Diagnose(BenchReport* r) {
   std::snprintf(buf, sizeof(buf),
                 "bottleneck: %s. The consumer waited %s of the time; fetch threads busy %s "
                 "(%u threads on %u cores, process CPU %.0f%% of one core); ",
-                top->name, Percent(r->consumer_wait_seconds, t).c_str(),
-                Percent(busy, 1.0).c_str(), r->threads, cores,
-                t > 0 ? 100.0 * r->cpu_seconds / t : 0.0);
+                top->name, Percent(r->consumer_wait_seconds, t).c_str(), Percent(busy, 1.0).c_str(),
+                r->threads, cores, t > 0 ? 100.0 * r->cpu_seconds / t : 0.0);
   r->verdict = buf + why;
 }
 
@@ -238,9 +235,9 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.consumer_ms = options.consumer_ms;
   if (options.cold) KILN_RETURN_IF_ERROR(DropPageCache(dir));
   r.resident_fraction = ResidentFraction(dir);
-  r.cache = options.cold || r.resident_fraction < 0.05   ? "cold"
-            : r.resident_fraction >= 0.95                ? "warm"
-                                                         : "partly warm";
+  r.cache = options.cold || r.resident_fraction < 0.05 ? "cold"
+            : r.resident_fraction >= 0.95              ? "warm"
+                                                       : "partly warm";
   r.shuffle = options.loader.shuffle == ShuffleMode::kBlock  ? "block"
               : options.loader.shuffle == ShuffleMode::kNone ? "none"
                                                              : "exact";
@@ -319,9 +316,8 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.residency_probes = stats.residency_probes;
   r.residency_misses = stats.residency_misses;
   // Copy is what remains of the on-CPU fetch time after zstd and crop/flip.
-  r.copy_seconds =
-      std::max(0.0, std::min(r.fetch_seconds, r.fetch_cpu_seconds) - r.decompress_seconds -
-                        r.augment_seconds);
+  r.copy_seconds = std::max(0.0, std::min(r.fetch_seconds, r.fetch_cpu_seconds) -
+                                     r.decompress_seconds - r.augment_seconds);
   r.consumer_wait_seconds = stats.consumer_wait_ns / 1e9;
   const uint64_t expected = loader->samples_per_epoch();
   r.every_sample_once = !duplicates && first_epoch_samples == expected;
@@ -332,8 +328,7 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   return r;
 }
 
-Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options,
-                             uint32_t cores) {
+Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options, uint32_t cores) {
   SweepReport sweep;
   std::vector<uint32_t> threads;
   const uint32_t max_threads = std::min<uint32_t>(256, 2 * std::max(1u, cores));
@@ -462,8 +457,8 @@ std::string BenchReportText(const BenchReport& r) {
                 static_cast<unsigned long long>(r.samples), r.epochs,
                 static_cast<unsigned long long>(r.batches), r.batch_size, r.seconds,
                 r.samples_per_s, r.mb_per_s, r.threads, r.prefetch,
-                r.pinned ? "pinned" : "pageable", r.open_seconds * 1e3,
-                r.first_batch_seconds * 1e3, r.every_sample_once ? "yes" : "NO");
+                r.pinned ? "pinned" : "pageable", r.open_seconds * 1e3, r.first_batch_seconds * 1e3,
+                r.every_sample_once ? "yes" : "NO");
   std::string out = line;
   char ahead[160] = "";
   if (r.read_ahead_samples > 0) {
@@ -477,10 +472,9 @@ std::string BenchReportText(const BenchReport& r) {
                 "decompress %.3f, augment %.3f, copy %.3f], upload 0 (no GPU); consumer: wait "
                 "%.3f, work %.3f; CPU %.2f s, %llu major faults, peak RSS %.1f MB\n",
                 r.shuffle.c_str(), r.cache.c_str(), 100 * r.resident_fraction, ahead,
-                r.slot_wait_seconds, r.fetch_seconds, r.storage_wait_seconds,
-                r.decompress_seconds, r.augment_seconds, r.copy_seconds, r.consumer_wait_seconds,
-                r.consumer_seconds, r.cpu_seconds, static_cast<unsigned long long>(r.major_faults),
-                r.peak_rss_mb);
+                r.slot_wait_seconds, r.fetch_seconds, r.storage_wait_seconds, r.decompress_seconds,
+                r.augment_seconds, r.copy_seconds, r.consumer_wait_seconds, r.consumer_seconds,
+                r.cpu_seconds, static_cast<unsigned long long>(r.major_faults), r.peak_rss_mb);
   out += line;
   out += r.verdict + "\n";
   return out;

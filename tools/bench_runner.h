@@ -19,7 +19,7 @@ namespace kiln {
 
 struct BenchOptions {
   LoaderOptions loader;
-  uint32_t epochs = 3;  // epochs timed after opening. Default 3.
+  uint32_t epochs = 3;     // epochs timed after opening. Default 3.
   double consumer_ms = 0;  // simulated training step: the consumer sleeps this long per batch
   bool cold = false;       // drop the dataset files' pages from the page cache before opening
   // The storage's own sequential or random read rate for this dataset's files, in 10^6 bytes
@@ -42,15 +42,15 @@ struct BenchReport {
   double first_batch_seconds = 0;  // from Create's start to the first batch
   double seconds = 0;              // all epochs, from the first Next() to the end
   double samples_per_s = 0;
-  double mb_per_s = 0;             // 10^6 bytes per second
+  double mb_per_s = 0;                // 10^6 bytes per second
   double consumer_wait_fraction = 0;  // share of `seconds` the consumer waited for batches
-  bool every_sample_once = false;  // epoch 0 delivered each of this rank's samples exactly once
-  uint64_t checksum = 0;           // XOR-folded hash of all labels and sample indices delivered
+  bool every_sample_once = false;     // epoch 0 delivered each of this rank's samples exactly once
+  uint64_t checksum = 0;              // XOR-folded hash of all labels and sample indices delivered
 
-  std::string shuffle = "exact";    // read order: exact, block or none
-  uint64_t block_bytes = 0;         // block order: the option (LoaderOptions::block_bytes)
-  uint32_t shuffle_window = 0;      // block order: blocks per window
-  double disk_mb_per_s = 0;         // BenchOptions::disk_mb_per_s
+  std::string shuffle = "exact";  // read order: exact, block or none
+  uint64_t block_bytes = 0;       // block order: the option (LoaderOptions::block_bytes)
+  uint32_t shuffle_window = 0;    // block order: blocks per window
+  double disk_mb_per_s = 0;       // BenchOptions::disk_mb_per_s
   // Page cache: resident_fraction is the share of the dataset's file bytes in the page cache
   // at open; `cache` is "cold" when the pages were dropped first (--cold) or under 5% were
   // resident, "warm" from 95%, else "partly warm".
@@ -69,8 +69,8 @@ struct BenchReport {
   double upload_seconds = 0;         // host-to-device copies: 0, the loader does not upload
   double consumer_wait_seconds = 0;  // consumer waiting for a batch
   double first_batch_wait_seconds = 0;  // of which for the first batch
-  double consumer_seconds = 0;       // consumer's simulated work (--consumer-ms)
-  uint64_t zstd_records = 0;         // records decompressed
+  double consumer_seconds = 0;          // consumer's simulated work (--consumer-ms)
+  uint64_t zstd_records = 0;            // records decompressed
   // Read-ahead (LoaderOptions::read_ahead_bytes; LoaderStats has the definitions):
   uint64_t read_ahead_window_bytes = 0;  // the option
   uint64_t read_ahead_samples = 0;       // samples advised
@@ -78,11 +78,11 @@ struct BenchReport {
   double read_ahead_seconds = 0;         // fetch threads issuing advice and probes
   uint64_t residency_probes = 0;
   uint64_t residency_misses = 0;
-  double cpu_seconds = 0;            // process user + system CPU time during the timed epochs
-  uint64_t major_faults = 0;         // page faults that read storage, during open + epochs
-  double peak_rss_mb = 0;            // process peak resident set (getrusage), 10^6 bytes
-  double rss_anon_mb = 0;            // anonymous resident memory at the end, loader open
-  double rss_file_mb = 0;            // file-backed resident memory (mapped dataset pages)
+  double cpu_seconds = 0;     // process user + system CPU time during the timed epochs
+  uint64_t major_faults = 0;  // page faults that read storage, during open + epochs
+  double peak_rss_mb = 0;     // process peak resident set (getrusage), 10^6 bytes
+  double rss_anon_mb = 0;     // anonymous resident memory at the end, loader open
+  double rss_file_mb = 0;     // file-backed resident memory (mapped dataset pages)
   double consumer_ms = 0;
   std::string bottleneck;  // storage, decompression, copy, augment, upload or consumer
   std::string verdict;     // one line: the bottleneck and why

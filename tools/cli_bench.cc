@@ -6,8 +6,8 @@
 #include <string>
 #include <thread>
 
-#include "tools/bench_runner.h"
 #include "reader/world.h"
+#include "tools/bench_runner.h"
 #include "tools/cli_commands.h"
 
 namespace kiln {
@@ -36,26 +36,31 @@ void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
   bench->add_option("--seed", f->options.loader.seed, "Shuffle seed (0)");
   CLI::Option* no_shuffle =
       bench->add_flag("--no-shuffle", f->no_shuffle, "Read in dataset order (= --shuffle none)");
-  bench->add_option("--shuffle", f->shuffle,
-                    "Read order: exact (one global permutation, the default), block (shuffled "
-                    "blocks of consecutive samples, for data larger than memory) or none")
+  bench
+      ->add_option("--shuffle", f->shuffle,
+                   "Read order: exact (one global permutation, the default), block (shuffled "
+                   "blocks of consecutive samples, for data larger than memory) or none")
       ->expected(0, 1)
       ->default_str("exact")
       ->check(CLI::IsMember({"exact", "block", "none"}))
       ->excludes(no_shuffle);
-  bench->add_option("--block-kib", f->block_kib,
-                    "Block order: KiB of consecutive samples per block (4096)")
+  bench
+      ->add_option("--block-kib", f->block_kib,
+                   "Block order: KiB of consecutive samples per block (4096)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
-  bench->add_option("--window", f->options.loader.shuffle_window,
-                    "Block order: blocks per shuffle window (16)")
+  bench
+      ->add_option("--window", f->options.loader.shuffle_window,
+                   "Block order: blocks per shuffle window (16)")
       ->check(CLI::Range(1u, 1u << 20));
-  bench->add_option("--read-ahead-mib", f->read_ahead_mib,
-                    "MiB of upcoming samples the fetch threads ask the kernel to read ahead while "
-                    "reads miss the page cache; 0 off (16)")
+  bench
+      ->add_option("--read-ahead-mib", f->read_ahead_mib,
+                   "MiB of upcoming samples the fetch threads ask the kernel to read ahead while "
+                   "reads miss the page cache; 0 off (16)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{4096}));
-  bench->add_option("--disk-mbps", f->options.disk_mb_per_s,
-                    "The storage's own read rate in MB/s (fio on the same files): reports the "
-                    "rate as a share of it")
+  bench
+      ->add_option("--disk-mbps", f->options.disk_mb_per_s,
+                   "The storage's own read rate in MB/s (fio on the same files): reports the "
+                   "rate as a share of it")
       ->check(CLI::Range(0.0, 1e7));
   bench->add_flag("--json", f->json, "Print one JSON object on stdout");
   bench->add_flag("--sweep", f->sweep,
@@ -63,8 +68,9 @@ void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
                   "print a table and the recommended setting");
   bench->add_flag("--cold", f->options.cold,
                   "Drop the dataset files' pages from the page cache before each run");
-  bench->add_option("--consumer-ms", f->options.consumer_ms,
-                    "Simulated training step: sleep this many ms per batch (0)")
+  bench
+      ->add_option("--consumer-ms", f->options.consumer_ms,
+                   "Simulated training step: sleep this many ms per batch (0)")
       ->check(CLI::Range(0.0, 60000.0));
 }
 

@@ -16,9 +16,9 @@ int FailCommand(const Status& status, bool json) {
   std::fprintf(stderr, "kiln: %s\n", status.message().c_str());
   const int code = ExitCodeFor(status);
   if (json) {
-    std::cout << nlohmann::json{{"ok", false}, {"error", status.message()}, {"exit_code", code}}
-                     .dump()
-              << "\n";
+    std::cout
+        << nlohmann::json{{"ok", false}, {"error", status.message()}, {"exit_code", code}}.dump()
+        << "\n";
   }
   return code;
 }

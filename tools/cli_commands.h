@@ -18,8 +18,8 @@ namespace kiln {
 
 // Exit codes of `kiln`.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitDataProblem = 1;  // the data has problems (or an I/O error)
-inline constexpr int kExitUsage = 2;        // bad flags or arguments
+inline constexpr int kExitDataProblem = 1;    // the data has problems (or an I/O error)
+inline constexpr int kExitUsage = 2;          // bad flags or arguments
 inline constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
 
 // A declared subcommand. `command` is owned by the parent CLI::App; `run` may be called once,

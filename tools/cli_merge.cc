@@ -33,14 +33,15 @@ int RunMerge(const MergeFlags& flags) {
   if (flags.json) {
     std::cout << MergeReportJson(*report) << "\n";
   } else {
-    std::printf("merged %u parts into %s%s: %llu samples (%llu rejected), %llu files, %.1f MB, "
-                "%s, in %.2f s (%.1f MB/s read)\n",
-                report->parts, report->output.c_str(), report->resumed ? " (resumed)" : "",
-                static_cast<unsigned long long>(report->samples),
-                static_cast<unsigned long long>(report->rejected),
-                static_cast<unsigned long long>(report->files), report->bytes / 1e6,
-                report->copied ? "records copied" : "shards moved", report->seconds,
-                report->seconds > 0 ? report->bytes_read / 1e6 / report->seconds : 0.0);
+    std::printf(
+        "merged %u parts into %s%s: %llu samples (%llu rejected), %llu files, %.1f MB, "
+        "%s, in %.2f s (%.1f MB/s read)\n",
+        report->parts, report->output.c_str(), report->resumed ? " (resumed)" : "",
+        static_cast<unsigned long long>(report->samples),
+        static_cast<unsigned long long>(report->rejected),
+        static_cast<unsigned long long>(report->files), report->bytes / 1e6,
+        report->copied ? "records copied" : "shards moved", report->seconds,
+        report->seconds > 0 ? report->bytes_read / 1e6 / report->seconds : 0.0);
   }
   return kExitOk;
 }
@@ -49,10 +50,11 @@ int RunMerge(const MergeFlags& flags) {
 
 Subcommand AddMergeCommand(CLI::App& app) {
   auto flags = std::make_shared<MergeFlags>();
-  CLI::App* merge = app.add_subcommand(
-      "merge", "Join the parts of `kiln pack --part I --of N` into one dataset");
-  merge->add_option("parts_and_output", flags->args,
-                    "OUT.parts (or the part directories), then the dataset directory to create")
+  CLI::App* merge =
+      app.add_subcommand("merge", "Join the parts of `kiln pack --part I --of N` into one dataset");
+  merge
+      ->add_option("parts_and_output", flags->args,
+                   "OUT.parts (or the part directories), then the dataset directory to create")
       ->required()
       ->expected(2, -1);
   merge->add_flag("--resume", flags->resume, "Finish a merge that was interrupted");

@@ -31,8 +31,8 @@ class ProgressPrinter {
       const int width = 40;
       const int filled = total ? static_cast<int>(width * done / total) : width;
       std::fprintf(stderr, "\r[%s%s] %llu/%llu images", std::string(filled, '#').c_str(),
-                   std::string(width - filled, '.').c_str(),
-                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(total));
+                   std::string(width - filled, '.').c_str(), static_cast<unsigned long long>(done),
+                   static_cast<unsigned long long>(total));
       if (done == total) std::fprintf(stderr, "\n");
       return;
     }
@@ -74,8 +74,7 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_option("--resize", f->resize, "Shorter side before the crop (default: cover --size)");
   pack->add_option("--crop", f->crop, "center or none (resize to --size, aspect not kept)")
       ->check(CLI::IsMember({"center", "none"}));
-  pack->add_option("--channels", f->channels, "1 (grey) or 3 (RGB)")
-      ->check(CLI::IsMember({1, 3}));
+  pack->add_option("--channels", f->channels, "1 (grey) or 3 (RGB)")->check(CLI::IsMember({1, 3}));
   pack->add_option("--layout", f->layout, "hwc or chw")->check(CLI::IsMember({"hwc", "chw"}));
   pack->add_option("--dtype", f->dtype, "uint8, float16 or float32")
       ->check(CLI::IsMember({"uint8", "float16", "float32"}));
@@ -206,19 +205,19 @@ void PrintPackReport(const PackReport& report, bool json) {
     std::cout << PackReportJson(report) << "\n";
     return;
   }
-  const std::string skipped =
-      report.skipped == 0 ? ""
-                          : ", " + std::to_string(report.skipped) +
-                                " other files skipped for their name (skipped.tsv)";
-  std::printf("packed %llu of %llu images (%llu rejected%s) into %s: %zu files, %.1f MB in "
-              "%.2f s (%.0f images/s, %.1f MB/s)\n",
-              static_cast<unsigned long long>(report.packed),
-              static_cast<unsigned long long>(report.listed),
-              static_cast<unsigned long long>(report.rejected), skipped.c_str(),
-              report.output.c_str(),
-              report.manifest.files.size(), report.output_bytes / 1e6, report.seconds,
-              report.seconds > 0 ? report.packed / report.seconds : 0.0,
-              report.seconds > 0 ? report.output_bytes / 1e6 / report.seconds : 0.0);
+  const std::string skipped = report.skipped == 0
+                                  ? ""
+                                  : ", " + std::to_string(report.skipped) +
+                                        " other files skipped for their name (skipped.tsv)";
+  std::printf(
+      "packed %llu of %llu images (%llu rejected%s) into %s: %zu files, %.1f MB in "
+      "%.2f s (%.0f images/s, %.1f MB/s)\n",
+      static_cast<unsigned long long>(report.packed),
+      static_cast<unsigned long long>(report.listed),
+      static_cast<unsigned long long>(report.rejected), skipped.c_str(), report.output.c_str(),
+      report.manifest.files.size(), report.output_bytes / 1e6, report.seconds,
+      report.seconds > 0 ? report.packed / report.seconds : 0.0,
+      report.seconds > 0 ? report.output_bytes / 1e6 / report.seconds : 0.0);
 }
 
 int RunPack(const PackFlags& flags) {
@@ -230,8 +229,8 @@ int RunPack(const PackFlags& flags) {
   options->cancel = &g_interrupted;
   ProgressPrinter printer;
   PackReport failed;
-  Result<PackReport> report =
-      Pack(*options, [&](uint64_t done, uint64_t total) { printer(done, total); }, &failed);
+  Result<PackReport> report = Pack(
+      *options, [&](uint64_t done, uint64_t total) { printer(done, total); }, &failed);
   if (!report.ok()) {
     PrintWarnings(failed);
     // Scripts get the counts on every path (kiln pack --json), the failure included.

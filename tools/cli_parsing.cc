@@ -23,13 +23,13 @@ Status ParsePair(const std::string& text, const char* what, uint32_t* a, uint32_
                  bool single_allowed) {
   const size_t x = text.find_first_of("xX");
   uint64_t first = 0, second = 0;
-  const bool ok = x == std::string::npos
-                      ? single_allowed && ParseUint(text, &first) && (second = first, true)
-                      : ParseUint(text.substr(0, x), &first) &&
-                            ParseUint(text.substr(x + 1), &second);
+  const bool ok =
+      x == std::string::npos
+          ? single_allowed && ParseUint(text, &first) && (second = first, true)
+          : ParseUint(text.substr(0, x), &first) && ParseUint(text.substr(x + 1), &second);
   if (!ok || first == 0 || second == 0 || first > 65535 || second > 65535) {
-    return Status::InvalidArgument(std::string(what) + " '" + text +
-                                   "' must be " + (single_allowed ? "N or " : "") +
+    return Status::InvalidArgument(std::string(what) + " '" + text + "' must be " +
+                                   (single_allowed ? "N or " : "") +
                                    "AxB with integers in [1, 65535]");
   }
   *a = static_cast<uint32_t>(first);
@@ -57,7 +57,8 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
   if (suffix == "K" || suffix == "KiB") unit = uint64_t{1} << 10;
   if (suffix == "M" || suffix == "MiB") unit = uint64_t{1} << 20;
   if (suffix == "G" || suffix == "GiB") unit = uint64_t{1} << 30;
-  if (!ParseUint(text.substr(0, digits), &value) || unit == 0 || value > (uint64_t{1} << 40) / unit) {
+  if (!ParseUint(text.substr(0, digits), &value) || unit == 0 ||
+      value > (uint64_t{1} << 40) / unit) {
     return Status::InvalidArgument("size '" + text +
                                    "' must be a number with an optional KiB, MiB or GiB suffix");
   }
@@ -98,13 +99,14 @@ Status ParsePackFlags(const std::string& size, uint32_t resize, const std::strin
   p.crop = crop == "none" ? CropMode::kNone : CropMode::kCenter;
   if (!mean.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues(mean, &p.mean));
   if (!std_dev.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues(std_dev, &p.std));
-  if (channels == 1 && (p.mean[1] != p.mean[0] || p.mean[2] != p.mean[0] ||
-                        p.std[1] != p.std[0] || p.std[2] != p.std[0])) {
+  if (channels == 1 && (p.mean[1] != p.mean[0] || p.mean[2] != p.mean[0] || p.std[1] != p.std[0] ||
+                        p.std[2] != p.std[0])) {
     return Status::InvalidArgument("--channels 1 takes one --mean and one --std value");
   }
   if ((!mean.empty() || !std_dev.empty()) && p.schema.dtype == DType::kUint8) {
-    return Status::InvalidArgument("--mean and --std apply to float16 and float32 output only; "
-                                   "uint8 samples are stored unnormalised");
+    return Status::InvalidArgument(
+        "--mean and --std apply to float16 and float32 output only; "
+        "uint8 samples are stored unnormalised");
   }
   KILN_ASSIGN_OR_RETURN(options->shard_size_bytes, ParseByteSize(shard_size));
   KILN_ASSIGN_OR_RETURN(options->compression, Compression::Parse(compress));

@@ -26,10 +26,9 @@ Result<std::vector<uint64_t>> ShownIndices(const ShowFlags& flags, uint32_t* col
   if (flags.index_option->count() > 0) {
     KILN_ASSIGN_OR_RETURN(uint64_t n, CountSamples(flags.dataset));
     if (flags.index >= n) {
-      return Status::InvalidArgument("--index " + std::to_string(flags.index) +
-                                     " is out of range: " + flags.dataset + " holds " +
-                                     std::to_string(n) + " samples (0 to " +
-                                     std::to_string(n - 1) + ")");
+      return Status::InvalidArgument(
+          "--index " + std::to_string(flags.index) + " is out of range: " + flags.dataset +
+          " holds " + std::to_string(n) + " samples (0 to " + std::to_string(n - 1) + ")");
     }
     return std::vector<uint64_t>{flags.index};
   }
@@ -56,8 +55,8 @@ Subcommand AddShowCommand(CLI::App& app) {
   CLI::App* show = app.add_subcommand("show", "Write samples as a PNG picture");
   show->add_option("dataset", flags->dataset, "Dataset directory")->required();
   flags->index_option = show->add_option("--index", flags->index, "One sample index");
-  CLI::Option* grid = show->add_option("--grid", flags->grid,
-                                       "RxC grid of evenly spaced samples, e.g. 4x8");
+  CLI::Option* grid =
+      show->add_option("--grid", flags->grid, "RxC grid of evenly spaced samples, e.g. 4x8");
   flags->index_option->excludes(grid);
   show->add_option("-o,--output", flags->png, "PNG file to write")->required();
   return {show, [flags] { return RunShow(*flags); }};

@@ -141,7 +141,8 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
   // Floating-point formats are refused by step 3 whatever their pixels; OpenCV decodes PFM
   // through a temporary file too, left behind when the file is damaged (F8).
   if (format == ImageFormat::kFloat) {
-    return Status::NotSupported(path + ": floating-point samples (PFM, OpenEXR or Radiance HDR) "
+    return Status::NotSupported(path +
+                                ": floating-point samples (PFM, OpenEXR or Radiance HDR) "
                                 "are not supported (8- and 16-bit unsigned integer only)");
   }
   if (format == ImageFormat::kJpeg) {

@@ -6,8 +6,8 @@
 //      magic number kiln knows (tools/image_header.h: SniffImageFormat): "not an image", without
 //      asking OpenCV, whose fallback decoders (DICOM through GDCM, GDAL) need temporary files
 //      and can abort the process. Floating-point formats (PFM, OpenEXR, Radiance HDR) are
-//      refused with NotSupported, as step 3 would after decoding. For PNG and JPEG the header is parsed
-//      first (tools/image_header.h) and an image claiming more than `max_pixels` pixels is
+//      refused with NotSupported, as step 3 would after decoding. For PNG and JPEG the header is
+//      parsed first (tools/image_header.h) and an image claiming more than `max_pixels` pixels is
 //      refused before any pixel buffer is allocated; a PNG whose IDAT data is too short to
 //      inflate to the size in its IHDR (more than 1032:1, deflate's limit) and a JPEG with no
 //      end-of-image marker after its scan data are refused as truncated. Other formats are

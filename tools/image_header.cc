@@ -210,9 +210,9 @@ ImageFormat SniffImageFormat(std::string_view bytes) {
   if (bytes.size() >= 2 && bytes[0] == 'P' && bytes[1] >= '1' && bytes[1] <= '7') {
     return ImageFormat::kPnm;
   }
-  if (StartsWith(bytes, "PF") || StartsWith(bytes, "Pf") ||                 // PFM.
-      StartsWith(bytes, "\x76\x2F\x31\x01") ||                              // OpenEXR.
-      StartsWith(bytes, "#?RADIANCE") || StartsWith(bytes, "#?RGBE")) {     // Radiance HDR.
+  if (StartsWith(bytes, "PF") || StartsWith(bytes, "Pf") ||              // PFM.
+      StartsWith(bytes, "\x76\x2F\x31\x01") ||                           // OpenEXR.
+      StartsWith(bytes, "#?RADIANCE") || StartsWith(bytes, "#?RGBE")) {  // Radiance HDR.
     return ImageFormat::kFloat;
   }
   if (StartsWith(bytes, std::string_view("\0\0\0\x0CjP  \r\n\x87\n", 12)) ||  // JPEG 2000 (JP2).

@@ -1,12 +1,12 @@
 #include "tools/jpeg_decoder.h"
 
+#include <jpeglib.h>
+
 #include <csetjmp>
 #include <cstdio>  // jpeglib.h needs FILE and size_t declared first
 #include <cstring>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
-
-#include <jpeglib.h>
 // After jpeglib.h: the JWRN_* message codes.
 #include <jerror.h>
 #include <libexif/exif-data.h>
@@ -67,8 +67,8 @@ enum class Outcome { kDecoded, kHeaderOnly, kFourComponents, kTooLarge, kError, 
 // Everything RunLibjpeg produces. Owned by the caller, so that nothing with a destructor lives
 // in the frame that longjmp unwinds.
 struct Decoded {
-  cv::Mat image;        // R, G, B or grey, as stored (orientation not applied)
-  uint64_t width = 0;   // from the header
+  cv::Mat image;       // R, G, B or grey, as stored (orientation not applied)
+  uint64_t width = 0;  // from the header
   uint64_t height = 0;
   int orientation = 1;  // EXIF orientation of the first Exif APP1 segment (OrientationFromApp1)
   cv::Mat cmyk_row;     // scratch row for four-component files
@@ -104,8 +104,8 @@ int OrientationFromApp1(const uint8_t* app1, size_t size) {
 // Reads the header and, when `pixels`, the image of `bytes` (channels 1 or 3) into `out`,
 // unless it has more than `max_pixels` pixels (0: no limit).
 // Only plain data lives in this frame between setjmp and longjmp.
-Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels,
-                   uint64_t max_pixels, Decoded* out) {
+Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels, uint64_t max_pixels,
+                   Decoded* out) {
   jpeg_decompress_struct cinfo;
   cinfo.err = jpeg_std_error(&out->error.pub);
   out->error.pub.error_exit = ErrorExit;
@@ -128,8 +128,7 @@ Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels,
       break;
     }
   }
-  const bool four_components = cinfo.num_components == 4 ||
-                               cinfo.jpeg_color_space == JCS_CMYK ||
+  const bool four_components = cinfo.num_components == 4 || cinfo.jpeg_color_space == JCS_CMYK ||
                                cinfo.jpeg_color_space == JCS_YCCK;
   if (four_components && !pixels) {
     jpeg_destroy_decompress(&cinfo);
@@ -150,8 +149,7 @@ Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels,
     // CMYK rows that are thrown away, lets a damaged file be refused as for three components.
     cinfo.out_color_space = JCS_CMYK;
     jpeg_start_decompress(&cinfo);
-    out->cmyk_row.create(1, static_cast<int>(cinfo.output_width),
-                         CV_8UC(cinfo.output_components));
+    out->cmyk_row.create(1, static_cast<int>(cinfo.output_width), CV_8UC(cinfo.output_components));
     JSAMPROW row = out->cmyk_row.ptr<uint8_t>(0);
     while (cinfo.output_scanline < cinfo.output_height) jpeg_read_scanlines(&cinfo, &row, 1);
     jpeg_finish_decompress(&cinfo);
@@ -178,27 +176,40 @@ Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels,
 cv::Mat ApplyExifOrientation(const cv::Mat& image, int o) {
   cv::Mat out;
   switch (o) {
-    case 2: cv::flip(image, out, 1); break;
-    case 3: cv::flip(image, out, -1); break;
-    case 4: cv::flip(image, out, 0); break;
-    case 5: cv::transpose(image, out); break;
-    case 6: cv::rotate(image, out, cv::ROTATE_90_CLOCKWISE); break;
+    case 2:
+      cv::flip(image, out, 1);
+      break;
+    case 3:
+      cv::flip(image, out, -1);
+      break;
+    case 4:
+      cv::flip(image, out, 0);
+      break;
+    case 5:
+      cv::transpose(image, out);
+      break;
+    case 6:
+      cv::rotate(image, out, cv::ROTATE_90_CLOCKWISE);
+      break;
     case 7: {
       cv::Mat t;
       cv::transpose(image, t);
       cv::flip(t, out, -1);
       break;
     }
-    case 8: cv::rotate(image, out, cv::ROTATE_90_COUNTERCLOCKWISE); break;
-    default: return image;
+    case 8:
+      cv::rotate(image, out, cv::ROTATE_90_COUNTERCLOCKWISE);
+      break;
+    default:
+      return image;
   }
   return out;
 }
 
 int JpegExifOrientation(std::string_view bytes) {
   Decoded d;
-  const Outcome o = RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 3,
-                               false, 0, &d);
+  const Outcome o =
+      RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 3, false, 0, &d);
   return o == Outcome::kError ? 1 : d.orientation;
 }
 
@@ -211,11 +222,11 @@ Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint
   switch (RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
                      static_cast<int>(channels), true, max_pixels, &d)) {
     case Outcome::kError:
-      return Status::Corruption(path + ": truncated or invalid (libjpeg: " +
-                                std::string(d.error.message) + ")");
+      return Status::Corruption(
+          path + ": truncated or invalid (libjpeg: " + std::string(d.error.message) + ")");
     case Outcome::kDamaged:
-      return Status::Corruption(path + ": damaged image data (libjpeg: " +
-                                std::string(d.error.message) + ")");
+      return Status::Corruption(
+          path + ": damaged image data (libjpeg: " + std::string(d.error.message) + ")");
     case Outcome::kFourComponents:
       return Status::NotSupported(path + ": CMYK or YCCK JPEG");
     case Outcome::kTooLarge:

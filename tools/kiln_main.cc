@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", kiln::kToolVersionString);
   const std::vector<kiln::Subcommand> commands = {
       kiln::AddPackCommand(app), kiln::AddVerifyCommand(app), kiln::AddInspectCommand(app),
-      kiln::AddShowCommand(app), kiln::AddBenchCommand(app), kiln::AddMergeCommand(app)};
+      kiln::AddShowCommand(app), kiln::AddBenchCommand(app),  kiln::AddMergeCommand(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -45,7 +45,9 @@ std::string PackJournalJson(uint64_t fingerprint, const PackJournal& journal) {
   j["input_bytes"] = journal.input_bytes;
   nlohmann::ordered_json f = nlohmann::ordered_json::array();
   for (const DataFileInfo& s : journal.files) {
-    f.push_back({{"file", s.file}, {"samples", s.samples}, {"bytes", s.bytes},
+    f.push_back({{"file", s.file},
+                 {"samples", s.samples},
+                 {"bytes", s.bytes},
                  {"xxh3_64", HexDigest(s.xxh3_64)}});
   }
   j["files"] = f;

@@ -21,13 +21,13 @@
 
 #include "formats/dataset_writer.h"
 #include "formats/version.h"
-#include "reader/sampler.h"
 #include "formats/xxh3.h"
+#include "reader/sampler.h"
 #include "tools/pack_journal.h"
 #include "tools/part_lock.h"
 #include "tools/partition.h"
-#include "tools/tool_versions.h"
 #include "tools/source_listing.h"
+#include "tools/tool_versions.h"
 
 namespace kiln {
 
@@ -69,11 +69,20 @@ std::string EscapeTsv(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -127,8 +136,8 @@ struct Work {
 
 // The listed input of one pack, in write order (after the write-time shuffle).
 struct PackInput {
-  bool is_dir = false;          // an ImageFolder tree, else a list file
-  std::string root;             // what list-file paths are relative to (the folder for a tree)
+  bool is_dir = false;  // an ImageFolder tree, else a list file
+  std::string root;     // what list-file paths are relative to (the folder for a tree)
   std::vector<SourceItem> items;
   std::vector<std::string> classes;
   uint64_t listing_problems = 0;  // the first rejections, found while listing
@@ -560,8 +569,9 @@ PartitionRecord SelectPart(const PackOptions& options, PackInput* input, PackRep
   for (const std::string& c : input->classes) classes += c + '\0';
   r.options_xxh3_64 = HashText(r.options_json + '\n' + classes);
   r.versions_json = ToolVersionsJson();
-  input->items = std::vector<SourceItem>(input->items.begin() + static_cast<ptrdiff_t>(r.items.begin),
-                                         input->items.begin() + static_cast<ptrdiff_t>(r.items.end));
+  input->items =
+      std::vector<SourceItem>(input->items.begin() + static_cast<ptrdiff_t>(r.items.begin),
+                              input->items.begin() + static_cast<ptrdiff_t>(r.items.end));
   if (r.index != 0) {
     report->rejections.clear();
     input->listing_problems = 0;
@@ -574,8 +584,8 @@ PartitionRecord SelectPart(const PackOptions& options, PackInput* input, PackRep
 
 // A part's directory, its lock, and the refusal of a finished part without --overwrite.
 Result<std::unique_ptr<PartLock>> PreparePart(const PackOptions& options, const std::string& dir) {
-  const std::string what = "part " + std::to_string(*options.part_index) + " of " +
-                           std::to_string(options.part_count);
+  const std::string what =
+      "part " + std::to_string(*options.part_index) + " of " + std::to_string(options.part_count);
   std::error_code ec;
   const std::string parent = std::filesystem::path(dir).parent_path().string();
   std::filesystem::create_directories(parent, ec);
@@ -654,8 +664,7 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
     report->partition = SelectPart(options, &input, report);
     std::string out = options.output;
     while (out.size() > 1 && out.back() == '/') out.pop_back();
-    effective.output =
-        out + ".parts/" + PartDirectoryName(*options.part_index, options.part_count);
+    effective.output = out + ".parts/" + PartDirectoryName(*options.part_index, options.part_count);
     report->output = effective.output;
     KILN_ASSIGN_OR_RETURN(lock, PreparePart(options, effective.output));
   } else if (options.part_count > 1 && options.format == "shards") {
@@ -677,8 +686,7 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
   // On an error `opened.writer` is destroyed: the staging directory goes with it.
   KILN_RETURN_IF_ERROR(pipeline.Run(opened.first_item));
   KILN_RETURN_IF_ERROR(FinishPack(effective, input, opened.writer.get(), report));
-  report->seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
 

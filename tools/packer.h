@@ -8,8 +8,8 @@
 // parallel_pipeline); records are written by one thread in listing order, so the output bytes
 // are identical whatever the thread count. Every listed input is accounted for: packed +
 // rejected = listed (and + skipped = files found), and each rejection is kept with its reason
-// (also written to the dataset as rejected.tsv). Output is crash-safe (see formats/dataset_writer.h): a failed or interrupted
-// pack leaves nothing under the output name.
+// (also written to the dataset as rejected.tsv). Output is crash-safe (see
+// formats/dataset_writer.h): a failed or interrupted pack leaves nothing under the output name.
 // Thread safety: Pack may run concurrently with other Packs writing elsewhere.
 #ifndef KILN_TOOLS_PACKER_H_
 #define KILN_TOOLS_PACKER_H_
@@ -42,14 +42,15 @@ struct PackOptions {
   // Root that list-file paths are relative to. Default: the list file's directory. Ignored for
   // directories.
   std::string root;
-  std::string output;  // the dataset directory to create
-  PreprocessOptions preprocess;  // final schema, resize, crop, mean/std
-  DecodeOptions decode;          // channels are taken from preprocess.schema
-  Compression compression;       // per-record. Default none.
+  std::string output;                               // the dataset directory to create
+  PreprocessOptions preprocess;                     // final schema, resize, crop, mean/std
+  DecodeOptions decode;                             // channels are taken from preprocess.schema
+  Compression compression;                          // per-record. Default none.
   uint64_t shard_size_bytes = uint64_t{128} << 20;  // Default 128 MiB.
-  // "shards", "lmdb" (formats/lmdb/lmdb_format.md) or "hdf5" (formats/hdf5/hdf5_format.md). Default shards.
+  // "shards", "lmdb" (formats/lmdb/lmdb_format.md) or "hdf5" (formats/hdf5/hdf5_format.md). Default
+  // shards.
   std::string format = "shards";
-  uint32_t threads = 0;          // 0 = every hardware thread
+  uint32_t threads = 0;                  // 0 = every hardware thread
   std::optional<uint64_t> shuffle_seed;  // write-time shuffle (recorded in the manifest)
   OnError on_error = OnError::kSkip;
   // Pins the class ids (tools/source_listing.h: PinClasses): class i is class_map[i], whichever
@@ -59,7 +60,7 @@ struct PackOptions {
   // Where class_map comes from, for messages and the manifest's source.class_map, e.g.
   // "classes.txt" or "dataset train.kiln". Default: empty.
   std::string class_map_origin;
-  bool overwrite = false;        // replace an existing dataset at `output`
+  bool overwrite = false;  // replace an existing dataset at `output`
   // Continue an interrupted pack of the same inputs and options (shards format): the shards it
   // finished in `<output>.partial` are kept and the rest is written; the result is
   // byte-identical to an uninterrupted run. With nothing to resume (or different inputs or
@@ -85,14 +86,14 @@ struct PackOptions {
 };
 
 struct Rejection {
-  std::string path;    // the input file (or list file)
-  uint64_t line = 0;   // list-file line, 0 if none
+  std::string path;   // the input file (or list file)
+  uint64_t line = 0;  // list-file line, 0 if none
   std::string reason;
 };
 
 struct PackReport {
   std::string output;
-  uint64_t listed = 0;    // inputs found: images plus listing problems
+  uint64_t listed = 0;  // inputs found: images plus listing problems
   uint64_t packed = 0;
   uint64_t rejected = 0;  // listed - packed
   // ImageFolder: files not listed for their name (no image extension, or hidden), so that
@@ -106,8 +107,8 @@ struct PackReport {
   uint64_t output_bytes = 0;  // bytes of the dataset's shard files
   double seconds = 0;
   std::vector<Rejection> rejections;  // in listing order
-  uint64_t resumed_inputs = 0;  // inputs taken over from an interrupted run (--resume)
-  std::string resume_note;      // why --resume started from the beginning, if it did
+  uint64_t resumed_inputs = 0;        // inputs taken over from an interrupted run (--resume)
+  std::string resume_note;            // why --resume started from the beginning, if it did
   // For a part (PackOptions::part_index): the part's record, as its manifest stores it.
   std::optional<PartitionRecord> partition;
   Manifest manifest;

@@ -2,12 +2,11 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <ctime>
-
-#include <sys/stat.h>
 
 namespace kiln {
 
@@ -22,8 +21,8 @@ std::string Holder(int fd) {
 }
 
 Status Busy(int fd, const std::string& path, const std::string& what) {
-  return Status::IOError(what + " is being written by another process (" + Holder(fd) +
-                         "; lock " + path + "): wait for it to finish, or stop it first");
+  return Status::IOError(what + " is being written by another process (" + Holder(fd) + "; lock " +
+                         path + "): wait for it to finish, or stop it first");
 }
 
 }  // namespace
@@ -38,8 +37,8 @@ Result<std::unique_ptr<PartLock>> PartLock::Acquire(const std::string& path,
     if (fd < 0) return Status::FromErrno("cannot create the lock file", path, errno);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
-      Status s = err == EWOULDBLOCK ? Busy(fd, path, what)
-                                    : Status::FromErrno("cannot lock", path, err);
+      Status s =
+          err == EWOULDBLOCK ? Busy(fd, path, what) : Status::FromErrno("cannot lock", path, err);
       ::close(fd);
       return s;
     }
@@ -56,9 +55,10 @@ Result<std::unique_ptr<PartLock>> PartLock::Acquire(const std::string& path,
   char since[64] = "?";
   const std::time_t now = std::time(nullptr);
   std::tm tm;
-  if (::gmtime_r(&now, &tm) != nullptr) std::strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  const std::string id = std::string("host ") + host + " pid " + std::to_string(::getpid()) +
-                         " since " + since + "\n";
+  if (::gmtime_r(&now, &tm) != nullptr)
+    std::strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const std::string id =
+      std::string("host ") + host + " pid " + std::to_string(::getpid()) + " since " + since + "\n";
   if (::ftruncate(fd, 0) != 0 ||
       ::pwrite(fd, id.data(), id.size(), 0) != static_cast<ssize_t>(id.size())) {
     const int err = errno;

@@ -52,7 +52,7 @@ struct Part {
   PartitionRecord record;
   std::string rejected_tsv;
   std::string skipped_tsv;  // "" when the part has no skipped.tsv
-  std::string name;  // "part I of N"
+  std::string name;         // "part I of N"
 };
 
 // A shard's move: from the part to the merged dataset, with its new place.
@@ -77,8 +77,8 @@ Status FindPartDirs(const std::vector<std::string>& inputs, std::vector<std::str
     }
     if (!fs::is_directory(input, ec)) {
       if (fs::exists(input + ".partial", ec)) {
-        return Status::Corruption(input + " is incomplete (a killed or running pack left " +
-                                  input + ".partial): rerun it with --resume");
+        return Status::Corruption(input + " is incomplete (a killed or running pack left " + input +
+                                  ".partial): rerun it with --resume");
       }
       return Status::NotFound(input + " does not exist");
     }
@@ -99,13 +99,15 @@ Status FindPartDirs(const std::vector<std::string>& inputs, std::vector<std::str
         if (name.size() <= s.size() || name.compare(name.size() - s.size(), s.size(), s) != 0) {
           continue;
         }
-        const std::optional<PartName> p = ParsePartDirectoryName(name.substr(0, name.size() - s.size()));
+        const std::optional<PartName> p =
+            ParsePartDirectoryName(name.substr(0, name.size() - s.size()));
         if (!p) continue;
         const std::string what = DescribePart(p->index, p->count);
-        KILN_RETURN_IF_ERROR(PartLock::CheckFree(input + "/" + name.substr(0, name.size() - s.size()) + ".lock", what));
+        KILN_RETURN_IF_ERROR(PartLock::CheckFree(
+            input + "/" + name.substr(0, name.size() - s.size()) + ".lock", what));
         if (s == ".partial") {
-          return Status::Corruption(what + " is incomplete (a killed or running pack left " +
-                                    path + "): rerun it with --resume");
+          return Status::Corruption(what + " is incomplete (a killed or running pack left " + path +
+                                    "): rerun it with --resume");
         }
       }
     }
@@ -132,14 +134,17 @@ uint64_t RejectedLines(const std::string& tsv) {
 Status LoadPart(const std::string& dir, Part* part) {
   part->dir = dir;
   Result<Manifest> manifest = Manifest::Read(dir);
-  if (!manifest.ok()) return Status::Corruption("part " + dir + " is damaged: " + manifest.status().message());
+  if (!manifest.ok())
+    return Status::Corruption("part " + dir + " is damaged: " + manifest.status().message());
   part->manifest = std::move(manifest).value();
   const std::string origin = dir + "/" + kManifestFileName;
   Result<PackSource> source = ParsePackSource(part->manifest.source_json, origin);
-  if (!source.ok()) return Status::Corruption("part " + dir + " is damaged: " + source.status().message());
+  if (!source.ok())
+    return Status::Corruption("part " + dir + " is damaged: " + source.status().message());
   part->source = std::move(source).value();
   if (!part->source.partition) {
-    return Status::Corruption(dir + " is not a part of a partitioned pack (its kiln.json has no "
+    return Status::Corruption(dir +
+                              " is not a part of a partitioned pack (its kiln.json has no "
                               "source.partition; it was packed without --part)");
   }
   part->record = *part->source.partition;
@@ -147,18 +152,19 @@ Status LoadPart(const std::string& dir, Part* part) {
   const std::string base = fs::path(dir).filename().string();
   const std::optional<PartName> named = ParsePartDirectoryName(base);
   if (named && (named->index != part->record.index || named->count != part->record.count)) {
-    return Status::Corruption(dir + ": the directory's name says " +
-                              DescribePart(named->index, named->count) + " but its kiln.json says " +
-                              part->name + " (a copied or renamed part?)");
+    return Status::Corruption(
+        dir + ": the directory's name says " + DescribePart(named->index, named->count) +
+        " but its kiln.json says " + part->name + " (a copied or renamed part?)");
   }
   Result<std::string> tsv = ReadFileToString(dir + "/" + kRejectedName);
-  if (!tsv.ok()) return Status::Corruption(part->name + " (" + dir + ") is damaged: " + tsv.status().message());
+  if (!tsv.ok())
+    return Status::Corruption(part->name + " (" + dir + ") is damaged: " + tsv.status().message());
   part->rejected_tsv = std::move(tsv).value();
   if (part->source.skipped_list) {
     Result<std::string> skipped = ReadFileToString(dir + "/" + kSkippedName);
     if (!skipped.ok()) {
-      return Status::Corruption(part->name + " (" + dir + ") is damaged: " +
-                                skipped.status().message());
+      return Status::Corruption(part->name + " (" + dir +
+                                ") is damaged: " + skipped.status().message());
     }
     part->skipped_tsv = std::move(skipped).value();
   }
@@ -223,11 +229,10 @@ Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& root
   for (const Part& p : *parts) seen[p.record.index] = true;
   for (uint32_t i = 0; i < n; ++i) {
     if (seen[i]) continue;
-    std::string where = roots.empty() ? "" : " (expected " + roots.front() + "/" +
-                                                 PartDirectoryName(i, n) + ")";
-    return Status::NotFound(DescribePart(i, n) + " is missing" + where +
-                            ": pack it with --part " + std::to_string(i) + " --of " +
-                            std::to_string(n));
+    std::string where =
+        roots.empty() ? "" : " (expected " + roots.front() + "/" + PartDirectoryName(i, n) + ")";
+    return Status::NotFound(DescribePart(i, n) + " is missing" + where + ": pack it with --part " +
+                            std::to_string(i) + " --of " + std::to_string(n));
   }
   uint64_t packed = 0;
   for (const Part& p : *parts) {
@@ -247,12 +252,12 @@ Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& root
     if (r.listing_xxh3_64 != ref.record.listing_xxh3_64 ||
         r.listed_items != ref.record.listed_items ||
         r.listing_problems != ref.record.listing_problems) {
-      return Status::Corruption(
-          p.name + " saw another listing than " + ref.name + " (" +
-          std::to_string(r.listed_items) + " images, listing hash " + HexDigest(r.listing_xxh3_64) +
-          " vs " + std::to_string(ref.record.listed_items) + " images, " +
-          HexDigest(ref.record.listing_xxh3_64) +
-          "): the input changed between parts; pack every part again");
+      return Status::Corruption(p.name + " saw another listing than " + ref.name + " (" +
+                                std::to_string(r.listed_items) + " images, listing hash " +
+                                HexDigest(r.listing_xxh3_64) + " vs " +
+                                std::to_string(ref.record.listed_items) + " images, " +
+                                HexDigest(ref.record.listing_xxh3_64) +
+                                "): the input changed between parts; pack every part again");
     }
     diff = VersionDifference(ref, p);
     if (!diff.empty()) return Status::Corruption(diff);
@@ -276,12 +281,11 @@ Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& root
     const uint64_t inputs = r.items.size() + (r.index == 0 ? r.listing_problems : 0);
     if (p.source.packed + p.source.rejected != inputs || p.source.listed != inputs ||
         p.manifest.samples != p.source.packed) {
-      return Status::Corruption(p.name + " accounts for " +
-                                std::to_string(p.source.packed + p.source.rejected) + " of its " +
-                                std::to_string(inputs) + " inputs (" +
-                                std::to_string(p.source.packed) + " packed, " +
-                                std::to_string(p.source.rejected) + " rejected, " +
-                                std::to_string(p.manifest.samples) + " samples)");
+      return Status::Corruption(
+          p.name + " accounts for " + std::to_string(p.source.packed + p.source.rejected) +
+          " of its " + std::to_string(inputs) + " inputs (" + std::to_string(p.source.packed) +
+          " packed, " + std::to_string(p.source.rejected) + " rejected, " +
+          std::to_string(p.manifest.samples) + " samples)");
     }
     if (RejectedLines(p.rejected_tsv) != p.source.rejected) {
       return Status::Corruption(p.name + ": " + p.dir + "/" + kRejectedName + " lists " +
@@ -351,9 +355,10 @@ Status PlanMoves(const std::vector<Part>& parts, const std::string& staging,
       const std::string path = p.dir + "/" + f.file;
       Result<ShardRenumberingPlan> plan = PlanShardRenumbering(path, global, first);
       if (!plan.ok()) {
-        return plan.status().code() == StatusCode::kNotFound || plan.status().code() == StatusCode::kIOError
-                   ? Status::Corruption(p.name + ": shard missing or unreadable: " +
-                                        plan.status().message())
+        return plan.status().code() == StatusCode::kNotFound ||
+                       plan.status().code() == StatusCode::kIOError
+                   ? Status::Corruption(p.name +
+                                        ": shard missing or unreadable: " + plan.status().message())
                    : Status::Corruption(p.name + " is damaged: " + plan.status().message());
       }
       if (plan->bytes != f.bytes) {
@@ -395,7 +400,9 @@ std::string JournalJson(const std::vector<Move>& moves, const std::vector<std::s
   ordered_json j;
   ordered_json m = ordered_json::array();
   for (const Move& x : moves) {
-    m.push_back({{"from", x.from}, {"to", x.to}, {"shard_index", x.shard_index},
+    m.push_back({{"from", x.from},
+                 {"to", x.to},
+                 {"shard_index", x.shard_index},
                  {"first_sample", x.first_sample}});
   }
   j["moves"] = m;
@@ -411,7 +418,8 @@ std::string JournalJson(const std::vector<Move>& moves, const std::vector<std::s
 // itself after renumbering K shards (tests/scale/, "merge killed").
 void MaybeKillForTest(size_t renumbered) {
   static const char* after = std::getenv("KILN_FAULT_MERGE_KILL_AFTER");
-  if (after != nullptr && std::strtoull(after, nullptr, 10) == renumbered) ::kill(::getpid(), SIGKILL);
+  if (after != nullptr && std::strtoull(after, nullptr, 10) == renumbered)
+    ::kill(::getpid(), SIGKILL);
 }
 
 void SyncDir(const std::string& dir) {
@@ -446,7 +454,8 @@ Status RunJournal(const std::string& staging, const std::string& output) {
   // A consumed part must never look complete: its manifest goes before its first shard.
   for (const std::string& dir : part_dirs) {
     const std::string m = dir + "/" + kManifestFileName;
-    if (::unlink(m.c_str()) != 0 && errno != ENOENT) return Status::FromErrno("cannot remove", m, errno);
+    if (::unlink(m.c_str()) != 0 && errno != ENOENT)
+      return Status::FromErrno("cannot remove", m, errno);
     SyncDir(dir);
   }
   std::error_code ec;
@@ -566,12 +575,13 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
         const VerifyReport v = VerifyDataset(p.dir, VerifyOptions{});
         if (!v.ok()) {
           return Status::Corruption(p.name + " is damaged: kiln verify " + p.dir + " finds " +
-                                    std::to_string(v.problems.size()) + " problems, first: " +
-                                    v.problems.front().reason);
+                                    std::to_string(v.problems.size()) +
+                                    " problems, first: " + v.problems.front().reason);
         }
       }
       report.bytes_read = 0;  // counted again as records are copied
-      KILN_RETURN_IF_ERROR(CopyRecords(parts, output, std::move(manifest), rejected_tsv, skipped_tsv, &report));
+      KILN_RETURN_IF_ERROR(
+          CopyRecords(parts, output, std::move(manifest), rejected_tsv, skipped_tsv, &report));
     } else {
       std::vector<Move> moves;
       std::vector<ShardFileInfo> files;
@@ -580,7 +590,8 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
       // Moving needs one file system: refuse before the first rename rather than halfway.
       if (fs::exists(staging, ec)) {
         if (!fs::exists(staging + "/" + kStagingMarkerFileName, ec)) {
-          return Status::InvalidArgument(staging + " exists and was not made by kiln; move it away");
+          return Status::InvalidArgument(staging +
+                                         " exists and was not made by kiln; move it away");
         }
         KILN_RETURN_IF_ERROR(RemoveTree(staging));  // a merge killed before its journal
       }

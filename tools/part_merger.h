@@ -1,7 +1,7 @@
 // kiln::MergeParts: joins the parts of a partitioned pack (`kiln pack ... --part I --of N`) into
 // one dataset, the step behind `kiln merge`.
 //
-//   parts (OUT.parts/part-IIIII-of-NNNNN/)  ->  check all  ->  journal  ->  move + renumber  ->  OUT
+//   parts (OUT.parts/part-IIIII-of-NNNNN/)  ->  check all  ->  journal  ->  move + renumber  -> OUT
 //
 // Everything is checked before anything is moved: every part 0..N-1 is there exactly once and
 // complete (no `.partial`, no writer holding its lock), of the same N, packed with the same

@@ -1,7 +1,7 @@
 #include "tools/partition.h"
 
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -168,9 +168,9 @@ Result<PartChoice> PartFromEnvironment(std::optional<uint32_t> of, const Environ
   std::string count_source = of ? "--of " + std::to_string(*of) : "";
   for (const Candidate& c : used) {
     if (c.index != first.index) {
-      return Status::InvalidArgument("--part auto: the environment disagrees on the part index: " +
-                                     first.source + " but " + c.source +
-                                     "; pass --part I explicitly");
+      return Status::InvalidArgument(
+          "--part auto: the environment disagrees on the part index: " + first.source + " but " +
+          c.source + "; pass --part I explicitly");
     }
     if (!c.count) continue;
     if (count && *count != *c.count) {
@@ -189,8 +189,8 @@ Result<PartChoice> PartFromEnvironment(std::optional<uint32_t> of, const Environ
                                    " gives the index but not the number of parts; pass --of N "
                                    "(or set KILN_PARTS)");
   }
-  KILN_RETURN_IF_ERROR(ValidatePart(first.index, *count).WithContext("--part auto (" +
-                                                                     first.source + ")"));
+  KILN_RETURN_IF_ERROR(
+      ValidatePart(first.index, *count).WithContext("--part auto (" + first.source + ")"));
   PartChoice choice;
   choice.index = first.index;
   choice.count = *count;
@@ -246,7 +246,8 @@ Result<PartitionRecord> PartitionRecord::FromJson(const std::string& text,
     r.index = j.at("index").get<uint32_t>();
     r.count = j.at("count").get<uint32_t>();
     const auto& items = j.at("items");
-    if (!items.is_array() || items.size() != 2) throw std::invalid_argument("'items' must be [begin, end]");
+    if (!items.is_array() || items.size() != 2)
+      throw std::invalid_argument("'items' must be [begin, end]");
     r.items = {items[0].get<uint64_t>(), items[1].get<uint64_t>()};
     r.listed_items = j.at("listed_items").get<uint64_t>();
     r.listing_problems = j.at("listing_problems").get<uint64_t>();
@@ -259,11 +260,10 @@ Result<PartitionRecord> PartitionRecord::FromJson(const std::string& text,
     r.versions_json = j.at("versions").dump();
     if (r.count < 1 || r.index >= r.count || r.items.begin > r.items.end ||
         r.items.end > r.listed_items) {
-      throw std::invalid_argument("index " + std::to_string(r.index) + " of " +
-                                  std::to_string(r.count) + ", items [" +
-                                  std::to_string(r.items.begin) + ", " +
-                                  std::to_string(r.items.end) + ") of " +
-                                  std::to_string(r.listed_items) + " are inconsistent");
+      throw std::invalid_argument(
+          "index " + std::to_string(r.index) + " of " + std::to_string(r.count) + ", items [" +
+          std::to_string(r.items.begin) + ", " + std::to_string(r.items.end) + ") of " +
+          std::to_string(r.listed_items) + " are inconsistent");
     }
     return r;
   } catch (const std::exception& e) {

@@ -66,19 +66,19 @@ struct PartChoice {
 // Finds this copy's part index (and, where the engine tells it, the count) for `--part auto`.
 // The sources, in order (SCALE-OUT.md, "Partition rule"):
 //
-//   | engine                  | index                 | count                                          |
+//   | engine                  | index                 | count |
 //   |-------------------------|-----------------------|------------------------------------------------|
-//   | any (set by the user)   | KILN_PART             | KILN_PARTS                                     |
-//   | Slurm job array         | SLURM_ARRAY_TASK_ID   | SLURM_ARRAY_TASK_COUNT, only when the whole    |
-//   |                         |                       | array runs: _MIN = 0, _MAX = COUNT-1, _STEP = 1 |
-//   |                         |                       | and COUNT >= 2 (a re-run of one task reports   |
-//   |                         |                       | a count of 1)                                  |
-//   | Kubernetes Indexed Job  | JOB_COMPLETION_INDEX  | (none)                                         |
-//   | Open MPI                | OMPI_COMM_WORLD_RANK  | OMPI_COMM_WORLD_SIZE                           |
-//   | MPICH, Intel MPI        | PMI_RANK              | PMI_SIZE                                       |
-//   | srun, inside a step     | SLURM_PROCID          | SLURM_STEP_NUM_TASKS, else SLURM_NTASKS        |
-//   |   (SLURM_STEP_ID set)   |                       |                                                |
-//   | torchrun                | RANK                  | WORLD_SIZE                                     |
+//   | any (set by the user)   | KILN_PART             | KILN_PARTS | | Slurm job array         |
+//   SLURM_ARRAY_TASK_ID   | SLURM_ARRAY_TASK_COUNT, only when the whole    | | | | array runs: _MIN
+//   = 0, _MAX = COUNT-1, _STEP = 1 | |                         |                       | and COUNT
+//   >= 2 (a re-run of one task reports   | |                         |                       | a
+//   count of 1)                                  | | Kubernetes Indexed Job  | JOB_COMPLETION_INDEX
+//   | (none)                                         | | Open MPI                |
+//   OMPI_COMM_WORLD_RANK  | OMPI_COMM_WORLD_SIZE                           | | MPICH, Intel MPI |
+//   PMI_RANK              | PMI_SIZE                                       | | srun, inside a step
+//   | SLURM_PROCID          | SLURM_STEP_NUM_TASKS, else SLURM_NTASKS        | |   (SLURM_STEP_ID
+//   set)   |                       |                                                | | torchrun |
+//   RANK                  | WORLD_SIZE                                     |
 //
 // Every source present is read. A source that says "index 0 of 1" (a launcher of one process,
 // such as `srun -n1` inside an array task) is ignored when another source says more. All the
@@ -101,8 +101,8 @@ Result<PartChoice> PartFromEnvironment(std::optional<uint32_t> of,
 struct PartitionRecord {
   uint32_t index = 0;
   uint32_t count = 1;
-  ItemRange items;              // this part's items in the whole (shuffled) listing
-  uint64_t listed_items = 0;    // images listed in the whole input (L of PartRange)
+  ItemRange items;                // this part's items in the whole (shuffled) listing
+  uint64_t listed_items = 0;      // images listed in the whole input (L of PartRange)
   uint64_t listing_problems = 0;  // listing problems of the whole input; part 0 rejects them
   uint64_t listing_xxh3_64 = 0;   // hash of the whole ordered listing (keys, labels, problems)
   uint64_t options_xxh3_64 = 0;   // hash of `options_json` and the class names
@@ -130,7 +130,7 @@ struct PackSource {
   uint64_t listed = 0;
   uint64_t packed = 0;
   uint64_t rejected = 0;
-  std::string class_map;          // where a pinned class map came from ("" when not pinned)
+  std::string class_map;            // where a pinned class map came from ("" when not pinned)
   std::optional<uint64_t> skipped;  // ImageFolder input: files skipped for their name
   bool skipped_list = false;        // skipped.tsv lists them
   uint32_t parts = 1;

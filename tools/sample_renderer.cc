@@ -26,7 +26,8 @@ cv::Mat ToDisplayable(const uint8_t* data, const TensorSchema& s, const std::arr
   if (s.layout == Layout::kCHW) {
     const size_t plane_bytes = size_t(h) * w * DTypeSize(s.dtype);
     for (int ch = 0; ch < c; ++ch) {
-      planes.push_back(cv::Mat(h, w, CV_MAKETYPE(depth, 1), const_cast<uint8_t*>(data) + ch * plane_bytes));
+      planes.push_back(
+          cv::Mat(h, w, CV_MAKETYPE(depth, 1), const_cast<uint8_t*>(data) + ch * plane_bytes));
     }
   } else {
     cv::split(cv::Mat(h, w, CV_MAKETYPE(depth, c), const_cast<uint8_t*>(data)), planes);
@@ -64,8 +65,8 @@ std::vector<uint64_t> EvenlySpacedIndices(uint64_t num_samples, uint64_t count) 
   return out;
 }
 
-Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indices,
-                     uint32_t columns, const std::string& png_path) {
+Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indices, uint32_t columns,
+                     const std::string& png_path) {
   if (indices.empty() || columns == 0) return Status::InvalidArgument("nothing to show");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
   const TensorSchema& s = dataset->schema();
@@ -77,8 +78,8 @@ Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indice
       std_dev[ch] = pre["std"][ch].get<float>();
     }
   }
-  const int scale = std::max(1, (kMinTilePixels + static_cast<int>(s.height) - 1) /
-                                    static_cast<int>(s.height));
+  const int scale =
+      std::max(1, (kMinTilePixels + static_cast<int>(s.height) - 1) / static_cast<int>(s.height));
   const int tile_w = std::max(static_cast<int>(s.width) * scale, 80);
   const int tile_h = static_cast<int>(s.height) * scale + kLabelPixels;
   const int cols = static_cast<int>(std::min<size_t>(columns, indices.size()));

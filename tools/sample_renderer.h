@@ -23,8 +23,8 @@ std::vector<uint64_t> EvenlySpacedIndices(uint64_t num_samples, uint64_t count);
 // labelled with class names, to the PNG file `png_path`. Errors: as Dataset::Open and
 // Dataset::ReadSample; OutOfRange for an index past the end; IOError when the PNG cannot be
 // written.
-Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indices,
-                     uint32_t columns, const std::string& png_path);
+Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indices, uint32_t columns,
+                     const std::string& png_path);
 
 }  // namespace kiln
 

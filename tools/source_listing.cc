@@ -512,10 +512,10 @@ Result<SourceListing> ReadListFile(const std::string& list_path, const std::stri
     if (!inserted) {
       const SourceItem& earlier = listing.items[first->second];
       if (earlier.label != item.label) {
-        listing.warnings.push_back(
-            Printable(list_path) + ": " + prefix + "'" + item.key + "' is listed with label " +
-            std::to_string(item.label) + " and on line " + std::to_string(earlier.line) +
-            " with label " + std::to_string(earlier.label) + "; both are packed");
+        listing.warnings.push_back(Printable(list_path) + ": " + prefix + "'" + item.key +
+                                   "' is listed with label " + std::to_string(item.label) +
+                                   " and on line " + std::to_string(earlier.line) + " with label " +
+                                   std::to_string(earlier.label) + "; both are packed");
       }
     }
     listing.items.push_back(std::move(item));
@@ -572,7 +572,8 @@ Result<std::vector<std::string>> ReadClassNames(const std::string& path) {
 
 Status PinClasses(const std::vector<std::string>& class_map, const std::string& map_origin,
                   SourceListing* listing) {
-  if (class_map.empty()) return Status::InvalidArgument("the class map " + map_origin + " is empty");
+  if (class_map.empty())
+    return Status::InvalidArgument("the class map " + map_origin + " is empty");
   if (listing->classes.empty()) {
     // A list file: its labels are ids into the map.
     for (const SourceItem& item : listing->items) {

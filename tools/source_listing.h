@@ -8,8 +8,8 @@
 // those per its --on-error policy).
 //
 // Every input is accounted for: each directory entry below an ImageFolder root is either an item,
-// a problem, or skipped (listed in `skipped`, counted in `ignored_files`); each list-file line is an item, a problem, or a blank
-// or comment line.
+// a problem, or skipped (listed in `skipped`, counted in `ignored_files`); each list-file line is
+// an item, a problem, or a blank or comment line.
 //
 // Names are bytes. Keys keep the bytes found on disk or in the list file, in UTF-8, never
 // normalised: `café.png` in NFC (c a f \xC3\xA9) and in NFD (c a f e \xCC\x81) are two items. A
@@ -182,8 +182,8 @@ Status PinClasses(const std::vector<std::string>& class_map, const std::string& 
 // Returns true if `filename` has an image extension, compared ASCII-case-insensitively:
 // .jpg .jpeg .png .apng .gif .bmp .tif .tiff .webp .ppm .pgm .pbm .pnm. The extension is the
 // text after the last '.' of the last '/'-separated component, when that '.' is not the
-// component's first character (".jpg" alone is a hidden file without extension). "IMG_0001.JPG" and "c.Jpeg" match;
-// "a.jpg.txt", "a.jpg " and "jpg" do not.
+// component's first character (".jpg" alone is a hidden file without extension). "IMG_0001.JPG" and
+// "c.Jpeg" match; "a.jpg.txt", "a.jpg " and "jpg" do not.
 bool HasImageExtension(std::string_view filename);
 
 }  // namespace kiln

@@ -37,7 +37,13 @@ static size_t ZstdFilter(unsigned flags, size_t cd_nelmts, const unsigned cd_val
 }
 
 static const H5Z_class2_t kZstdClass[1] = {{
-    H5Z_CLASS_T_VERS, (H5Z_filter_t)32015, 1, 1, "Zstandard (kiln test plugin)", NULL, NULL,
+    H5Z_CLASS_T_VERS,
+    (H5Z_filter_t)32015,
+    1,
+    1,
+    "Zstandard (kiln test plugin)",
+    NULL,
+    NULL,
     (H5Z_func_t)ZstdFilter,
 }};
 

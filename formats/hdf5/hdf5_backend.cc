@@ -16,8 +16,9 @@ StorageFormat Hdf5StorageFormat() {
                           Hdf5Dataset::Open(dir, std::move(manifest)));
     return std::unique_ptr<Dataset>(std::move(ds));
   };
-  row.create_writer = [](const std::string& dir, const StoreWriterOptions& options)
-      -> Result<std::unique_ptr<RecordStoreWriter>> {
+  row.create_writer =
+      [](const std::string& dir,
+         const StoreWriterOptions& options) -> Result<std::unique_ptr<RecordStoreWriter>> {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Hdf5Writer> w, Hdf5Writer::Create(dir, options.schema));
     return std::unique_ptr<RecordStoreWriter>(std::move(w));
   };

@@ -87,13 +87,14 @@ Result<std::string> Hdf5Dataset::Key(uint64_t index) const {
                               std::to_string(num_samples()));
   }
   const Hdf5Layout& l = *layout_;
-  std::call_once(keys_checked_, [&] { keys_status_ = CheckHdf5KeysChecksum(l, file_->data(), path_); });
+  std::call_once(keys_checked_,
+                 [&] { keys_status_ = CheckHdf5KeysChecksum(l, file_->data(), path_); });
   if (!keys_status_.ok()) {
     return Status::Corruption(Location(index, l.keys_offset + index * l.key_width) +
                               ": key cannot be trusted: " + keys_status_.message());
   }
-  const char* p = reinterpret_cast<const char*>(file_->data() + l.keys_offset) +
-                  index * l.key_width;
+  const char* p =
+      reinterpret_cast<const char*>(file_->data() + l.keys_offset) + index * l.key_width;
   return std::string(p, strnlen(p, l.key_width));
 }
 

@@ -1,4 +1,5 @@
-// kiln::Hdf5Dataset: the Dataset backend for HDF5 files written by kiln (formats/hdf5/hdf5_format.md).
+// kiln::Hdf5Dataset: the Dataset backend for HDF5 files written by kiln
+// (formats/hdf5/hdf5_format.md).
 //
 // Open() uses the HDF5 library once, under kiln's HDF5 lock (formats/hdf5/hdf5_file.h): it opens
 // data.h5 read-only without file locking, checks the datasets against the manifest and finds the

@@ -11,9 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "formats/xxh3.h"
-
 #include "formats/hdf5/hdf5_format.h"
+#include "formats/xxh3.h"
 
 namespace kiln {
 
@@ -64,14 +63,30 @@ Hdf5Lock::Hdf5Lock() : lock_(Hdf5Mutex()) {
 void Hdf5Id::Reset() {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    default: H5Idec_ref(id_); break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    case H5I_DATATYPE:
+      H5Tclose(id_);
+      break;
+    case H5I_DATASPACE:
+      H5Sclose(id_);
+      break;
+    case H5I_DATASET:
+      H5Dclose(id_);
+      break;
+    case H5I_ATTR:
+      H5Aclose(id_);
+      break;
+    case H5I_GENPROP_LST:
+      H5Pclose(id_);
+      break;
+    default:
+      H5Idec_ref(id_);
+      break;
   }
   id_ = H5I_INVALID_HID;
 }
@@ -83,16 +98,19 @@ Status Hdf5Error(std::string_view what, const std::string& path) {
   std::string msg = path + ": " + std::string(what);
   if (!walk.text.empty()) msg += " (HDF5: " + walk.text + ")";
   if (walk.locking) {
-    msg += "; the file system refused HDF5's file lock: kiln opens files without locking unless "
-           "HDF5_USE_FILE_LOCKING=TRUE is set; set HDF5_USE_FILE_LOCKING=FALSE";
+    msg +=
+        "; the file system refused HDF5's file lock: kiln opens files without locking unless "
+        "HDF5_USE_FILE_LOCKING=TRUE is set; set HDF5_USE_FILE_LOCKING=FALSE";
   }
   return walk.corruption ? Status::Corruption(msg) : Status::IOError(msg);
 }
 
 Hdf5Id Hdf5FileType(DType dtype) {
   switch (dtype) {
-    case DType::kUint8: return Hdf5Id(H5Tcopy(H5T_STD_U8LE));
-    case DType::kFloat32: return Hdf5Id(H5Tcopy(H5T_IEEE_F32LE));
+    case DType::kUint8:
+      return Hdf5Id(H5Tcopy(H5T_STD_U8LE));
+    case DType::kFloat32:
+      return Hdf5Id(H5Tcopy(H5T_IEEE_F32LE));
     case DType::kFloat16: {
       // IEEE 754 binary16 derived from binary32, the recipe h5py uses, so h5py maps it to float16.
       Hdf5Id t(H5Tcopy(H5T_IEEE_F32LE));
@@ -314,9 +332,8 @@ class Inspector {
     hsize_t chunk[4] = {};
     const hsize_t one[4] = {1, expect[1], expect[2], expect[3]};
     if (H5Pget_chunk(dcpl.get(), 4, chunk) != 4 || !std::equal(chunk, chunk + 4, one)) {
-      return Status::NotSupported(Where(kHdf5ImagesName) + " has chunks of " +
-                                  DimsText(chunk, 4) + ", kiln reads one sample per chunk " +
-                                  DimsText(one, 4));
+      return Status::NotSupported(Where(kHdf5ImagesName) + " has chunks of " + DimsText(chunk, 4) +
+                                  ", kiln reads one sample per chunk " + DimsText(one, 4));
     }
     const int nfilters = H5Pget_nfilters(dcpl.get());
     if (nfilters > 1 || H5Pget_external_count(dcpl.get()) != 0) {
@@ -329,8 +346,8 @@ class Inspector {
       const H5Z_filter_t id =
           H5Pget_filter2(dcpl.get(), 0, &flags, &nelmts, nullptr, 0, nullptr, nullptr);
       if (id != static_cast<H5Z_filter_t>(kHdf5ZstdFilterId)) {
-        return Status::NotSupported(Where(kHdf5ImagesName) + " uses filter " +
-                                    std::to_string(id) + " (kiln reads Zstandard, 32015, only)");
+        return Status::NotSupported(Where(kHdf5ImagesName) + " uses filter " + std::to_string(id) +
+                                    " (kiln reads Zstandard, 32015, only)");
       }
     }
     hsize_t nchunks = 0;
@@ -340,8 +357,8 @@ class Inspector {
     }
     if (nchunks != n_) {
       return Status::Corruption(Where(kHdf5ImagesName) + " has " + std::to_string(nchunks) +
-                                " chunks written, expected one per sample (" +
-                                std::to_string(n_) + ")");
+                                " chunks written, expected one per sample (" + std::to_string(n_) +
+                                ")");
     }
     // libhdf5 1.10 finds one chunk's location by iterating over every chunk (and has no
     // H5Dchunk_iter), so asking it per sample is O(N^2). kiln walks the chunk index itself, once:
@@ -501,8 +518,8 @@ class Inspector {
     }
     const size_t width = H5Tget_size(ftype.get());
     if (width == 0 || width > kHdf5MaxKeyBytes) {
-      return Status::Corruption(Where(kHdf5KeysName) + " has strings of " +
-                                std::to_string(width) + " bytes");
+      return Status::Corruption(Where(kHdf5KeysName) + " has strings of " + std::to_string(width) +
+                                " bytes");
     }
     out->key_width = static_cast<uint32_t>(width);
     KILN_ASSIGN_OR_RETURN(out->keys_offset, ContiguousOffset(d.get(), kHdf5KeysName, n_ * width));
@@ -721,8 +738,8 @@ class Inspector {
   const TensorSchema& schema_;
   const uint64_t n_;
   Hdf5Id file_;
-  uint64_t file_size_ = 0;  // bytes, from H5Fget_filesize
-  int fd_ = -1;              // the same file, for reading the chunk index
+  uint64_t file_size_ = 0;                    // bytes, from H5Fget_filesize
+  int fd_ = -1;                               // the same file, for reading the chunk index
   std::vector<HeaderMessage> root_messages_;  // the root group's object header, read by Inspect
 
  public:
@@ -739,11 +756,10 @@ Status CheckHdf5KeysChecksum(const Hdf5Layout& layout, const uint8_t* data,
   const uint64_t bytes = layout.samples * layout.key_width;
   const uint64_t computed = Xxh3(data + layout.keys_offset, bytes);
   if (computed != layout.keys_checksum) {
-    return Status::Corruption(path + ": dataset '" + kHdf5KeysName + "' (offset " +
-                              std::to_string(layout.keys_offset) +
-                              "): keys checksum mismatch (stored " +
-                              FormatChecksum(layout.keys_checksum) + ", computed " +
-                              FormatChecksum(computed) + ")");
+    return Status::Corruption(
+        path + ": dataset '" + kHdf5KeysName + "' (offset " + std::to_string(layout.keys_offset) +
+        "): keys checksum mismatch (stored " + FormatChecksum(layout.keys_checksum) +
+        ", computed " + FormatChecksum(computed) + ")");
   }
   return Status::Ok();
 }

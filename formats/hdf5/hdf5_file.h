@@ -95,7 +95,7 @@ struct Hdf5Layout {
     uint32_t size = 0;    // stored bytes
     Codec codec = Codec::kNone;
   };
-  std::vector<Chunk> chunks;  // chunked only, one per sample
+  std::vector<Chunk> chunks;      // chunked only, one per sample
   uint64_t labels_offset = 0;     // int64 LE [N]
   uint64_t checksums_offset = 0;  // uint64 LE [N]
   uint64_t keys_offset = 0;       // key_width bytes per sample, NUL-padded

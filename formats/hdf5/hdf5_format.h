@@ -30,7 +30,7 @@ inline constexpr char kHdf5ChecksumsName[] = "checksums";  // [N] uint64 LE, Rec
 inline constexpr char kHdf5ManifestAttr[] = "kiln_manifest";     // root: kiln.json minus files
 inline constexpr char kHdf5VersionAttr[] = "kiln_hdf5_version";  // root: int32, kHdf5Version
 inline constexpr char kHdf5LayoutAttr[] = "layout";              // images: "HWC" or "CHW"
-inline constexpr char kHdf5KeysChecksumAttr[] = "xxh3_64";        // keys: uint64, from version 2
+inline constexpr char kHdf5KeysChecksumAttr[] = "xxh3_64";       // keys: uint64, from version 2
 // Version 2 added the keys checksum; version 1 files (without it) are still read.
 inline constexpr int32_t kHdf5Version = 2;
 inline constexpr int32_t kHdf5OldestVersion = 1;

@@ -3,8 +3,8 @@
 //
 // Checks: the manifest lists exactly data.h5 with the file's size and whole-file XXH3-64; the file
 // opens through HDF5 and its datasets have the types, shapes and storage of
-// formats/hdf5/hdf5_format.md for the manifest's schema and sample count (a truncated file fails here,
-// naming data.h5); every dataset and chunk lies inside the file; the kiln_manifest attribute
+// formats/hdf5/hdf5_format.md for the manifest's schema and sample count (a truncated file fails
+// here, naming data.h5); every dataset and chunk lies inside the file; the kiln_manifest attribute
 // agrees with kiln.json on schema and samples; every sample's checksum holds and its label is one
 // of the manifest's classes; deep mode also decodes each sample. Each problem names data.h5, the
 // sample index (as `record`) and the byte offset of the sample's stored bytes.

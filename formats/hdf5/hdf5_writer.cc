@@ -1,25 +1,24 @@
 #include "formats/hdf5/hdf5_writer.h"
 
-#include "formats/file_util.h"
-
 #include <fcntl.h>
 #include <unistd.h>
-#include "formats/xxh3.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <type_traits>
 
+#include "formats/file_util.h"
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_format.h"
 #include "formats/mapped_file.h"
+#include "formats/xxh3.h"
 
 namespace kiln {
 
 namespace {
 
-constexpr size_t kBufferBytes = size_t{4} << 20;      // staging-file write buffer
+constexpr size_t kBufferBytes = size_t{4} << 20;           // staging-file write buffer
 constexpr uint64_t kWriteBlockBytes = uint64_t{64} << 20;  // images copied per H5Dwrite
 
 // A dataset creation property list without timestamps (so equal input gives an equal file) and
@@ -104,10 +103,9 @@ Status Hdf5Writer::Add(const EncodedRecord& record) {
   // (h5py, h5dump, kiln). Source paths never hold one; say so if a caller tries.
   if (record.key.empty() || record.key.size() > kHdf5MaxKeyBytes ||
       record.key.find('\0') != std::string::npos) {
-    return Status::InvalidArgument("sample " + std::to_string(index) + ": key '" +
-                                   record.key.substr(0, 64) + "' must be 1.." +
-                                   std::to_string(kHdf5MaxKeyBytes) +
-                                   " bytes without NUL bytes to be stored in HDF5");
+    return Status::InvalidArgument(
+        "sample " + std::to_string(index) + ": key '" + record.key.substr(0, 64) + "' must be 1.." +
+        std::to_string(kHdf5MaxKeyBytes) + " bytes without NUL bytes to be stored in HDF5");
   }
   if (buffer_.size() + record.stored.size() > kBufferBytes) KILN_RETURN_IF_ERROR(FlushBuffer());
   if (record.stored.size() > kBufferBytes) {
@@ -183,9 +181,8 @@ Status Hdf5Writer::WriteImages(int64_t file, const std::string& path) {
     // Declared optional: libhdf5 itself has no zstd filter, and direct chunk writes never run
     // it; readers with the filter (h5py + hdf5plugin) decode, kiln decodes on its own.
     const Result<Compression> compression = Compression::Parse(compression_);
-    const int level = compression.ok() && compression->codec == Codec::kZstd
-                          ? compression->level
-                          : Compression{}.level;
+    const int level = compression.ok() && compression->codec == Codec::kZstd ? compression->level
+                                                                             : Compression{}.level;
     const unsigned cd[1] = {static_cast<unsigned>(level)};
     if (H5Pset_filter(dcpl.get(), kHdf5ZstdFilterId, H5Z_FLAG_OPTIONAL, 1, cd) < 0) {
       return Hdf5Error("cannot declare the zstd filter (32015)", path);
@@ -195,8 +192,8 @@ Status Hdf5Writer::WriteImages(int64_t file, const std::string& path) {
     H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS);
     H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_LATE);
   }
-  Hdf5Id dset(H5Dcreate2(file, kHdf5ImagesName, type.get(), space.get(), H5P_DEFAULT,
-                         dcpl.get(), H5P_DEFAULT));
+  Hdf5Id dset(H5Dcreate2(file, kHdf5ImagesName, type.get(), space.get(), H5P_DEFAULT, dcpl.get(),
+                         H5P_DEFAULT));
   if (!dset.valid()) return Hdf5Error("cannot create dataset 'images'", path);
   if (!WriteStringAttr(dset.get(), kHdf5LayoutAttr, chw ? "CHW" : "HWC")) {
     return Hdf5Error("cannot write attribute 'layout'", path);
@@ -295,8 +292,8 @@ Status Hdf5Writer::WriteKeys(int64_t file, const std::string& path) {
 Status Hdf5Writer::WriteRootAttributes(int64_t file, const std::string& path) {
   {
     Hdf5Id space(H5Screate(H5S_SCALAR));
-    Hdf5Id attr(H5Acreate2(file, kHdf5VersionAttr, H5T_STD_I32LE, space.get(), H5P_DEFAULT,
-                           H5P_DEFAULT));
+    Hdf5Id attr(
+        H5Acreate2(file, kHdf5VersionAttr, H5T_STD_I32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
     const int32_t version = kHdf5Version;
     if (!attr.valid() || H5Awrite(attr.get(), H5T_NATIVE_INT32, &version) < 0) {
       return Hdf5Error("cannot write attribute 'kiln_hdf5_version'", path);

@@ -65,7 +65,7 @@ class Hdf5Writer final : public RecordStoreWriter {
   std::string dir_;
   std::string records_path_;  // the staging file
   TensorSchema schema_;
-  int fd_ = -1;                 // the staging file, open for writing
+  int fd_ = -1;                  // the staging file, open for writing
   std::vector<uint8_t> buffer_;  // bytes not yet written to fd_
   std::string manifest_json_ = "{}";
   bool any_zstd_ = false;
@@ -77,7 +77,7 @@ class Hdf5Writer final : public RecordStoreWriter {
   std::vector<uint8_t> zstd_;   // 1 when the record is a zstd frame
   std::string keys_;            // keys back to back
   std::vector<uint64_t> key_ends_;
-  uint32_t key_width_ = 1;      // longest key in bytes (at least 1)
+  uint32_t key_width_ = 1;  // longest key in bytes (at least 1)
   uint64_t stored_bytes_ = 0;
 };
 

@@ -16,8 +16,9 @@ StorageFormat LmdbStorageFormat() {
                           LmdbDataset::Open(dir, std::move(manifest)));
     return std::unique_ptr<Dataset>(std::move(ds));
   };
-  row.create_writer = [](const std::string& dir, const StoreWriterOptions& options)
-      -> Result<std::unique_ptr<RecordStoreWriter>> {
+  row.create_writer =
+      [](const std::string& dir,
+         const StoreWriterOptions& options) -> Result<std::unique_ptr<RecordStoreWriter>> {
     LmdbWriterOptions lo;
     if (options.lmdb_initial_map_bytes != 0) lo.initial_map_bytes = options.lmdb_initial_map_bytes;
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<LmdbWriter> w, LmdbWriter::Create(dir, lo));

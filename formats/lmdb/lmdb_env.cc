@@ -19,8 +19,9 @@ Status LmdbStatus(int rc, std::string_view what, const std::string& path) {
       return Status::NotSupported(msg);
     case EACCES:
     case EROFS:
-      return Status::IOError(msg + " (kiln opens LMDB datasets read-only without a lock file; "
-                                   "check that the files are readable)");
+      return Status::IOError(msg +
+                             " (kiln opens LMDB datasets read-only without a lock file; "
+                             "check that the files are readable)");
     default:
       return Status::IOError(msg);
   }
@@ -37,8 +38,7 @@ Status LmdbEnv::Error(int rc, std::string_view what) const {
   return LmdbStatus(rc, what, data_path_);
 }
 
-Result<std::unique_ptr<LmdbEnv>> LmdbEnv::OpenForWrite(const std::string& dir,
-                                                       uint64_t map_bytes) {
+Result<std::unique_ptr<LmdbEnv>> LmdbEnv::OpenForWrite(const std::string& dir, uint64_t map_bytes) {
   std::unique_ptr<LmdbEnv> e(new LmdbEnv(dir));
   int rc = mdb_env_create(&e->env_);
   if (rc != 0) return e->Error(rc, "cannot create an LMDB environment");
@@ -68,8 +68,7 @@ Result<std::unique_ptr<LmdbEnv>> LmdbEnv::OpenReadOnly(const std::string& dir) {
   if (rc != 0) return e->Error(rc, "cannot create an LMDB environment");
   // No lock file (MDB_NOLOCK): kiln datasets are written once and never modified, so readers
   // need no coordination, and a read-only directory or many processes opening at once work.
-  rc = mdb_env_open(e->env_, dir.c_str(),
-                    MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0644);
+  rc = mdb_env_open(e->env_, dir.c_str(), MDB_RDONLY | MDB_NOLOCK | MDB_NOTLS, 0644);
   if (rc != 0) return e->Error(rc, "cannot open read-only");
   MDB_envinfo info;
   mdb_env_info(e->env_, &info);

@@ -26,8 +26,7 @@ class LmdbEnv {
  public:
   // Creates a new environment in directory `dir` with a map of `map_bytes` bytes.
   // Errors: IOError naming `dir`/data.mdb.
-  static Result<std::unique_ptr<LmdbEnv>> OpenForWrite(const std::string& dir,
-                                                       uint64_t map_bytes);
+  static Result<std::unique_ptr<LmdbEnv>> OpenForWrite(const std::string& dir, uint64_t map_bytes);
   // Opens an existing environment read-only without locking. Errors: NotFound (no data.mdb),
   // IOError naming the path (with a hint when access is denied), Corruption (not an LMDB file).
   static Result<std::unique_ptr<LmdbEnv>> OpenReadOnly(const std::string& dir);

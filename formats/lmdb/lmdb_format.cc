@@ -1,9 +1,9 @@
 #include "formats/lmdb/lmdb_format.h"
 
-#include "formats/xxh3.h"
-
 #include <cstring>
 #include <vector>
+
+#include "formats/xxh3.h"
 
 namespace kiln {
 
@@ -70,8 +70,8 @@ Result<LmdbValueHeader> DecodeLmdbValueHeader(const uint8_t* value, size_t size)
   h.version = LoadLE16(value + 4);
   if (h.version != kLmdbValueVersion) {
     return Status::NotSupported("unsupported LMDB value version " + std::to_string(h.version) +
-                                " (this kiln reads version " +
-                                std::to_string(kLmdbValueVersion) + ")");
+                                " (this kiln reads version " + std::to_string(kLmdbValueVersion) +
+                                ")");
   }
   if (value[7] != 0 || LoadLE16(value + 34) != 0) {
     return Status::Corruption("nonzero reserved bytes in the value header");

@@ -2,8 +2,8 @@
 // lmdb_env.h (the environment wrapper that translates LMDB's return codes), lmdb_writer.h,
 // lmdb_dataset.h, lmdb_verifier.h, and lmdb_backend.cc (its row of formats/format_registry.h).
 //
-// Constants and byte encoding of kiln's LMDB layout (formats/lmdb/lmdb_format.md): the 8-byte key of
-// each sample and the 40-byte header in front of each value. Pure byte handling; no LMDB calls.
+// Constants and byte encoding of kiln's LMDB layout (formats/lmdb/lmdb_format.md): the 8-byte key
+// of each sample and the 40-byte header in front of each value. Pure byte handling; no LMDB calls.
 //
 // A value is: header (40 bytes, section 3) | key (key_size bytes, UTF-8) | stored bytes
 // (stored_size bytes, the same record encoding as shards: raw tensor bytes or one zstd frame,
@@ -42,9 +42,9 @@ struct LmdbValueHeader {
   uint32_t raw_size = 0;     // bytes of the decoded tensor
   uint32_t stored_size = 0;  // bytes stored after the key
   int64_t label = 0;
-  uint64_t checksum = 0;     // RecordChecksum(stored bytes, label)
-  uint16_t key_size = 0;     // bytes of the UTF-8 key after the header
-  uint32_t header_check = 0; // low 32 bits of XXH3-64 over header bytes [0, 36) and the key
+  uint64_t checksum = 0;      // RecordChecksum(stored bytes, label)
+  uint16_t key_size = 0;      // bytes of the UTF-8 key after the header
+  uint32_t header_check = 0;  // low 32 bits of XXH3-64 over header bytes [0, 36) and the key
 };
 
 // Writes sample `index`'s key into out[0..8).
@@ -69,8 +69,7 @@ uint32_t LmdbHeaderCheck(const uint8_t* value, uint16_t key_size);
 
 // Returns views of the key and stored bytes of a decoded value (valid as long as `value`).
 inline std::string_view LmdbValueKey(const uint8_t* value, const LmdbValueHeader& h) {
-  return std::string_view(reinterpret_cast<const char*>(value + kLmdbValueHeaderBytes),
-                          h.key_size);
+  return std::string_view(reinterpret_cast<const char*>(value + kLmdbValueHeaderBytes), h.key_size);
 }
 inline const uint8_t* LmdbValueStored(const uint8_t* value, const LmdbValueHeader& h) {
   return value + kLmdbValueHeaderBytes + h.key_size;

@@ -3,13 +3,13 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include "formats/xxh3.h"
 
 #include <cerrno>
 
 #include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_format.h"
 #include "formats/mapped_file.h"
+#include "formats/xxh3.h"
 
 namespace kiln {
 
@@ -64,8 +64,8 @@ uint64_t LmdbWriter::map_bytes() const { return env_ ? env_->map_bytes() : 0; }
 Status LmdbWriter::Add(const EncodedRecord& record) {
   if (record.key.size() > kMaxKeyBytes) {
     return Status::InvalidArgument("key of " + std::to_string(record.key.size()) +
-                                   " bytes is longer than " + std::to_string(kMaxKeyBytes) +
-                                   ": " + record.key.substr(0, 64) + "...");
+                                   " bytes is longer than " + std::to_string(kMaxKeyBytes) + ": " +
+                                   record.key.substr(0, 64) + "...");
   }
   const size_t at = batch_.size();
   batch_.resize(at + LmdbValueBytes(record));
@@ -103,9 +103,9 @@ Status LmdbWriter::CommitBatch() {
       rc = mdb_txn_commit(txn);  // frees the transaction whatever the result
       if (rc == 0) break;
       if (rc != MDB_MAP_FULL) {
-        const Status s = env_->Error(rc, "cannot commit samples " + std::to_string(batch_first_) +
-                                             ".." +
-                                             std::to_string(batch_first_ + batch_ends_.size() - 1));
+        const Status s =
+            env_->Error(rc, "cannot commit samples " + std::to_string(batch_first_) + ".." +
+                                std::to_string(batch_first_ + batch_ends_.size() - 1));
         return Status::IOError(s.message() + WriteFailureHint(dir_, env_->data_path()));
       }
     } else {

@@ -47,7 +47,7 @@ class LmdbWriter final : public RecordStoreWriter {
   // XXH3-64 (lock.mdb is not listed).
   Result<std::vector<DataFileInfo>> Finish() override;
 
-  uint64_t map_bytes() const;   // current map size
+  uint64_t map_bytes() const;                            // current map size
   uint32_t map_growths() const { return map_growths_; }  // times the map was doubled
   uint64_t records() const { return records_; }
 

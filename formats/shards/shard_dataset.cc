@@ -90,7 +90,9 @@ void ShardDataset::Prefetch(uint64_t index, bool payload) const {
   for (uint64_t l = 0; l < lines; ++l) __builtin_prefetch(base + e.offset + l * 64);
 }
 
-void ShardDataset::AdviseAccess(AccessAdvice advice) const { for (const auto& shard : shards_) shard->file().Advise(advice); }
+void ShardDataset::AdviseAccess(AccessAdvice advice) const {
+  for (const auto& shard : shards_) shard->file().Advise(advice);
+}
 
 MappedRange ShardDataset::StoredRange(uint64_t index) const {
   if (index >= num_samples()) return {};

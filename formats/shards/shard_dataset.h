@@ -1,4 +1,5 @@
-// kiln::ShardDataset: the Dataset backend for kiln's own shard files (formats/shards/shard_format.md).
+// kiln::ShardDataset: the Dataset backend for kiln's own shard files
+// (formats/shards/shard_format.md).
 //
 // Sample i lives in the shard whose [first_sample, first_sample + samples) range holds it; the
 // lookup is a binary search over the per-shard start indices (O(log shards)).

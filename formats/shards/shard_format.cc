@@ -1,10 +1,10 @@
 #include "formats/shards/shard_format.h"
 
-#include "formats/xxh3.h"
-
 #include <cstdio>
 #include <cstring>
 #include <string>
+
+#include "formats/xxh3.h"
 
 namespace kiln {
 

@@ -6,8 +6,8 @@
 // The kiln shard file format, version 1: constants, and the explicit little-endian encoding and
 // decoding of its three fixed structures (header, index entry, footer).
 //
-// The byte-level specification is formats/shards/shard_format.md; section numbers below refer to it.
-// The little-endian coding and alignment helpers (formats/byte_coding.h) and the codec and
+// The byte-level specification is formats/shards/shard_format.md; section numbers below refer to
+// it. The little-endian coding and alignment helpers (formats/byte_coding.h) and the codec and
 // record checksum (formats/codec.h) that the shards share with the other backends are included.
 // Nothing here touches files: ShardWriter and ShardReader do. Every Decode* function validates
 // what it can see on its own (magic, version, reserved bits, checksums) and returns Corruption

@@ -1,8 +1,8 @@
 #include "formats/shards/shard_reader.h"
 
-#include "formats/xxh3.h"
-
 #include <cstdio>
+
+#include "formats/xxh3.h"
 
 namespace kiln {
 
@@ -85,9 +85,8 @@ Status ShardReader::ReadRecord(uint64_t i, RecordDecoder* decoder, uint8_t* out,
     return Status::Corruption(RecordLocation(i, EntryOffset(i)) + ": bad index entry: " + problem);
   }
   // One pass over a raw record: copy and checksum together (RecordDecoder::DecodeChecked).
-  Status s =
-      decoder->DecodeChecked(stored(e), e.stored_size, e.codec, e.label, e.checksum, out,
-                             e.raw_size);
+  Status s = decoder->DecodeChecked(stored(e), e.stored_size, e.codec, e.label, e.checksum, out,
+                                    e.raw_size);
   if (!s.ok()) return s.WithContext(RecordLocation(i, e.offset));
   *label = e.label;
   return Status::Ok();

@@ -38,8 +38,7 @@ class ShardReader {
   // Returns record `i`'s index entry, decoded from the mapping (40 bytes, no allocation).
   // Requires i < record_count().
   ShardIndexEntry entry(uint64_t i) const {
-    return DecodeShardIndexEntry(file_->data() + footer_.index_offset +
-                                 i * kShardIndexEntryBytes);
+    return DecodeShardIndexEntry(file_->data() + footer_.index_offset + i * kShardIndexEntryBytes);
   }
   // Checks an index entry against the file: payload inside the data region and aligned, raw
   // size equal to the schema's, known codec, key inside the keys section. Returns "" when the

@@ -100,8 +100,8 @@ Status RenumberShard(const std::string& path, uint32_t shard_index, uint64_t fir
   EncodeShardHeader(header, encoded);
   size_t done = 0;
   while (done < kShardHeaderBytes) {
-    const ssize_t n = ::pwrite(f.fd, encoded + done, kShardHeaderBytes - done,
-                               static_cast<off_t>(done));
+    const ssize_t n =
+        ::pwrite(f.fd, encoded + done, kShardHeaderBytes - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return Status::FromErrno("cannot write the header of", path, errno);
     done += static_cast<size_t>(n);

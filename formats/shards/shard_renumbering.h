@@ -23,9 +23,9 @@
 namespace kiln {
 
 struct ShardRenumberingPlan {
-  ShardHeader current;  // the header the file has now (decoded and checksum-checked)
-  ShardHeader renumbered;  // the same header with the new shard_index and first_sample
-  uint64_t bytes = 0;                // file size
+  ShardHeader current;              // the header the file has now (decoded and checksum-checked)
+  ShardHeader renumbered;           // the same header with the new shard_index and first_sample
+  uint64_t bytes = 0;               // file size
   uint64_t current_xxh3_64 = 0;     // XXH3-64 (seed 0) of the whole file as it is
   uint64_t renumbered_xxh3_64 = 0;  // the same once the header is rewritten
 };

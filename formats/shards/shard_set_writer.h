@@ -1,13 +1,13 @@
 // kiln::ShardSetWriter: the shard backend's RecordStoreWriter. Writes records into a sequence of
-// shard files `shard-00000.kiln`, `shard-00001.kiln`, ... (formats/shards/shard_format.md) in a staging
-// directory, closing a shard before it would grow past the shard size, so every shard but the
-// last holds as many records as fit.
+// shard files `shard-00000.kiln`, `shard-00001.kiln`, ... (formats/shards/shard_format.md) in a
+// staging directory, closing a shard before it would grow past the shard size, so every shard but
+// the last holds as many records as fit.
 //
-// A shard is written under a temporary name and renamed when complete (formats/shards/shard_writer.h);
-// finished_files() lists the closed ones, which is what `kiln pack --resume` journals. Resume()
-// continues after such a list: shards roll over at the same records, so the result is
-// byte-identical to an uninterrupted run.
-// Thread safety: none; one thread drives a writer.
+// A shard is written under a temporary name and renamed when complete
+// (formats/shards/shard_writer.h); finished_files() lists the closed ones, which is what `kiln pack
+// --resume` journals. Resume() continues after such a list: shards roll over at the same records,
+// so the result is byte-identical to an uninterrupted run. Thread safety: none; one thread drives a
+// writer.
 #ifndef KILN_FORMATS_SHARD_SET_WRITER_H_
 #define KILN_FORMATS_SHARD_SET_WRITER_H_
 

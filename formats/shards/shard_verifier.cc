@@ -147,7 +147,7 @@ class Checker {
       }
       if (deep) {
         Status s = decoder_.Validate(shard.stored(e), e.stored_size, e.codec, scratch.data(),
-                                   scratch.size());
+                                     scratch.size());
         if (!s.ok()) {
           Problem(path, static_cast<int64_t>(i), static_cast<int64_t>(e.offset),
                   "cannot decode: " + s.message());

@@ -1,14 +1,14 @@
 #include "formats/shards/shard_writer.h"
 
-#include "formats/file_util.h"
-
 #include <fcntl.h>
 #include <unistd.h>
-#include "formats/xxh3.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#include "formats/file_util.h"
+#include "formats/xxh3.h"
 
 namespace kiln {
 
@@ -81,8 +81,8 @@ uint64_t ShardWriter::FinishedBytes() const {
 uint64_t ShardWriter::ProjectedBytes(uint64_t stored_bytes, uint64_t key_bytes) const {
   const uint64_t data_end = AlignUp(offset_, header_.record_alignment) + stored_bytes;
   const uint64_t index_offset = AlignUp(data_end, 8);
-  const uint64_t keys_end = index_offset + (entries_.size() + 1) * kShardIndexEntryBytes +
-                            keys_.size() + key_bytes;
+  const uint64_t keys_end =
+      index_offset + (entries_.size() + 1) * kShardIndexEntryBytes + keys_.size() + key_bytes;
   return AlignUp(keys_end, 8) + kShardFooterBytes;
 }
 

@@ -28,15 +28,16 @@ StorageFormat ShardsStorageFormat() {
                           ShardDataset::Open(dir, std::move(manifest)));
     return std::unique_ptr<Dataset>(std::move(ds));
   };
-  row.create_writer = [](const std::string& dir, const StoreWriterOptions& options)
-      -> Result<std::unique_ptr<RecordStoreWriter>> {
+  row.create_writer =
+      [](const std::string& dir,
+         const StoreWriterOptions& options) -> Result<std::unique_ptr<RecordStoreWriter>> {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardSetWriter> w,
                           ShardSetWriter::Create(dir, ShardOptions(options)));
     return std::unique_ptr<RecordStoreWriter>(std::move(w));
   };
-  row.resume_writer = [](const std::string& dir, const StoreWriterOptions& options,
-                         const std::vector<DataFileInfo>& files)
-      -> Result<std::unique_ptr<RecordStoreWriter>> {
+  row.resume_writer =
+      [](const std::string& dir, const StoreWriterOptions& options,
+         const std::vector<DataFileInfo>& files) -> Result<std::unique_ptr<RecordStoreWriter>> {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardSetWriter> w,
                           ShardSetWriter::Resume(dir, ShardOptions(options), files));
     return std::unique_ptr<RecordStoreWriter>(std::move(w));

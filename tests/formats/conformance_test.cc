@@ -46,7 +46,9 @@ std::vector<uint8_t> SampleBytes(uint64_t i) {
   return bytes;
 }
 int64_t SampleLabel(uint64_t i) { return static_cast<int64_t>(i % 10); }
-std::string SampleKey(uint64_t i) { return "class_" + std::to_string(i % 10) + "/ïmage " + std::to_string(i) + ".png"; }
+std::string SampleKey(uint64_t i) {
+  return "class_" + std::to_string(i % 10) + "/ïmage " + std::to_string(i) + ".png";
+}
 
 class ConformanceTest : public ::testing::TestWithParam<std::tuple<const char*, bool>> {
  protected:
@@ -54,8 +56,8 @@ class ConformanceTest : public ::testing::TestWithParam<std::tuple<const char*, 
     format_ = std::get<0>(GetParam());
     compressed_ = std::get<1>(GetParam());
     if (!IsFormatSupported(format_)) GTEST_SKIP() << format_ << " is not built into this kiln";
-    dir_ = ::testing::TempDir() + "kiln_conformance_" + std::to_string(::getpid()) + "_" +
-           format_ + (compressed_ ? "_zstd" : "_raw");
+    dir_ = ::testing::TempDir() + "kiln_conformance_" + std::to_string(::getpid()) + "_" + format_ +
+           (compressed_ ? "_zstd" : "_raw");
     fs::remove_all(dir_);
     DatasetWriterOptions options;
     options.schema = kSchema;
@@ -67,7 +69,8 @@ class ConformanceTest : public ::testing::TestWithParam<std::tuple<const char*, 
     for (uint64_t i = 0; i < kSamples; ++i) {
       EncodedRecord record;
       const std::vector<uint8_t> raw = SampleBytes(i);
-      ASSERT_TRUE(encoder.Encode(raw.data(), raw.size(), SampleLabel(i), SampleKey(i), &record).ok());
+      ASSERT_TRUE(
+          encoder.Encode(raw.data(), raw.size(), SampleLabel(i), SampleKey(i), &record).ok());
       ASSERT_TRUE((*writer)->Add(record).ok());
     }
     Manifest manifest;

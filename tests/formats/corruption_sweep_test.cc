@@ -15,12 +15,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <csignal>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -53,7 +53,8 @@ std::vector<uint8_t> ReadAll(const std::string& path) {
 
 void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 constexpr uint64_t kSamples = 12;
@@ -80,11 +81,11 @@ std::string KeyOf(uint64_t i) { return "img/" + std::to_string(1000 + i) + ".png
 
 // Where a flip lands, and what the verifier must say about it.
 struct Flip {
-  std::string file;        // damaged file (absolute path in the work directory)
-  uint64_t pos = 0;        // byte offset in that file
-  uint8_t mask = 0x01;     // XORed into the byte
-  std::string what;        // for messages: "shard 1 index entry 2 field label"
-  int64_t record = -1;     // record the verifier must name (-1: only the file)
+  std::string file;          // damaged file (absolute path in the work directory)
+  uint64_t pos = 0;          // byte offset in that file
+  uint8_t mask = 0x01;       // XORed into the byte
+  std::string what;          // for messages: "shard 1 index entry 2 field label"
+  int64_t record = -1;       // record the verifier must name (-1: only the file)
   bool need_offset = false;  // the problem naming `record` must carry an offset
 };
 
@@ -129,8 +130,8 @@ class CorruptionSweep : public ::testing::Test {
     std::vector<std::string> failures;
     char mask[8];
     std::snprintf(mask, sizeof(mask), "0x%02x", f.mask);
-    const std::string where = f.what + " (byte " + std::to_string(f.pos) + " of " + f.file +
-                              ", mask " + mask + "): ";
+    const std::string where =
+        f.what + " (byte " + std::to_string(f.pos) + " of " + f.file + ", mask " + mask + "): ";
     const bool manifest_flip = f.file == manifest_path_;
     VerifyOptions options;
     options.deep = true;
@@ -148,8 +149,8 @@ class CorruptionSweep : public ::testing::Test {
       failures.push_back(where + "verify did not name the file:\n" + VerifyReportToText(report));
     }
     if (f.record >= 0 && !named_record) {
-      failures.push_back(where + "verify did not name record " + std::to_string(f.record) +
-                         ":\n" + VerifyReportToText(report));
+      failures.push_back(where + "verify did not name record " + std::to_string(f.record) + ":\n" +
+                         VerifyReportToText(report));
     }
     ReadBack(f, where, &failures);
     return failures;
@@ -166,8 +167,8 @@ class CorruptionSweep : public ::testing::Test {
     Result<std::unique_ptr<Dataset>> ds = Dataset::Open(dir_);
     if (!ds.ok()) {
       if (!names_damage(ds.status().message())) {
-        failures->push_back(where + "Open failed without naming the file: " +
-                            ds.status().ToString());
+        failures->push_back(where +
+                            "Open failed without naming the file: " + ds.status().ToString());
       }
       return;
     }
@@ -193,11 +194,13 @@ class CorruptionSweep : public ::testing::Test {
       }
       Result<std::string> key = (*ds)->Key(i);
       if (key.ok() && *key != KeyOf(i)) {
-        failures->push_back(where + "Key(" + std::to_string(i) + ") returned a WRONG key '" +
-                            *key + "' without an error");
+        failures->push_back(where + "Key(" + std::to_string(i) + ") returned a WRONG key '" + *key +
+                            "' without an error");
       } else if (!key.ok() && !names_damage(key.status().message())) {
-        failures->push_back(where + "Key(" + std::to_string(i) + ") failed without naming the "
-                            "file: " + key.status().ToString());
+        failures->push_back(where + "Key(" + std::to_string(i) +
+                            ") failed without naming the "
+                            "file: " +
+                            key.status().ToString());
       }
     }
   }
@@ -261,9 +264,9 @@ class CorruptionSweep : public ::testing::Test {
     if (WIFSIGNALED(status)) {
       failures.push_back(f.what + " (byte " + std::to_string(f.pos) + " of " + f.file +
                          "): verify or read " +
-                         (WTERMSIG(status) == SIGALRM ? std::string("HUNG (60 s)")
-                                                      : "CRASHED with signal " +
-                                                            std::to_string(WTERMSIG(status))));
+                         (WTERMSIG(status) == SIGALRM
+                              ? std::string("HUNG (60 s)")
+                              : "CRASHED with signal " + std::to_string(WTERMSIG(status))));
     }
     return failures;
   }
@@ -315,13 +318,23 @@ void ShardFlips(const std::string& path, std::vector<Flip>* flips) {
     const char* name;
   };
   const std::string name = fs::path(path).filename().string();
-  for (Field h : std::initializer_list<Field>{{0, "magic"}, {7, "magic end"}, {8, "major"},
-                                               {10, "minor"}, {12, "flags"}, {16, "header_size"},
-                                               {20, "alignment"}, {24, "dtype"}, {25, "layout"},
-                                               {26, "channels"}, {28, "height"}, {32, "width"},
-                                               {36, "shard_index"}, {40, "first_sample"},
-                                               {48, "reserved"}, {55, "reserved end"},
-                                               {56, "header_checksum"}}) {
+  for (Field h : std::initializer_list<Field>{{0, "magic"},
+                                              {7, "magic end"},
+                                              {8, "major"},
+                                              {10, "minor"},
+                                              {12, "flags"},
+                                              {16, "header_size"},
+                                              {20, "alignment"},
+                                              {24, "dtype"},
+                                              {25, "layout"},
+                                              {26, "channels"},
+                                              {28, "height"},
+                                              {32, "width"},
+                                              {36, "shard_index"},
+                                              {40, "first_sample"},
+                                              {48, "reserved"},
+                                              {55, "reserved end"},
+                                              {56, "header_checksum"}}) {
     flips->push_back({path, h.at, 0x01, name + " header " + h.name});
   }
   const uint64_t n = r.record_count();
@@ -340,15 +353,18 @@ void ShardFlips(const std::string& path, std::vector<Flip>* flips) {
     if (i != 0 && i != 1 && i + 1 != n) continue;
     const uint64_t eo = r.EntryOffset(i);
     // Fields that locate or check the record: the verifier must name the record.
-    for (Field ef : std::initializer_list<Field>{{0, "offset"}, {8, "stored_size"},
-                                                  {12, "raw_size"}, {16, "label"},
-                                                  {24, "checksum"}, {38, "codec"}}) {
-      flips->push_back({path, eo + ef.at, 0x01, rec + " index entry " + ef.name,
-                        static_cast<int64_t>(i), true});
+    for (Field ef : std::initializer_list<Field>{{0, "offset"},
+                                                 {8, "stored_size"},
+                                                 {12, "raw_size"},
+                                                 {16, "label"},
+                                                 {24, "checksum"},
+                                                 {38, "codec"}}) {
+      flips->push_back(
+          {path, eo + ef.at, 0x01, rec + " index entry " + ef.name, static_cast<int64_t>(i), true});
     }
     // Key location fields and the reserved byte: covered by the index checksum only.
-    for (Field ef : std::initializer_list<Field>{{32, "key_offset"}, {36, "key_size"},
-                                                  {39, "reserved"}}) {
+    for (Field ef :
+         std::initializer_list<Field>{{32, "key_offset"}, {36, "key_size"}, {39, "reserved"}}) {
       flips->push_back({path, eo + ef.at, 0x01, rec + " index entry " + ef.name});
     }
     const uint64_t key_at = r.footer().keys_offset + e.key_offset;
@@ -356,11 +372,15 @@ void ShardFlips(const std::string& path, std::vector<Flip>* flips) {
     flips->push_back({path, key_at + e.key_size - 1, 0x01, rec + " key last byte"});
   }
   const uint64_t fo = size - kShardFooterBytes;
-  for (Field ft : std::initializer_list<Field>{{0, "index_offset"}, {8, "record_count"},
-                                                {16, "keys_offset"}, {24, "keys_size"},
-                                                {32, "index_checksum"}, {40, "reserved"},
-                                                {48, "footer_checksum"}, {56, "magic"},
-                                                {63, "magic end"}}) {
+  for (Field ft : std::initializer_list<Field>{{0, "index_offset"},
+                                               {8, "record_count"},
+                                               {16, "keys_offset"},
+                                               {24, "keys_size"},
+                                               {32, "index_checksum"},
+                                               {40, "reserved"},
+                                               {48, "footer_checksum"},
+                                               {56, "magic"},
+                                               {63, "magic end"}}) {
     flips->push_back({path, fo + ft.at, 0x01, name + " footer " + ft.name});
   }
   if (fo > r.footer().keys_offset + r.footer().keys_size) {
@@ -417,9 +437,10 @@ TEST_F(CorruptionSweep, ShardTruncatedAtEveryInterestingLength) {
       ASSERT_TRUE(r.ok());
       const ShardIndexEntry e1 = (*r)->entry(1);
       r->reset();
-      for (uint64_t len : {uint64_t{0}, uint64_t{1}, uint64_t{63}, uint64_t{64}, uint64_t{65},
-                           e1.offset + e1.stored_size / 2, (*ShardReader::Open(path))->footer().index_offset,
-                           size - 64, size - 1}) {
+      for (uint64_t len :
+           {uint64_t{0}, uint64_t{1}, uint64_t{63}, uint64_t{64}, uint64_t{65},
+            e1.offset + e1.stored_size / 2, (*ShardReader::Open(path))->footer().index_offset,
+            size - 64, size - 1}) {
         SCOPED_TRACE(info.file + " cut to " + std::to_string(len));
         WriteAll(path, std::vector<uint8_t>(original.begin(), original.begin() + len));
         Result<std::unique_ptr<Dataset>> ds = Dataset::Open(dir_);
@@ -470,10 +491,17 @@ TEST_F(CorruptionSweep, LmdbValuesManifestAndRandom) {
         uint64_t at;
         const char* name;
       };
-      for (Field f : std::initializer_list<Field>{
-               {0, "magic"}, {4, "version"}, {6, "codec"}, {7, "reserved"}, {8, "raw_size"},
-               {12, "stored_size"}, {16, "label"}, {24, "checksum"}, {32, "key_size"},
-               {34, "reserved2"}, {36, "header_check"}}) {
+      for (Field f : std::initializer_list<Field>{{0, "magic"},
+                                                  {4, "version"},
+                                                  {6, "codec"},
+                                                  {7, "reserved"},
+                                                  {8, "raw_size"},
+                                                  {12, "stored_size"},
+                                                  {16, "label"},
+                                                  {24, "checksum"},
+                                                  {32, "key_size"},
+                                                  {34, "reserved2"},
+                                                  {36, "header_check"}}) {
         flips.push_back({data, pos + f.at, 0x01, rec + " value header " + f.name, sample, true});
       }
       for (uint64_t at : {pos + 40, pos + 40 + key_size - 1}) {
@@ -523,8 +551,8 @@ TEST_F(CorruptionSweep, Hdf5EveryDatasetManifestAndRandom) {
       flips.push_back({data, l.labels_offset + 8 * i + 7, 0x80, rec + " label sign", r, true});
       flips.push_back({data, l.checksums_offset + 8 * i + 3, 0x01, rec + " checksum", r, true});
       flips.push_back({data, l.keys_offset + i * l.key_width, 0x01, rec + " key first byte"});
-      flips.push_back({data, l.keys_offset + (i + 1) * l.key_width - 1, 0x01,
-                       rec + " key padding"});
+      flips.push_back(
+          {data, l.keys_offset + (i + 1) * l.key_width - 1, 0x01, rec + " key padding"});
     }
     for (uint64_t at = 0; at < 96; at += 3) {
       flips.push_back({data, at, 0x01, "data.h5 superblock byte " + std::to_string(at)});
@@ -536,8 +564,8 @@ TEST_F(CorruptionSweep, Hdf5EveryDatasetManifestAndRandom) {
     ASSERT_NE(found, bytes.end()) << "no kiln_manifest attribute text in data.h5";
     const uint64_t attr_at = static_cast<uint64_t>(found - bytes.begin());
     for (uint64_t at = attr_at; at < attr_at + 400 && at < bytes.size(); at += 11) {
-      flips.push_back({data, at, 0x01, "data.h5 kiln_manifest attribute byte " +
-                                           std::to_string(at - attr_at)});
+      flips.push_back(
+          {data, at, 0x01, "data.h5 kiln_manifest attribute byte " + std::to_string(at - attr_at)});
     }
     for (const Flip& f : flips) Run(f, /*isolate=*/true);
     SweepManifest(/*isolate=*/false);

@@ -1,5 +1,6 @@
-// Tests for formats/dataset.h and formats/shards/shard_dataset.h: Open's checks of every shard against
-// the manifest (B27a: a truncated shard is named at open), sample lookup across shards, errors.
+// Tests for formats/dataset.h and formats/shards/shard_dataset.h: Open's checks of every shard
+// against the manifest (B27a: a truncated shard is named at open), sample lookup across shards,
+// errors.
 #include "formats/dataset.h"
 
 #include <gtest/gtest.h>
@@ -11,8 +12,8 @@
 #include <vector>
 
 #include "formats/dataset_writer.h"
-#include "formats/shards/shard_set_writer.h"
 #include "formats/shards/shard_dataset.h"
+#include "formats/shards/shard_set_writer.h"
 #include "tests/formats/temp_dir.h"
 
 namespace kiln {
@@ -48,9 +49,8 @@ void WriteDataset(const std::string& dir, uint64_t samples, uint64_t shard_size,
   for (uint64_t i = 0; i < samples; ++i) {
     EncodedRecord rec;
     const std::vector<uint8_t> raw = Raw(i);
-    ASSERT_TRUE(enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i) * 3 - 10, KeyOf(i),
-                           &rec)
-                    .ok());
+    ASSERT_TRUE(
+        enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i) * 3 - 10, KeyOf(i), &rec).ok());
     ASSERT_TRUE((*writer)->Add(rec).ok());
   }
   Manifest m;
@@ -262,7 +262,8 @@ TEST(DatasetTest, DamagedKeyIsNeverReturned) {
     ASSERT_FALSE(key.ok()) << "sample " << i << ": " << *key;
     EXPECT_EQ(key.status().code(), StatusCode::kCorruption);
     EXPECT_NE(key.status().message().find("shard-00000.kiln record " + std::to_string(i)),
-              std::string::npos) << key.status().message();
+              std::string::npos)
+        << key.status().message();
     EXPECT_NE(key.status().message().find("index checksum mismatch"), std::string::npos)
         << key.status().message();
   }

@@ -1,16 +1,14 @@
 // Tests for formats/dataset_writer.h: shard rollover, output-directory rules, overwrite,
 // abandonment and the staging directory.
 #include "formats/dataset_writer.h"
-#include "formats/shards/shard_set_writer.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
-
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -18,6 +16,7 @@
 
 #include "formats/dataset.h"
 #include "formats/shards/shard_reader.h"
+#include "formats/shards/shard_set_writer.h"
 #include "tests/formats/temp_dir.h"
 
 namespace kiln {
@@ -215,8 +214,7 @@ TEST(DatasetWriterTest, NonEmptyOutputIsInvalidArgument) {
   std::ofstream(tmp / "file") << "x";
   DatasetWriterOptions o = Options(Schema(2, 2, 1));
   o.overwrite = true;
-  EXPECT_EQ(DatasetWriter::Create(tmp / "file", o).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(DatasetWriter::Create(tmp / "file", o).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(DatasetWriterTest, EmptyExistingOutputIsReplaced) {

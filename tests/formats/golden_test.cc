@@ -156,8 +156,8 @@ TEST(GoldenTest, Regenerate) {
 
 // (a) Format drift: the writer must reproduce every golden file byte for byte.
 TEST(GoldenTest, WriterReproducesGoldenFilesByteForByte) {
-  const std::string tmp = (fs::temp_directory_path() /
-                           ("kiln_golden_" + std::to_string(::getpid()))).string();
+  const std::string tmp =
+      (fs::temp_directory_path() / ("kiln_golden_" + std::to_string(::getpid()))).string();
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   for (const GoldenDataset& d : GoldenDatasets()) {
@@ -233,17 +233,17 @@ TEST(GoldenTest, FirstBytesMatchTheSpec) {
   const std::vector<uint8_t> b = ReadAll(kGoldenDir + "/raw/shard-00000.kiln");
   ASSERT_GE(b.size(), 64u);
   const uint8_t expected[56] = {
-      'K', 'I', 'L', 'N', 'S', 'H', 'R', 'D',  // magic
-      0x01, 0x00, 0x00, 0x00,                  // version 1.0
-      0x00, 0x00, 0x00, 0x00,                  // flags
-      0x40, 0x00, 0x00, 0x00,                  // header size 64
-      0x40, 0x00, 0x00, 0x00,                  // record alignment 64
-      0x01, 0x01, 0x01, 0x00,                  // uint8, hwc, 1 channel
-      0x02, 0x00, 0x00, 0x00,                  // height 2
-      0x03, 0x00, 0x00, 0x00,                  // width 3
-      0x00, 0x00, 0x00, 0x00,                  // shard index 0
-      0, 0, 0, 0, 0, 0, 0, 0,                  // first sample 0
-      0, 0, 0, 0, 0, 0, 0, 0,                  // reserved
+      'K',  'I',  'L',  'N',  'S', 'H', 'R', 'D',  // magic
+      0x01, 0x00, 0x00, 0x00,                      // version 1.0
+      0x00, 0x00, 0x00, 0x00,                      // flags
+      0x40, 0x00, 0x00, 0x00,                      // header size 64
+      0x40, 0x00, 0x00, 0x00,                      // record alignment 64
+      0x01, 0x01, 0x01, 0x00,                      // uint8, hwc, 1 channel
+      0x02, 0x00, 0x00, 0x00,                      // height 2
+      0x03, 0x00, 0x00, 0x00,                      // width 3
+      0x00, 0x00, 0x00, 0x00,                      // shard index 0
+      0,    0,    0,    0,    0,   0,   0,   0,    // first sample 0
+      0,    0,    0,    0,    0,   0,   0,   0,    // reserved
   };
   EXPECT_EQ(std::memcmp(b.data(), expected, sizeof(expected)), 0);
   EXPECT_EQ(LoadLE64(&b[56]), RecordChecksum(b.data(), 56, 0));

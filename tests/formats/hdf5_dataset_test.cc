@@ -1,7 +1,9 @@
 // Tests for the HDF5 backend (formats/hdf5/hdf5_writer.h, formats/hdf5/hdf5_dataset.h,
-// formats/hdf5/hdf5_verifier.h, layout in formats/hdf5/hdf5_format.md): round trips over every dtype,
-// layout and codec, the layout HDF5 itself reports, corruption and truncation, concurrent and
-// read-only opens, golden files. Field cases B19 and B26 from ../shared/CASES.md.
+// formats/hdf5/hdf5_verifier.h, layout in formats/hdf5/hdf5_format.md): round trips over every
+// dtype, layout and codec, the layout HDF5 itself reports, corruption and truncation, concurrent
+// and read-only opens, golden files. Field cases B19 and B26 from ../shared/CASES.md.
+#include "formats/hdf5/hdf5_dataset.h"
+
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <sys/stat.h>
@@ -22,7 +24,6 @@
 
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
-#include "formats/hdf5/hdf5_dataset.h"
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_format.h"
 #include "formats/verifier.h"
@@ -81,7 +82,8 @@ Status WriteHdf5(const std::string& out, const WriteSpec& spec,
   for (uint64_t i = 0; i < spec.n; ++i) {
     const std::vector<uint8_t> raw = raws ? (*raws)[i] : Raw(spec.schema, i, spec.Noise(i));
     const std::string key = keys ? (*keys)[i] : KeyOf(i);
-    KILN_RETURN_IF_ERROR(enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 5), key, &rec));
+    KILN_RETURN_IF_ERROR(
+        enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 5), key, &rec));
     KILN_RETURN_IF_ERROR(w->Add(rec));
   }
   Manifest m;
@@ -116,7 +118,8 @@ void ExpectReadsBack(const std::string& dir, const WriteSpec& spec) {
 
 std::vector<uint8_t> ReadAll(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
+                              std::istreambuf_iterator<char>());
 }
 
 void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
@@ -142,8 +145,8 @@ TEST(Hdf5Dataset, RoundTripEveryDtypeLayoutAndCodec) {
         spec.schema = Schema(5, 7, 3, dtype, layout);
         spec.compression = *Compression::Parse(c);
         spec.noise_every = 7;  // with zstd: some chunks stored raw (filter skipped)
-        const std::string out = tmp / (std::string(DTypeName(dtype)) + "-" +
-                                       std::string(LayoutName(layout)) + "-" + c);
+        const std::string out =
+            tmp / (std::string(DTypeName(dtype)) + "-" + std::string(LayoutName(layout)) + "-" + c);
         SCOPED_TRACE(out);
         Status s = WriteHdf5(out, spec);
         ASSERT_TRUE(s.ok()) << s.ToString();
@@ -304,10 +307,10 @@ TEST(Hdf5Dataset, ConcurrentReadsFromManyThreads) {
 TEST(Hdf5Dataset, FieldCase_B19_ZeroBytesRoundTripExactly) {
   TempDir tmp;
   const TensorSchema schema = Schema(4, 8, 3);
-  const std::vector<uint8_t> jpeg = {0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 'J', 'F', 'I', 'F', 0x00,
-                                     0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00};
-  const std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00,
-                                    0x00, 0x0d, 'I', 'H', 'D', 'R', 0x00, 0x00, 0x00, 0x40};
+  const std::vector<uint8_t> jpeg = {0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 'J',  'F',  'I',  'F',
+                                     0x00, 0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00};
+  const std::vector<uint8_t> png = {0x89, 'P',  'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00,
+                                    0x00, 0x0d, 'I', 'H', 'D',  'R',  0x00, 0x00, 0x00, 0x40};
   std::vector<std::vector<uint8_t>> raws(4, std::vector<uint8_t>(schema.sample_bytes(), 0));
   std::copy(jpeg.begin(), jpeg.end(), raws[1].begin());
   std::copy(png.begin(), png.end(), raws[2].begin());
@@ -339,8 +342,9 @@ TEST(Hdf5Dataset, FieldCase_B19_ZeroBytesRoundTripExactly) {
     if (!l.chunked) {
       // In the file: sample 1 is exactly its bytes, at its fixed place, 0x00s included.
       const std::vector<uint8_t> file = ReadAll(out + "/data.h5");
-      EXPECT_TRUE(std::equal(raws[1].begin(), raws[1].end(),
-                             file.begin() + static_cast<long>(l.images_offset + schema.sample_bytes())));
+      EXPECT_TRUE(
+          std::equal(raws[1].begin(), raws[1].end(),
+                     file.begin() + static_cast<long>(l.images_offset + schema.sample_bytes())));
     }
   }
   // A NUL inside a key would be cut short by every HDF5 reader: refused, not truncated.
@@ -557,8 +561,8 @@ TEST(Hdf5Dataset, DamagedKeyIsNeverReturned) {
     Result<std::string> key = (*ds)->Key(i);
     ASSERT_FALSE(key.ok()) << *key;
     EXPECT_EQ(key.status().code(), StatusCode::kCorruption);
-    EXPECT_NE(key.status().message().find("data.h5 sample " + std::to_string(i)),
-              std::string::npos) << key.status().message();
+    EXPECT_NE(key.status().message().find("data.h5 sample " + std::to_string(i)), std::string::npos)
+        << key.status().message();
     EXPECT_NE(key.status().message().find("keys checksum mismatch"), std::string::npos)
         << key.status().message();
   }
@@ -733,7 +737,8 @@ TEST(Hdf5Golden, WriterReproducesGoldenFiles) {
       continue;
     }
     ASSERT_TRUE(fs::exists(golden + "/data.h5")) << "run with KILN_REGENERATE_GOLDEN=1";
-    EXPECT_EQ(ReadAll(out + "/data.h5"), ReadAll(golden + "/data.h5")) << name << "/data.h5 drifted";
+    EXPECT_EQ(ReadAll(out + "/data.h5"), ReadAll(golden + "/data.h5"))
+        << name << "/data.h5 drifted";
     EXPECT_EQ(ReadAll(out + "/kiln.json"), ReadAll(golden + "/kiln.json")) << name;
   }
 }

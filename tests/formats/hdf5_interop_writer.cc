@@ -49,7 +49,8 @@ int Write(const std::string& dir, const std::string& name, kiln::DType dtype, ki
       }
     }
     const std::string key = "cls" + std::to_string(i % 4) + "/ä img " + std::to_string(i) + ".png";
-    if (!enc.Encode(raw.data(), raw.size(), i % 4, key, &rec).ok() || !(*w)->Add(rec).ok()) return 1;
+    if (!enc.Encode(raw.data(), raw.size(), i % 4, key, &rec).ok() || !(*w)->Add(rec).ok())
+      return 1;
   }
   kiln::Manifest manifest;
   manifest.compression = c.ToString();

@@ -2,6 +2,8 @@
 // formats/lmdb/lmdb_verifier.h, layout in formats/lmdb/lmdb_format.md): round trips, key order, map
 // growth, disk full, read-only use, concurrent opens, corruption, golden files.
 // Field cases B17 and B26 from ../shared/CASES.md (B25 is in tests/reader/lmdb_loader_test.cc).
+#include "formats/lmdb/lmdb_dataset.h"
+
 #include <gtest/gtest.h>
 #include <lmdb.h>
 #include <signal.h>
@@ -10,20 +12,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
-#include <atomic>
 #include <random>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
-#include "formats/lmdb/lmdb_dataset.h"
 #include "formats/lmdb/lmdb_format.h"
 #include "formats/verifier.h"
 #include "tests/formats/temp_dir.h"
@@ -56,7 +57,9 @@ std::vector<uint8_t> Raw(const TensorSchema& schema, uint64_t i, bool noise = fa
   return raw;
 }
 
-std::string KeyOf(uint64_t i) { return "class_" + std::to_string(i % 3) + "/img-" + std::to_string(i) + ".png"; }
+std::string KeyOf(uint64_t i) {
+  return "class_" + std::to_string(i % 3) + "/img-" + std::to_string(i) + ".png";
+}
 
 struct WriteSpec {
   uint64_t n = 100;
@@ -76,7 +79,8 @@ Status WriteLmdb(const std::string& out, const WriteSpec& spec) {
   EncodedRecord rec;
   for (uint64_t i = 0; i < spec.n; ++i) {
     const std::vector<uint8_t> raw = Raw(spec.schema, i, spec.noise);
-    KILN_RETURN_IF_ERROR(enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 5), KeyOf(i), &rec));
+    KILN_RETURN_IF_ERROR(
+        enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 5), KeyOf(i), &rec));
     KILN_RETURN_IF_ERROR(w->Add(rec));
   }
   Manifest m;
@@ -133,7 +137,8 @@ std::vector<uint64_t> CursorKeys(const std::string& dir) {
 
 std::vector<uint8_t> ReadAll(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
+                              std::istreambuf_iterator<char>());
 }
 
 void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
@@ -143,8 +148,12 @@ void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
 
 TEST(LmdbFormat, KeysSortAsSampleOrder) {
   uint8_t a[8], b[8];
-  const uint64_t pairs[][2] = {{0, 1}, {255, 256}, {65535, 65536}, {(1ull << 32) - 1, 1ull << 32},
-                               {(1ull << 56), (1ull << 56) + 1}, {UINT64_MAX - 1, UINT64_MAX}};
+  const uint64_t pairs[][2] = {{0, 1},
+                               {255, 256},
+                               {65535, 65536},
+                               {(1ull << 32) - 1, 1ull << 32},
+                               {(1ull << 56), (1ull << 56) + 1},
+                               {UINT64_MAX - 1, UINT64_MAX}};
   for (const auto& p : pairs) {
     EncodeLmdbKey(p[0], a);
     EncodeLmdbKey(p[1], b);
@@ -170,7 +179,7 @@ TEST(LmdbFormat, ValueHeaderRoundTripAndChecks) {
   EXPECT_EQ(LmdbValueKey(v.data(), *h), "a/b.png");
   EXPECT_EQ(LmdbHeaderCheck(v.data(), h->key_size), h->header_check);
   EXPECT_FALSE(DecodeLmdbValueHeader(v.data(), v.size() - 1).ok());  // size disagrees
-  v[42] ^= 1;  // a key byte
+  v[42] ^= 1;                                                        // a key byte
   EXPECT_NE(LmdbHeaderCheck(v.data(), h->key_size), h->header_check);
   v[0] = 'X';
   EXPECT_EQ(DecodeLmdbValueHeader(v.data(), v.size()).status().code(), StatusCode::kCorruption);
@@ -247,7 +256,9 @@ TEST(LmdbDataset, FieldCase_B17_DiskFullNamesPathLeavesNoDataset) {
   if (pid == 0) {
     ::close(fds[0]);
     ::signal(SIGXFSZ, SIG_IGN);  // writes past the limit fail with EFBIG instead of killing
-    struct rlimit rl{uint64_t{16} << 20, uint64_t{16} << 20};
+    struct rlimit rl {
+      uint64_t{16} << 20, uint64_t{16} << 20
+    };
     ::setrlimit(RLIMIT_FSIZE, &rl);
     WriteSpec spec;
     spec.n = 200;
@@ -261,7 +272,8 @@ TEST(LmdbDataset, FieldCase_B17_DiskFullNamesPathLeavesNoDataset) {
   ::close(fds[1]);
   std::string msg;
   char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) msg.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;)
+    msg.append(buf, static_cast<size_t>(n));
   ::close(fds[0]);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -291,7 +303,8 @@ TEST(LmdbDataset, FieldCase_B26_ReadOnlyDirectoryNeedsNoLockFile) {
   const std::vector<uint8_t> bytes_before = ReadAll(out + "/data.mdb");
   for (const char* f : {"data.mdb", "kiln.json", "rejected.tsv"}) {
     std::error_code ec;
-    fs::permissions(out + "/" + f, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read, ec);
+    fs::permissions(out + "/" + f,
+                    fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read, ec);
   }
   fs::permissions(out, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
                            fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
@@ -465,7 +478,7 @@ TEST(LmdbDataset, ThreadsGetTheirOwnTransactionsAndGiveThemBack) {
     for (auto& th : threads) th.join();
     EXPECT_EQ(bad.load(), 0);
     EXPECT_EQ(ds.active_read_transactions(), 0u);  // exited threads handed theirs back
-    EXPECT_LE(ds.read_transactions(), 5u);          // and new threads reused them
+    EXPECT_LE(ds.read_transactions(), 5u);         // and new threads reused them
   }
 }
 
@@ -493,12 +506,15 @@ TEST(LmdbGolden, WriterReproducesGoldenFiles) {
     if (regenerate) {
       fs::remove_all(golden);
       fs::create_directories(golden);
-      for (const char* f : {"data.mdb", "kiln.json"}) fs::copy_file(out + "/" + f, golden + "/" + f);
+      for (const char* f : {"data.mdb", "kiln.json"})
+        fs::copy_file(out + "/" + f, golden + "/" + f);
       continue;
     }
     ASSERT_TRUE(fs::exists(golden + "/data.mdb")) << "run with KILN_REGENERATE_GOLDEN=1";
-    EXPECT_EQ(ReadAll(out + "/data.mdb"), ReadAll(golden + "/data.mdb")) << name << "/data.mdb drifted";
-    EXPECT_EQ(ReadAll(out + "/kiln.json"), ReadAll(golden + "/kiln.json")) << name << "/kiln.json drifted";
+    EXPECT_EQ(ReadAll(out + "/data.mdb"), ReadAll(golden + "/data.mdb"))
+        << name << "/data.mdb drifted";
+    EXPECT_EQ(ReadAll(out + "/kiln.json"), ReadAll(golden + "/kiln.json"))
+        << name << "/kiln.json drifted";
     // The golden copy (no lock.mdb) reads back and verifies.
     ExpectReadsBack(golden, GoldenSpec(name));
     EXPECT_TRUE(VerifyDataset(golden, VerifyOptions{true}).ok());

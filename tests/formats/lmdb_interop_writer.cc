@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> raw(o.schema.sample_bytes());
     for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>(i * 13 + j * 7);
     const std::string key = "cls" + std::to_string(i % 4) + "/img " + std::to_string(i) + ".png";
-    if (!enc.Encode(raw.data(), raw.size(), i % 4, key, &rec).ok() || !(*w)->Add(rec).ok()) return 1;
+    if (!enc.Encode(raw.data(), raw.size(), i % 4, key, &rec).ok() || !(*w)->Add(rec).ok())
+      return 1;
   }
   auto m = (*w)->Finish(kiln::Manifest{});
   if (!m.ok()) return std::fprintf(stderr, "%s\n", m.status().ToString().c_str()), 1;

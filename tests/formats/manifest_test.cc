@@ -1,6 +1,5 @@
 // Tests for formats/manifest.h: JSON round trip, every parse error, atomic write and Read.
 #include "formats/manifest.h"
-#include "tests/formats/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "tests/formats/temp_dir.h"
 
 namespace kiln {
 namespace {
@@ -83,10 +84,19 @@ TEST(ManifestTest, JsonFieldsAndOrder) {
   const nlohmann::ordered_json j = nlohmann::ordered_json::parse(Sample().ToJson());
   std::vector<std::string> keys;
   for (const auto& item : j.items()) keys.push_back(item.key());
-  const std::vector<std::string> expected = {
-      "kiln_manifest_version", "format", "tool", "schema", "samples", "classes", "compression",
-      "record_alignment", "shuffle_seed", "preprocessing", "source", "files",
-      "manifest_xxh3_64"};
+  const std::vector<std::string> expected = {"kiln_manifest_version",
+                                             "format",
+                                             "tool",
+                                             "schema",
+                                             "samples",
+                                             "classes",
+                                             "compression",
+                                             "record_alignment",
+                                             "shuffle_seed",
+                                             "preprocessing",
+                                             "source",
+                                             "files",
+                                             "manifest_xxh3_64"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["kiln_manifest_version"], 2);
   EXPECT_EQ(j["schema"]["dtype"], "float16");
@@ -104,8 +114,8 @@ std::string Sealed(nlohmann::ordered_json j) {
 
 TEST(ManifestTest, OptionalFieldsTakeDefaults) {
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(Sample().ToJson());
-  for (const char* key : {"tool", "compression", "record_alignment", "shuffle_seed",
-                          "preprocessing", "source"}) {
+  for (const char* key :
+       {"tool", "compression", "record_alignment", "shuffle_seed", "preprocessing", "source"}) {
     j.erase(key);
   }
   Result<Manifest> m = Manifest::FromJson(Sealed(j), "x");
@@ -119,8 +129,8 @@ TEST(ManifestTest, OptionalFieldsTakeDefaults) {
 }
 
 TEST(ManifestTest, MissingRequiredFieldIsCorruptionNamingOrigin) {
-  for (const char* key : {"kiln_manifest_version", "format", "schema", "samples", "classes",
-                          "files"}) {
+  for (const char* key :
+       {"kiln_manifest_version", "format", "schema", "samples", "classes", "files"}) {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(Sample().ToJson());
     j.erase(key);
     Result<Manifest> m = Manifest::FromJson(j.dump(), "/d/kiln.json");
@@ -157,8 +167,7 @@ TEST(ManifestTest, WrongTypesAndValuesAreCorruption) {
   };
   EXPECT_EQ(edited([](auto& j) { j["samples"] = "many"; }).code(), StatusCode::kCorruption);
   EXPECT_EQ(edited([](auto& j) { j["classes"] = 3; }).code(), StatusCode::kCorruption);
-  EXPECT_EQ(edited([](auto& j) { j["schema"]["channels"] = 2; }).code(),
-            StatusCode::kCorruption);
+  EXPECT_EQ(edited([](auto& j) { j["schema"]["channels"] = 2; }).code(), StatusCode::kCorruption);
   EXPECT_EQ(edited([](auto& j) { j["schema"]["height"] = 0; }).code(), StatusCode::kCorruption);
   EXPECT_EQ(edited([](auto& j) { j["files"] = "shard-00000.kiln"; }).code(),
             StatusCode::kCorruption);
@@ -178,8 +187,7 @@ TEST(ManifestTest, UnknownDTypeOrLayoutIsCorruptionNamingOrigin) {
     Result<Manifest> m = Manifest::FromJson(j.dump(), "/d/kiln.json");
     ASSERT_FALSE(m.ok()) << key;
     EXPECT_EQ(m.status().code(), StatusCode::kCorruption) << m.status().ToString();
-    EXPECT_NE(m.status().message().find("/d/kiln.json"), std::string::npos)
-        << m.status().message();
+    EXPECT_NE(m.status().message().find("/d/kiln.json"), std::string::npos) << m.status().message();
     EXPECT_NE(m.status().message().find(value), std::string::npos) << m.status().message();
   }
 }
@@ -207,7 +215,9 @@ TEST(ManifestTest, ChecksumCatchesEveryEditThatStillParses) {
       [](auto& j) { j["files"][1]["xxh3_64"] = "0123456789abcdee"; },
       [](auto& j) { j["files"][0]["bytes"] = 1; },
       [](auto& j) { j["compression"] = "zstd:4"; },
-      [](auto& j) { j["preprocessing"] = {{"resize", 33}}; },
+      [](auto& j) {
+        j["preprocessing"] = {{"resize", 33}};
+      },
       [](auto& j) { j["source"]["root"] = "/elsewhere"; },
       [](auto& j) { j["unknown_key"] = 1; },
       [](auto& j) { j["kiln_manifest_version"] = 1; },  // still has the checksum: checked
@@ -225,8 +235,9 @@ TEST(ManifestTest, ChecksumCatchesEveryEditThatStillParses) {
   // Whitespace and key order are not content: the same document still reads.
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(text);
   nlohmann::ordered_json reordered;
-  const std::vector<std::string> keys = {"files", "manifest_xxh3_64", "schema", "format",
-                                         "kiln_manifest_version", "samples", "classes"};
+  const std::vector<std::string> keys = {"files",  "manifest_xxh3_64",      "schema",
+                                         "format", "kiln_manifest_version", "samples",
+                                         "classes"};
   for (const std::string& k : keys) reordered[k] = j[k];
   for (auto& item : j.items()) reordered[item.key()] = item.value();
   EXPECT_TRUE(Manifest::FromJson(reordered.dump(), "o").ok());
@@ -260,8 +271,8 @@ TEST(ManifestTest, VersionOneWithoutChecksumStillReads) {
 }
 
 TEST(ManifestTest, FileNamesMustStayInsideTheDirectory) {
-  for (const char* name : {"../escape.kiln", "sub/shard.kiln", "/abs/shard.kiln", "", ".hidden",
-                           "..", "a/"}) {
+  for (const char* name :
+       {"../escape.kiln", "sub/shard.kiln", "/abs/shard.kiln", "", ".hidden", "..", "a/"}) {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(Sample().ToJson());
     j["files"][0]["file"] = name;
     Result<Manifest> m = Manifest::FromJson(j.dump(), "/d/kiln.json");

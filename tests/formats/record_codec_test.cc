@@ -73,8 +73,8 @@ TEST(RecordCodecTest, NoneStoresVerbatim) {
   EXPECT_EQ(rec.checksum, RecordChecksum(raw.data(), raw.size(), -7));
   RecordDecoder dec;
   std::vector<uint8_t> out(raw.size());
-  ASSERT_TRUE(dec.Decode(rec.stored.data(), rec.stored.size(), rec.codec, out.data(), out.size())
-                  .ok());
+  ASSERT_TRUE(
+      dec.Decode(rec.stored.data(), rec.stored.size(), rec.codec, out.data(), out.size()).ok());
   EXPECT_EQ(out, raw);
 }
 
@@ -169,8 +169,8 @@ TEST(RecordCodecTest, DecodeCheckedEqualsChecksumThenDecode) {
   RecordEncoder raw_enc(*Compression::Parse("none"));
   RecordEncoder zstd_enc(*Compression::Parse("zstd:3"));
   RecordDecoder dec;
-  for (size_t n : {size_t{0}, size_t{1}, size_t{240}, size_t{16383}, size_t{16384},
-                   size_t{16385}, size_t{3 * 16384}, size_t{150528}, size_t{150529}}) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{240}, size_t{16383}, size_t{16384}, size_t{16385},
+                   size_t{3 * 16384}, size_t{150528}, size_t{150529}}) {
     for (RecordEncoder* enc : {&raw_enc, &zstd_enc}) {
       SCOPED_TRACE("n=" + std::to_string(n) + (enc == &raw_enc ? " raw" : " zstd"));
       const std::vector<uint8_t> data = (n % 2) ? Random(n, 7) : Compressible(n);
@@ -192,8 +192,7 @@ TEST(RecordCodecTest, DecodeCheckedEqualsChecksumThenDecode) {
         for (size_t at : {size_t{0}, rec.stored.size() / 2, rec.stored.size() - 1}) {
           std::vector<uint8_t> bad = rec.stored;
           bad[at] ^= 0x10;
-          s = dec.DecodeChecked(bad.data(), bad.size(), rec.codec, -3, rec.checksum, out.data(),
-                                n);
+          s = dec.DecodeChecked(bad.data(), bad.size(), rec.codec, -3, rec.checksum, out.data(), n);
           EXPECT_EQ(s.code(), StatusCode::kCorruption) << "flip at " << at;
         }
       }
@@ -219,8 +218,8 @@ TEST(RecordCodecTest, ValidateAgreesWithDecode) {
     ASSERT_TRUE(enc->Encode(data.data(), data.size(), 1, "k", &rec).ok());
     for (size_t raw_size : {size_t{4096}, size_t{4095}, size_t{4097}}) {
       std::vector<uint8_t> scratch(raw_size, 0xAB), out(raw_size);
-      const Status v = dec.Validate(rec.stored.data(), rec.stored.size(), rec.codec,
-                                    scratch.data(), raw_size);
+      const Status v =
+          dec.Validate(rec.stored.data(), rec.stored.size(), rec.codec, scratch.data(), raw_size);
       const Status d =
           dec.Decode(rec.stored.data(), rec.stored.size(), rec.codec, out.data(), raw_size);
       SCOPED_TRACE(std::string(enc == &raw_enc ? "raw" : "zstd") + " raw_size " +
@@ -229,9 +228,9 @@ TEST(RecordCodecTest, ValidateAgreesWithDecode) {
       EXPECT_EQ(v.ToString(), d.ToString());
       EXPECT_EQ(v.ok(), raw_size == data.size());
       if (enc == &raw_enc && v.ok()) {
-        EXPECT_TRUE(
-            std::all_of(scratch.begin(), scratch.end(), [](uint8_t b) { return b == 0xAB; }))
-            << "a raw record was copied";
+        EXPECT_TRUE(std::all_of(scratch.begin(), scratch.end(), [](uint8_t b) {
+          return b == 0xAB;
+        })) << "a raw record was copied";
       }
     }
     // A damaged zstd frame fails both the same way.

@@ -368,9 +368,12 @@ TEST(ShardFormatTest, FooterBoundsRejectEveryInconsistency) {
     edit(f);
     cases.push_back({what, f, file_size});
   };
-  with("file smaller than header + footer", [](ShardFooter&) {}, 127);
-  with("file size 0", [](ShardFooter&) {}, 0);
-  with("file size 64", [](ShardFooter&) {}, 64);
+  with(
+      "file smaller than header + footer", [](ShardFooter&) {}, 127);
+  with(
+      "file size 0", [](ShardFooter&) {}, 0);
+  with(
+      "file size 64", [](ShardFooter&) {}, 64);
   with("index inside header", [](ShardFooter& f) {
     f.index_offset = 56;
     f.keys_offset = 56 + f.record_count * 40;
@@ -395,7 +398,8 @@ TEST(ShardFormatTest, FooterBoundsRejectEveryInconsistency) {
     f.keys_size = kMax - f.keys_offset + 1;  // keys_offset + keys_size wraps to 0
   });
   with("gap of 8+ bytes before the footer", [](ShardFooter& f) { f.keys_size = 0; });
-  with("file size UINT64_MAX", [](ShardFooter&) {}, kMax);
+  with(
+      "file size UINT64_MAX", [](ShardFooter&) {}, kMax);
   for (const Case& c : cases) {
     uint8_t b[kShardFooterBytes];
     EncodeShardFooter(c.f, b);

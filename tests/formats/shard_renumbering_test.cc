@@ -46,8 +46,10 @@ ShardFileInfo WriteShard(const std::string& path, uint32_t records, bool zstd) {
   std::vector<uint8_t> raw(900);
   EncodedRecord record;
   for (uint32_t i = 0; i < records; ++i) {
-    for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>((i * 7 + j * (i % 3)) % 251);
-    EXPECT_TRUE(encoder.Encode(raw.data(), raw.size(), i % 4, "k/" + std::to_string(i), &record).ok());
+    for (size_t j = 0; j < raw.size(); ++j)
+      raw[j] = static_cast<uint8_t>((i * 7 + j * (i % 3)) % 251);
+    EXPECT_TRUE(
+        encoder.Encode(raw.data(), raw.size(), i % 4, "k/" + std::to_string(i), &record).ok());
     EXPECT_TRUE((*writer)->Add(record).ok());
   }
   auto info = (*writer)->Finish();
@@ -78,7 +80,9 @@ TEST(ShardRenumberingTest, PlanPredictsBothHashesAndRenumberChangesOnlyTheHeader
     // Bytes 36..47 (shard_index, first_sample) and 56..63 (header checksum) changed; the rest not.
     for (size_t i = 0; i < after.size(); ++i) {
       const bool field = (i >= 36 && i < 48) || (i >= 56 && i < 64);
-      if (!field) ASSERT_EQ(after[i], before[i]) << "byte " << i;
+      if (!field) {
+        ASSERT_EQ(after[i], before[i]) << "byte " << i;
+      }
     }
     Result<ShardHeader> h = DecodeShardHeader(after.data());
     ASSERT_TRUE(h.ok());
@@ -101,7 +105,8 @@ TEST(ShardRenumberingTest, RefusesWhatIsNotAShard) {
   TempDir dir;
   const std::string missing = dir.path() + "/missing.kiln";
   EXPECT_EQ(PlanShardRenumbering(missing, 0, 0).status().code(), StatusCode::kNotFound);
-  EXPECT_NE(PlanShardRenumbering(missing, 0, 0).status().message().find(missing), std::string::npos);
+  EXPECT_NE(PlanShardRenumbering(missing, 0, 0).status().message().find(missing),
+            std::string::npos);
   EXPECT_FALSE(RenumberShard(missing, 0, 0).ok());
 
   const std::string junk = dir.path() + "/junk.kiln";
@@ -112,7 +117,8 @@ TEST(ShardRenumberingTest, RefusesWhatIsNotAShard) {
   Result<ShardRenumberingPlan> plan = PlanShardRenumbering(junk, 0, 0);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kCorruption);
-  EXPECT_NE(plan.status().message().find("bad magic"), std::string::npos) << plan.status().message();
+  EXPECT_NE(plan.status().message().find("bad magic"), std::string::npos)
+      << plan.status().message();
   EXPECT_FALSE(RenumberShard(junk, 0, 0).ok());
   EXPECT_EQ(ReadAll(junk), std::vector<uint8_t>(4096, 'x'));  // never written to
 
@@ -121,7 +127,8 @@ TEST(ShardRenumberingTest, RefusesWhatIsNotAShard) {
     std::ofstream out(tiny, std::ios::binary);
     out << "KILNSHRD";
   }
-  EXPECT_NE(PlanShardRenumbering(tiny, 0, 0).status().message().find("too short"), std::string::npos);
+  EXPECT_NE(PlanShardRenumbering(tiny, 0, 0).status().message().find("too short"),
+            std::string::npos);
 
   // A flipped header byte: the header checksum catches it, so nothing is rewritten.
   const std::string shard = dir.path() + "/flipped.kiln";
@@ -130,7 +137,8 @@ TEST(ShardRenumberingTest, RefusesWhatIsNotAShard) {
   bytes[40] ^= 1;
   {
     std::ofstream out(shard, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
   }
   EXPECT_NE(PlanShardRenumbering(shard, 0, 0).status().message().find("header checksum mismatch"),
             std::string::npos);

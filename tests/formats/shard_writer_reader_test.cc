@@ -1,5 +1,6 @@
-// Tests for formats/shards/shard_writer.h and formats/shards/shard_reader.h: round trips, alignment, projected
-// sizes, atomic finish, open errors and the location named by every per-record error.
+// Tests for formats/shards/shard_writer.h and formats/shards/shard_reader.h: round trips,
+// alignment, projected sizes, atomic finish, open errors and the location named by every per-record
+// error.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -31,7 +32,8 @@ std::vector<uint8_t> ReadAll(const std::string& path) {
 
 void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 TensorSchema Schema(uint32_t h, uint32_t w, uint32_t c, DType dtype = DType::kUint8) {
@@ -61,15 +63,15 @@ std::vector<uint8_t> SampleBytes(uint64_t n, uint64_t i) {
 }
 
 std::string KeyOf(uint64_t i) {
-  return "class" + std::to_string(i % 3) + "/img_" + std::string(i % 7, 'x') +
-         std::to_string(i) + ".png";
+  return "class" + std::to_string(i % 3) + "/img_" + std::string(i % 7, 'x') + std::to_string(i) +
+         ".png";
 }
 
 EncodedRecord Encode(RecordEncoder* enc, const TensorSchema& s, uint64_t i) {
   const std::vector<uint8_t> raw = SampleBytes(s.sample_bytes(), i);
   EncodedRecord rec;
-  EXPECT_TRUE(enc->Encode(raw.data(), raw.size(), static_cast<int64_t>(i) - 50, KeyOf(i), &rec)
-                  .ok());
+  EXPECT_TRUE(
+      enc->Encode(raw.data(), raw.size(), static_cast<int64_t>(i) - 50, KeyOf(i), &rec).ok());
   return rec;
 }
 
@@ -394,12 +396,12 @@ TEST(ShardWriterReaderTest, BadIndexEntryErrorNamesEntryOffset) {
     const char* expected;
   };
   const Edit edits[] = {
-      {7, 0x40, "outside the data region"},   // offset far past the index
-      {0, 0x01, "not aligned"},               // offset 1 byte off
-      {8, 0x11, "uncompressed record of"},    // stored_size != raw_size
-      {12, 0x11, "raw size"},                 // raw_size != schema
-      {38, 0x07, "unknown codec"},            // codec
-      {35, 0x7F, "key outside"},              // key_offset
+      {7, 0x40, "outside the data region"},  // offset far past the index
+      {0, 0x01, "not aligned"},              // offset 1 byte off
+      {8, 0x11, "uncompressed record of"},   // stored_size != raw_size
+      {12, 0x11, "raw size"},                // raw_size != schema
+      {38, 0x07, "unknown codec"},           // codec
+      {35, 0x7F, "key outside"},             // key_offset
   };
   for (const Edit& edit : edits) {
     std::vector<uint8_t> damaged = bytes;

@@ -17,8 +17,8 @@
 
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
-#include "formats/shards/shard_set_writer.h"
 #include "formats/shards/shard_reader.h"
+#include "formats/shards/shard_set_writer.h"
 #include "tests/formats/temp_dir.h"
 
 namespace kiln {
@@ -34,7 +34,8 @@ std::vector<uint8_t> ReadAll(const std::string& path) {
 
 void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 // Sample `i` as raw bytes for `schema`; `compressible` picks long runs over random bytes.
@@ -82,8 +83,8 @@ void Write(const std::string& dir, const DatasetSpec& spec) {
   for (uint64_t i = 0; i < spec.samples; ++i) {
     const std::vector<uint8_t> raw = Raw(spec.schema, i, spec.compressible);
     EncodedRecord rec;
-    ASSERT_TRUE(enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 10), KeyOf(i), &rec)
-                    .ok());
+    ASSERT_TRUE(
+        enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 10), KeyOf(i), &rec).ok());
     ASSERT_TRUE((*writer)->Add(rec).ok());
   }
   Manifest m;
@@ -242,8 +243,7 @@ TEST(VerifierTest, FieldCase_B21_EveryProblemNamedWithShardRecordOffsetReason) {
     EXPECT_FALSE(p.reason.empty());
     if (p.record >= 0) {
       EXPECT_TRUE((p.file == shard0 && p.record == 3) || (p.file == shard1 && p.record == 17))
-          << "unexpected record problem: " << p.file << " record " << p.record << ": "
-          << p.reason;
+          << "unexpected record problem: " << p.file << " record " << p.record << ": " << p.reason;
     }
   }
   // (a)

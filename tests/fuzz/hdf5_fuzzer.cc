@@ -1,7 +1,7 @@
-// Fuzz target: an HDF5 dataset directory (formats/hdf5/hdf5_format.md) whose one file, data.h5, is the
-// input. The manifest is fixed (the golden HDF5 datasets': 12 samples of uint8 HWC 8x8x3, classes
-// a..e, compression zstd:3 so that both contiguous and chunked files are allowed) except that
-// files[0] carries the input's size and whole-file XXH3-64, so a well-formed input can verify
+// Fuzz target: an HDF5 dataset directory (formats/hdf5/hdf5_format.md) whose one file, data.h5, is
+// the input. The manifest is fixed (the golden HDF5 datasets': 12 samples of uint8 HWC 8x8x3,
+// classes a..e, compression zstd:3 so that both contiguous and chunked files are allowed) except
+// that files[0] carries the input's size and whole-file XXH3-64, so a well-formed input can verify
 // clean. It is made with Manifest::ToJson (version 2, with its manifest checksum).
 // For each input: VerifyDataset (deep), then Dataset::Open and ReadSample/Key/Prefetch of every
 // sample. Then the same again on a copy whose per-sample checksums and keys checksum are

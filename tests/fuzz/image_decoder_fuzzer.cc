@@ -30,8 +30,7 @@ const char kPath[] = "fuzz/input.img";
 
 void Require(bool condition, const char* what, const std::string& detail) {
   if (condition) return;
-  std::fprintf(stderr, "kiln image_decoder_fuzzer: oracle failed: %s: %s\n", what,
-               detail.c_str());
+  std::fprintf(stderr, "kiln image_decoder_fuzzer: oracle failed: %s: %s\n", what, detail.c_str());
   std::abort();
 }
 
@@ -39,14 +38,32 @@ void Require(bool condition, const char* what, const std::string& detail) {
 cv::Mat Orient(const cv::Mat& image, int o) {
   cv::Mat out;
   switch (o) {
-    case 2: cv::flip(image, out, 1); return out;
-    case 3: cv::flip(image, out, -1); return out;
-    case 4: cv::flip(image, out, 0); return out;
-    case 5: cv::transpose(image, out); return out;
-    case 6: cv::transpose(image, out); cv::flip(out, out, 1); return out;
-    case 7: cv::transpose(image, out); cv::flip(out, out, -1); return out;
-    case 8: cv::transpose(image, out); cv::flip(out, out, 0); return out;
-    default: return image;
+    case 2:
+      cv::flip(image, out, 1);
+      return out;
+    case 3:
+      cv::flip(image, out, -1);
+      return out;
+    case 4:
+      cv::flip(image, out, 0);
+      return out;
+    case 5:
+      cv::transpose(image, out);
+      return out;
+    case 6:
+      cv::transpose(image, out);
+      cv::flip(out, out, 1);
+      return out;
+    case 7:
+      cv::transpose(image, out);
+      cv::flip(out, out, -1);
+      return out;
+    case 8:
+      cv::transpose(image, out);
+      cv::flip(out, out, 0);
+      return out;
+    default:
+      return image;
   }
 }
 
@@ -56,10 +73,10 @@ void CheckJpegAgainstOpenCv(std::string_view bytes, int channels) {
       size->width * size->height > kMaxPixels) {
     return;
   }
-  kiln::Result<cv::Mat> ours = kiln::DecodeJpeg(bytes, kPath, static_cast<uint32_t>(channels), kMaxPixels);
+  kiln::Result<cv::Mat> ours =
+      kiln::DecodeJpeg(bytes, kPath, static_cast<uint32_t>(channels), kMaxPixels);
   if (!ours.ok()) return;
-  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1,
-                       const_cast<char*>(bytes.data()));
+  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
   cv::Mat bgr;
   try {
     bgr = cv::imdecode(buffer, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);

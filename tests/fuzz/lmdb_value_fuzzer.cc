@@ -62,8 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (kLmdbValueHeaderBytes + size_t{key_size} <= size) {
       const uint8_t* stored = value.data() + kLmdbValueHeaderBytes + key_size;
       const size_t stored_size = size - kLmdbValueHeaderBytes - key_size;
-      StoreLE64(value.data() + 24, RecordChecksum(stored, stored_size,
-                                                  static_cast<int64_t>(LoadLE64(value.data() + 16))));
+      StoreLE64(
+          value.data() + 24,
+          RecordChecksum(stored, stored_size, static_cast<int64_t>(LoadLE64(value.data() + 16))));
       StoreLE32(value.data() + 36, LmdbHeaderCheck(value.data(), key_size));
       CheckOne(value);
     }

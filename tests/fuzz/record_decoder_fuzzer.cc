@@ -17,8 +17,7 @@ namespace {
 
 void Require(bool condition, const char* what, const std::string& detail) {
   if (condition) return;
-  std::fprintf(stderr, "kiln record_decoder_fuzzer: oracle failed: %s: %s\n", what,
-               detail.c_str());
+  std::fprintf(stderr, "kiln record_decoder_fuzzer: oracle failed: %s: %s\n", what, detail.c_str());
   std::abort();
 }
 

@@ -51,8 +51,8 @@ void CheckOne(const std::vector<uint8_t>& bytes) {
     if (shard.EntryProblem(e).empty()) (void)shard.key(e).size();
     if (sample_bytes > kMaxDecodeBytes) {
       Status s = shard.CheckRecord(i);
-      if (!s.ok()) Require(s.message().find(path) != std::string::npos, "check names path",
-                           s.ToString());
+      if (!s.ok())
+        Require(s.message().find(path) != std::string::npos, "check names path", s.ToString());
       continue;
     }
     int64_t label = 0;
@@ -63,9 +63,9 @@ void CheckOne(const std::vector<uint8_t>& bytes) {
     }
     Require(label == e.label, "label", std::to_string(i));
     if (e.codec == Codec::kNone) {
-      Require(e.stored_size == out.size() &&
-                  std::memcmp(shard.stored(e), out.data(), out.size()) == 0,
-              "uncompressed record returns its stored bytes", std::to_string(i));
+      Require(
+          e.stored_size == out.size() && std::memcmp(shard.stored(e), out.data(), out.size()) == 0,
+          "uncompressed record returns its stored bytes", std::to_string(i));
     }
   }
   Status bad = shard.CheckRecord(shard.record_count());

@@ -31,17 +31,17 @@ using kiln::testing::MakeSchema;
 using kiln::testing::TestDataset;
 using kiln::testing::TestDatasetOptions;
 
-#define KILN_SKIP_WITHOUT_DEVICE()                                          \
-  do {                                                                      \
-    std::string reason_;                                                    \
-    if (!CudaDeviceAvailable(&reason_)) {                                   \
-      GTEST_SKIP() << "no CUDA device: " << reason_;                        \
-    }                                                                       \
+#define KILN_SKIP_WITHOUT_DEVICE()                   \
+  do {                                               \
+    std::string reason_;                             \
+    if (!CudaDeviceAvailable(&reason_)) {            \
+      GTEST_SKIP() << "no CUDA device: " << reason_; \
+    }                                                \
   } while (0)
 
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const Status status_ = (expr);                            \
+#define ASSERT_OK(expr)                                               \
+  do {                                                                \
+    const Status status_ = (expr);                                    \
     ASSERT_TRUE(status_.ok()) << #expr << ": " << status_.ToString(); \
   } while (0)
 
@@ -167,8 +167,8 @@ TEST(GpuUploadTest, SlowConsumerSeesEveryBatchIntact) {
     const LoaderOptions o = Opts(0, prefetch, true);
     const std::vector<HostCopy> want = Reference(ds.dir(), o, 2);
     ASSERT_FALSE(want.empty());
-    const uint64_t batch_bytes = uint64_t{o.batch_size} * want[0].data.size() /
-                                 want[0].labels.size();
+    const uint64_t batch_bytes =
+        uint64_t{o.batch_size} * want[0].data.size() / want[0].labels.size();
     Result<DeviceBuffer> saved = DeviceBuffer::Allocate(want.size() * batch_bytes);
     Result<DeviceBuffer> saved_labels =
         DeviceBuffer::Allocate(want.size() * o.batch_size * sizeof(int64_t));
@@ -202,12 +202,11 @@ TEST(GpuUploadTest, SlowConsumerSeesEveryBatchIntact) {
                                        reinterpret_cast<void*>(uintptr_t{k % 3 == 0 ? 20u : 4u})),
                     cudaSuccess);
           if (busy) ASSERT_OK(busy->Run(b, busy_out->data(), consumer->get()));
-          ASSERT_EQ(cudaMemcpyAsync(static_cast<uint8_t*>(saved->data()) + k * batch_bytes,
-                                    b.device_data, b.bytes(), cudaMemcpyDeviceToDevice,
-                                    consumer->get()),
-                    cudaSuccess);
-          ASSERT_EQ(cudaMemcpyAsync(static_cast<int64_t*>(saved_labels->data()) +
-                                        k * o.batch_size,
+          ASSERT_EQ(
+              cudaMemcpyAsync(static_cast<uint8_t*>(saved->data()) + k * batch_bytes, b.device_data,
+                              b.bytes(), cudaMemcpyDeviceToDevice, consumer->get()),
+              cudaSuccess);
+          ASSERT_EQ(cudaMemcpyAsync(static_cast<int64_t*>(saved_labels->data()) + k * o.batch_size,
                                     b.device_labels, b.size * sizeof(int64_t),
                                     cudaMemcpyDeviceToDevice, consumer->get()),
                     cudaSuccess);
@@ -226,8 +225,8 @@ TEST(GpuUploadTest, SlowConsumerSeesEveryBatchIntact) {
                          all_labels.size() * sizeof(int64_t), cudaMemcpyDeviceToHost),
               cudaSuccess);
     for (size_t k = 0; k < want.size(); ++k) {
-      EXPECT_EQ(0, std::memcmp(all.data() + k * batch_bytes, want[k].data.data(),
-                               want[k].data.size()))
+      EXPECT_EQ(0,
+                std::memcmp(all.data() + k * batch_bytes, want[k].data.data(), want[k].data.size()))
           << "batch " << k;
       EXPECT_EQ(0, std::memcmp(all_labels.data() + k * o.batch_size, want[k].labels.data(),
                                want[k].labels.size() * sizeof(int64_t)))

@@ -33,7 +33,8 @@ std::string WriteDataset(const std::string& out, const std::string& format, uint
     std::vector<uint8_t> raw(o.schema.sample_bytes());
     for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>(i + j / 5);
     EXPECT_TRUE(enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 10),
-                           "k/" + std::to_string(i), &rec).ok());
+                           "k/" + std::to_string(i), &rec)
+                    .ok());
     EXPECT_TRUE((*w)->Add(rec).ok());
   }
   EXPECT_TRUE((*w)->Finish(Manifest{}).ok());

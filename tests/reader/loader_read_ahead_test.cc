@@ -229,8 +229,8 @@ TEST(LoaderReadAheadTest, BlockOrderAdvisesWholeBlocksAtLeastTheWindowAhead) {
   lo.batch_size = 16;
   lo.num_threads = 2;
   lo.block_bytes = 8 * data.schema().sample_bytes();  // 75 blocks of 8 samples
-  lo.shuffle_window = 4;                                // 32 samples read at random at a time
-  lo.read_ahead_bytes = 1;  // one block past the window
+  lo.shuffle_window = 4;                              // 32 samples read at random at a time
+  lo.read_ahead_bytes = 1;                            // one block past the window
   LoaderStats stats;
   EpochHash(dataset, lo, &stats);
   EXPECT_EQ(stats.read_ahead_samples, data.num_samples());

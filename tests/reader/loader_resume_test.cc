@@ -40,8 +40,8 @@ struct Event {
 
 std::string Describe(const Event& e) {
   if (e.end) return "end of epoch";
-  std::string s = "epoch " + std::to_string(e.epoch) + " batch " + std::to_string(e.index) +
-                  " ids [";
+  std::string s =
+      "epoch " + std::to_string(e.epoch) + " batch " + std::to_string(e.index) + " ids [";
   for (uint64_t id : e.ids) s += std::to_string(id) + " ";
   return s + "]";
 }
@@ -149,11 +149,12 @@ TEST_F(LoaderResumeProperty, RestoredStreamEqualsUninterruptedStream) {
     const std::string what =
         "case " + std::to_string(c) + ": N=" + std::to_string(tds.num_samples()) +
         " B=" + std::to_string(o.batch_size) + " W=" + std::to_string(o.world_size) +
-        " rank=" + std::to_string(o.rank) + " tail=" +
-        std::to_string(static_cast<int>(o.tail_policy)) + " drop_last=" +
-        std::to_string(o.drop_last) + " shuffle=" + ShuffleModeName(o.shuffle) +
-        " block_bytes=" + std::to_string(o.block_bytes) + " window=" +
-        std::to_string(o.shuffle_window) + " crop=" + std::to_string(o.augment.crop_height) +
+        " rank=" + std::to_string(o.rank) +
+        " tail=" + std::to_string(static_cast<int>(o.tail_policy)) +
+        " drop_last=" + std::to_string(o.drop_last) + " shuffle=" + ShuffleModeName(o.shuffle) +
+        " block_bytes=" + std::to_string(o.block_bytes) +
+        " window=" + std::to_string(o.shuffle_window) +
+        " crop=" + std::to_string(o.augment.crop_height) +
         " flip=" + std::to_string(o.augment.flip) + " epoch=" + std::to_string(o.start_epoch);
 
     std::unique_ptr<Loader> whole = MustCreate(ds, o);
@@ -368,8 +369,8 @@ struct B50Result {
   uint64_t state_epoch = 0;
 };
 
-B50Result RunB50(std::shared_ptr<const Dataset> ds, uint64_t steps, uint32_t world,
-                 uint32_t world2, bool read_end_event) {
+B50Result RunB50(std::shared_ptr<const Dataset> ds, uint64_t steps, uint32_t world, uint32_t world2,
+                 bool read_end_event) {
   B50Result out;
   const uint64_t n = ds->num_samples();
   LoaderOptions o;
@@ -447,8 +448,12 @@ TEST(LoaderResumeTest, FieldCase_B50_ResumeMidEpochAndOnOtherWorldSizes) {
         // The epoch the state is in: every sample exactly once over all ranks, before and after.
         const std::vector<int>& seen = res.seen.at(res.state_epoch);
         for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "sample " << i;
-        if (stop.steps == 4 && !stop.end_event) EXPECT_EQ(res.state_epoch, 0u);
-        if (stop.steps == 4 && stop.end_event) EXPECT_EQ(res.state_epoch, 1u);
+        if (stop.steps == 4 && !stop.end_event) {
+          EXPECT_EQ(res.state_epoch, 0u);
+        }
+        if (stop.steps == 4 && stop.end_event) {
+          EXPECT_EQ(res.state_epoch, 1u);
+        }
         if (world2 != 4) continue;
         // Same world size: every rank's stream after the restore is the uninterrupted one.
         for (uint32_t r = 0; r < 4; ++r) {
@@ -465,9 +470,9 @@ TEST(LoaderResumeTest, FieldCase_B50_ResumeMidEpochAndOnOtherWorldSizes) {
           const std::vector<Event>& after = res.after[r];
           ASSERT_LE(skip + after.size(), all.size());
           for (size_t i = 0; i < after.size(); ++i) {
-            EXPECT_TRUE(after[i] == all[skip + i]) << "rank " << r << " event " << i << ": "
-                                                   << Describe(after[i]) << " vs "
-                                                   << Describe(all[skip + i]);
+            EXPECT_TRUE(after[i] == all[skip + i])
+                << "rank " << r << " event " << i << ": " << Describe(after[i]) << " vs "
+                << Describe(all[skip + i]);
           }
           if (n == 97 && r > 0 && stop.steps == 4 && !stop.end_event) {
             // The empty last batch was the one read last: the restore reports the end at once.
@@ -524,21 +529,28 @@ TEST(LoaderResumeTest, StatesThatCannotBeHonouredAreRefusedByName) {
     edit(x);
     cases.push_back({what, x, dataset ? dataset : ds, code, words});
   };
-  add("another dataset", [](LoaderOptions&) {}, StatusCode::kInvalidArgument, "another dataset",
+  add(
+      "another dataset", [](LoaderOptions&) {}, StatusCode::kInvalidArgument, "another dataset",
       other.Open());
-  add("another fingerprint", [](LoaderOptions& x) { x.resume->dataset_fingerprint ^= 1; },
+  add(
+      "another fingerprint", [](LoaderOptions& x) { x.resume->dataset_fingerprint ^= 1; },
       StatusCode::kInvalidArgument, "fingerprint");
-  add("another seed", [](LoaderOptions& x) { x.seed = 4; }, StatusCode::kInvalidArgument,
-      "seed 3");
-  add("another shuffle", [](LoaderOptions& x) { x.shuffle = ShuffleMode::kNone; },
+  add(
+      "another seed", [](LoaderOptions& x) { x.seed = 4; }, StatusCode::kInvalidArgument, "seed 3");
+  add(
+      "another shuffle", [](LoaderOptions& x) { x.shuffle = ShuffleMode::kNone; },
       StatusCode::kInvalidArgument, "shuffle exact");
-  add("another crop", [](LoaderOptions& x) { x.augment.flip = true; },
-      StatusCode::kInvalidArgument, "flip off");
-  add("past the end", [](LoaderOptions& x) { x.resume->samples_consumed = 101; },
+  add(
+      "another crop", [](LoaderOptions& x) { x.augment.flip = true; }, StatusCode::kInvalidArgument,
+      "flip off");
+  add(
+      "past the end", [](LoaderOptions& x) { x.resume->samples_consumed = 101; },
       StatusCode::kOutOfRange, "past the end");
-  add("order version", [](LoaderOptions& x) { x.resume->order_version = 1; },
+  add(
+      "order version", [](LoaderOptions& x) { x.resume->order_version = 1; },
       StatusCode::kNotSupported, "order version 1");
-  add("start_epoch", [](LoaderOptions& x) { x.start_epoch = 5; }, StatusCode::kInvalidArgument,
+  add(
+      "start_epoch", [](LoaderOptions& x) { x.start_epoch = 5; }, StatusCode::kInvalidArgument,
       "start_epoch 5");
   for (const Case& c : cases) {
     const Status s = CreateStatus(c.dataset, c.options);
@@ -571,8 +583,8 @@ TEST(LoaderResumeTest, StatesThatCannotBeHonouredAreRefusedByName) {
   std::unique_ptr<Loader> end = MustCreate(ds, moved);
   ASSERT_NE(end, nullptr);
   std::vector<Event> e = ReadEvents(*end, 2);
-  EXPECT_TRUE(e[0].end);                       // the saved epoch is over
-  EXPECT_FALSE(e[1].end);                      // the next one starts from its first batch
+  EXPECT_TRUE(e[0].end);   // the saved epoch is over
+  EXPECT_FALSE(e[1].end);  // the next one starts from its first batch
   EXPECT_EQ(e[1].epoch, 1u);
   EXPECT_EQ(e[1].index, 0u);
 }

@@ -106,8 +106,8 @@ std::vector<Got> ReadEpoch(Loader& loader) {
 }
 
 // The per-rank batch plan a Sampler with the loader's options gives for `epoch`.
-std::vector<std::vector<uint64_t>> SamplerPlan(uint64_t n, const LoaderOptions& o,
-                                               uint64_t epoch, uint64_t sample_bytes = 192) {
+std::vector<std::vector<uint64_t>> SamplerPlan(uint64_t n, const LoaderOptions& o, uint64_t epoch,
+                                               uint64_t sample_bytes = 192) {
   SamplerOptions so;
   so.num_samples = n;
   so.batch_size = o.batch_size;
@@ -178,8 +178,8 @@ std::vector<uint8_t> ReferenceAugment(const std::vector<uint8_t>& in, const Tens
       for (size_t ch = 0; ch < c; ++ch) {
         const size_t src = s.layout == Layout::kHWC ? (sy * s.width + sx) * c + ch
                                                     : (ch * s.height + sy) * s.width + sx;
-        const size_t dst = s.layout == Layout::kHWC ? (size_t{y} * ow + x) * c + ch
-                                                    : (ch * oh + y) * ow + x;
+        const size_t dst =
+            s.layout == Layout::kHWC ? (size_t{y} * ow + x) * c + ch : (ch * oh + y) * ow + x;
         std::memcpy(out.data() + dst * elem, in.data() + src * elem, elem);
       }
     }
@@ -225,10 +225,10 @@ class Watchdog : public ::testing::EmptyTestEventListener {
  private:
   struct State {
     std::mutex mu;
-    std::string name;                              // guarded by mu
+    std::string name;                             // guarded by mu
     std::chrono::steady_clock::time_point start;  // guarded by mu
-    bool running = false;                          // guarded by mu
-    bool thread_started = false;                   // guarded by mu
+    bool running = false;                         // guarded by mu
+    bool thread_started = false;                  // guarded by mu
   };
   // Never destroyed, so the detached watch thread may outlive gtest's listeners at exit.
   static State& state() {
@@ -332,8 +332,8 @@ TEST(LoaderTest, BatchesArriveInSamplerOrder) {
       const auto plan = SamplerPlan(ds.num_samples(), o, e);
       ASSERT_EQ(epoch.size(), plan.size());
       for (size_t b = 0; b < plan.size(); ++b) {
-        EXPECT_EQ(epoch[b].ids, plan[b]) << "shuffle " << shuffle << " epoch " << e << " batch "
-                                         << b;
+        EXPECT_EQ(epoch[b].ids, plan[b])
+            << "shuffle " << shuffle << " epoch " << e << " batch " << b;
       }
     }
   }
@@ -456,9 +456,9 @@ TEST(LoaderTest, FieldCase_B36_SameSequenceAcrossThreadsPrefetchAndRuns) {
         ASSERT_EQ(got.size(), want.size())
             << "threads " << threads << " prefetch " << prefetch << " run " << run;
         for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_TRUE(got[i] == want[i]) << "threads " << threads << " prefetch " << prefetch
-                                         << " run " << run << ": entry " << i << " (epoch "
-                                         << want[i].epoch << " batch " << want[i].index << ")";
+          ASSERT_TRUE(got[i] == want[i])
+              << "threads " << threads << " prefetch " << prefetch << " run " << run << ": entry "
+              << i << " (epoch " << want[i].epoch << " batch " << want[i].index << ")";
         }
       }
     }
@@ -819,8 +819,7 @@ void ExpectAugmented(const Got& g, const TensorSchema& stored, const AugmentOpti
         ReferenceAugment(SampleBytes(stored, g.ids[k]), stored, p, out->height, out->width);
     ASSERT_EQ(want.size(), bytes);
     EXPECT_EQ(std::memcmp(g.data.data() + k * bytes, want.data(), bytes), 0)
-        << "sample " << g.ids[k] << " top " << p.top << " left " << p.left << " flip "
-        << p.flip;
+        << "sample " << g.ids[k] << " top " << p.top << " left " << p.left << " flip " << p.flip;
     EXPECT_EQ(g.labels[k], SampleLabel(g.ids[k]));
   }
 }
@@ -873,8 +872,8 @@ TEST(LoaderTest, FlipMirrorsTheKnownBytes) {
         for (size_t k = 0; k < g.ids.size(); ++k) {
           const AugmentParams p = DrawAugmentParams(ds.schema(), o.augment, o.seed, 0, g.ids[k]);
           const std::vector<uint8_t> stored = SampleBytes(ds.schema(), g.ids[k]);
-          const bool same = std::memcmp(g.data.data() + k * stored.size(), stored.data(),
-                                        stored.size()) == 0;
+          const bool same =
+              std::memcmp(g.data.data() + k * stored.size(), stored.data(), stored.size()) == 0;
           EXPECT_EQ(same, !p.flip) << "sample " << g.ids[k];
         }
       }
@@ -905,7 +904,8 @@ TEST(LoaderTest, AugmentationIsDeterministicAcrossThreadsAndPrefetch) {
       for (int e = 0; e < 2; ++e) {
         for (const Got& g : ReadEpoch(*loader)) {
           got.push_back(g.data);
-          if (threads == 1 && prefetch == 1) ExpectAugmented(g, ds.schema(), o.augment, 31, &flipped);
+          if (threads == 1 && prefetch == 1)
+            ExpectAugmented(g, ds.schema(), o.augment, 31, &flipped);
         }
       }
       if (reference.empty()) {

@@ -54,21 +54,22 @@ TEST(ReaderStateTest, EncodingMatchesGoldenBytes) {
   const std::string bytes = Example().Encode();
   ASSERT_EQ(bytes.size(), kReaderStateBytes);
   EXPECT_EQ(Hex(bytes),
-            "4b52535401006000"          // "KRST", version 1, length 96
-            "02000000"                  // sampler order version 2
-            "02020300"                  // shuffle block, tail pad, drop_last|flip, reserved
-            "0300000000000000"          // epoch 3
-            "0010000000000000"          // 4096 samples consumed
-            "0700000000000000"          // seed 7
-            "40420f0000000000"          // 1,000,000 samples
-            "efcdab8967452301"          // fingerprint
-            "5515000000000000"          // 5461 samples per block
-            "10000000"                  // window 16
-            "00010000"                  // batch size 256
-            "08000000"                  // world size 8
-            "18000000" "14000000"       // crop 24 x 20
-            "00000000"                  // reserved
-            "c80903eb928a1fd3");          // XXH3-64 of bytes [0, 88), little-endian
+            "4b52535401006000"  // "KRST", version 1, length 96
+            "02000000"          // sampler order version 2
+            "02020300"          // shuffle block, tail pad, drop_last|flip, reserved
+            "0300000000000000"  // epoch 3
+            "0010000000000000"  // 4096 samples consumed
+            "0700000000000000"  // seed 7
+            "40420f0000000000"  // 1,000,000 samples
+            "efcdab8967452301"  // fingerprint
+            "5515000000000000"  // 5461 samples per block
+            "10000000"          // window 16
+            "00010000"          // batch size 256
+            "08000000"          // world size 8
+            "18000000"
+            "14000000"            // crop 24 x 20
+            "00000000"            // reserved
+            "c80903eb928a1fd3");  // XXH3-64 of bytes [0, 88), little-endian
   // The checksum covers bytes [0, 88).
   uint64_t stored = 0;
   for (int i = 0; i < 8; ++i) stored |= uint64_t{static_cast<uint8_t>(bytes[88 + i])} << (8 * i);

@@ -364,8 +364,8 @@ TEST(SamplerTest, PlanMatchesBruteForceModel) {
             }
             // Union over ranks, per policy, when no partial batch was dropped.
             const std::string what = "N=" + std::to_string(n) + " W=" + std::to_string(w) +
-                                     " B=" + std::to_string(b) + " drop_last=" +
-                                     std::to_string(drop_last);
+                                     " B=" + std::to_string(b) +
+                                     " drop_last=" + std::to_string(drop_last);
             if (!drop_last) {
               uint64_t distinct = 0;
               for (uint64_t i = 0; i < n; ++i) {
@@ -483,7 +483,8 @@ TEST(SamplerTest, BlockOrderFollowsTheHeaderSpecification) {
             s.SetEpoch(3);
             const std::vector<uint64_t> want = ReferenceBlockSequence(o, 3, r);
             std::vector<uint64_t> got;
-            for (const PlannedBatch& b : EpochPlan(s)) got.insert(got.end(), b.ids.begin(), b.ids.end());
+            for (const PlannedBatch& b : EpochPlan(s))
+              got.insert(got.end(), b.ids.begin(), b.ids.end());
             std::vector<uint64_t> by_position(want.size());
             for (uint64_t p = 0; p < want.size(); ++p) by_position[p] = s.PositionToIndex(p);
             if ((got != want || by_position != want) && ++failures <= 5) {
@@ -531,8 +532,8 @@ TEST(SamplerTest, BlockOrderGuarantees) {
         for (TailPolicy tail : kTails) {
           for (bool drop_last : {false, true}) {
             const std::string what = "N=" + std::to_string(n) + " W=" + std::to_string(w) +
-                                     " block=" + std::to_string(block) + " tail=" +
-                                     std::to_string(static_cast<int>(tail)) +
+                                     " block=" + std::to_string(block) +
+                                     " tail=" + std::to_string(static_cast<int>(tail)) +
                                      " drop_last=" + std::to_string(drop_last);
             std::vector<int> seen(n, 0);
             std::vector<int> owner(n, -1);
@@ -559,7 +560,8 @@ TEST(SamplerTest, BlockOrderGuarantees) {
                 std::set<uint64_t> covered;
                 for (uint64_t j = first; j < end; ++j) {
                   const SampleRange range = s.RankBlock(j);
-                  for (uint64_t i = range.begin; i < range.begin + range.count; ++i) covered.insert(i);
+                  for (uint64_t i = range.begin; i < range.begin + range.count; ++i)
+                    covered.insert(i);
                 }
                 for (size_t k = 0; k < plan[b].ids.size(); ++k) {
                   const uint64_t id = plan[b].ids[k];
@@ -576,9 +578,13 @@ TEST(SamplerTest, BlockOrderGuarantees) {
             }
             for (uint64_t i = 0; i < n; ++i) {
               EXPECT_LE(seen[i], 1) << what << " sample " << i;
-              if (!drop_last && tail != TailPolicy::kDrop) EXPECT_EQ(seen[i], 1) << what;
+              if (!drop_last && tail != TailPolicy::kDrop) {
+                EXPECT_EQ(seen[i], 1) << what;
+              }
             }
-            if (tail != TailPolicy::kPad) EXPECT_EQ(padded, 0u) << what;
+            if (tail != TailPolicy::kPad) {
+              EXPECT_EQ(padded, 0u) << what;
+            }
           }
         }
       }
@@ -691,8 +697,8 @@ TEST(SamplerTest, ShuffleQualityChiSquareOnAMillionSamples) {
         ++across[last_position_of[i] / kBucket][position_of[i] / kBucket];
         same_position += last_position_of[i] == position_of[i];
       }
-      EXPECT_LT(ChiSquare(across), Threshold(kBuckets, kBuckets)) << "epochs " << epoch - 1
-                                                                  << ", " << epoch;
+      EXPECT_LT(ChiSquare(across), Threshold(kBuckets, kBuckets))
+          << "epochs " << epoch - 1 << ", " << epoch;
       EXPECT_LT(same_position, 20u) << "epochs " << epoch - 1 << ", " << epoch;
     }
     last_position_of = position_of;

@@ -88,8 +88,8 @@ class TestDataset {
     for (char& c : name) {
       if (c == '/') c = '_';
     }
-    dir_ = ::testing::TempDir() + "kiln_reader_" + std::to_string(::getpid()) + "_" + name +
-           "_" + std::to_string(counter++);
+    dir_ = ::testing::TempDir() + "kiln_reader_" + std::to_string(::getpid()) + "_" + name + "_" +
+           std::to_string(counter++);
     (void)RemoveTree(dir_);
     (void)RemoveTree(dir_ + ".partial");
     ok_ = Write();

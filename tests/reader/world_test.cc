@@ -40,14 +40,18 @@ TEST(WorldTest, Torchrun) {
 
 TEST(WorldTest, RankWinsOverSlurmProcidInsideAStep) {
   // torchrun inside `srun -N2`: SLURM_PROCID is the node's index, RANK the worker's.
-  const World w = Expect({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "1"},
-                          {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_ID", "0"}});
+  const World w = Expect({{"RANK", "3"},
+                          {"WORLD_SIZE", "4"},
+                          {"SLURM_PROCID", "1"},
+                          {"SLURM_STEP_NUM_TASKS", "2"},
+                          {"SLURM_STEP_ID", "0"}});
   EXPECT_EQ(w.rank, 3u);
   EXPECT_EQ(w.world_size, 4u);
 }
 
 TEST(WorldTest, OpenMpi) {
-  const World w = Expect({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+  const World w = Expect({{"OMPI_COMM_WORLD_RANK", "2"},
+                          {"OMPI_COMM_WORLD_SIZE", "4"},
                           {"OMPI_COMM_WORLD_LOCAL_RANK", "2"}});
   EXPECT_EQ(w.rank, 2u);
   EXPECT_EQ(w.world_size, 4u);
@@ -56,9 +60,13 @@ TEST(WorldTest, OpenMpi) {
 }
 
 TEST(WorldTest, OpenMpiWinsOverPmiAndSlurm) {
-  const World w = Expect({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                          {"PMI_RANK", "7"}, {"PMI_SIZE", "9"}, {"SLURM_PROCID", "0"},
-                          {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}});
+  const World w = Expect({{"OMPI_COMM_WORLD_RANK", "1"},
+                          {"OMPI_COMM_WORLD_SIZE", "2"},
+                          {"PMI_RANK", "7"},
+                          {"PMI_SIZE", "9"},
+                          {"SLURM_PROCID", "0"},
+                          {"SLURM_STEP_ID", "0"},
+                          {"SLURM_STEP_NUM_TASKS", "1"}});
   EXPECT_EQ(w.rank, 1u);
   EXPECT_EQ(w.world_size, 2u);
 }
@@ -71,8 +79,10 @@ TEST(WorldTest, Pmi) {
 }
 
 TEST(WorldTest, SlurmStepUsesStepNumTasks) {
-  const World w = Expect({{"SLURM_PROCID", "3"}, {"SLURM_STEP_ID", "0"},
-                          {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NTASKS", "16"},
+  const World w = Expect({{"SLURM_PROCID", "3"},
+                          {"SLURM_STEP_ID", "0"},
+                          {"SLURM_STEP_NUM_TASKS", "4"},
+                          {"SLURM_NTASKS", "16"},
                           {"SLURM_LOCALID", "3"}});
   EXPECT_EQ(w.rank, 3u);
   EXPECT_EQ(w.world_size, 4u);
@@ -94,14 +104,16 @@ TEST(WorldTest, BatchScriptNtasksWithoutAStepIsWorldOne) {
   EXPECT_EQ(w.world_size, 1u);
   EXPECT_EQ(w.source, "none (one process)");
   // Slurm's batch step id (0xfffffffe) is not a step of N copies either.
-  const World b = Expect({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"},
-                          {"SLURM_STEP_ID", "4294967294"}});
+  const World b =
+      Expect({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_ID", "4294967294"}});
   EXPECT_EQ(b.world_size, 1u);
 }
 
 TEST(WorldTest, JobArrayAndIndexedJobIndicesAreNeverRanks) {
-  const World w = Expect({{"SLURM_ARRAY_TASK_ID", "3"}, {"SLURM_ARRAY_TASK_COUNT", "4"},
-                          {"JOB_COMPLETION_INDEX", "2"}, {"KILN_PART", "1"}});
+  const World w = Expect({{"SLURM_ARRAY_TASK_ID", "3"},
+                          {"SLURM_ARRAY_TASK_COUNT", "4"},
+                          {"JOB_COMPLETION_INDEX", "2"},
+                          {"KILN_PART", "1"}});
   EXPECT_EQ(w.rank, 0u);
   EXPECT_EQ(w.world_size, 1u);
 }
@@ -128,8 +140,7 @@ TEST(WorldTest, HalfSetOrBrokenSourcesAreErrorsNotGuesses) {
     Result<World> w = WorldFromEnvironment(Table(c.vars));
     ASSERT_FALSE(w.ok()) << c.message_part;
     EXPECT_EQ(w.status().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(w.status().message().find(c.message_part), std::string::npos)
-        << w.status().message();
+    EXPECT_NE(w.status().message().find(c.message_part), std::string::npos) << w.status().message();
   }
 }
 

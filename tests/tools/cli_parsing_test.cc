@@ -54,8 +54,8 @@ TEST(CliParsingTest, GridNeedsRowsAndColumns) {
 
 TEST(CliParsingTest, PackFlagsFillTheOptions) {
   PackOptions o;
-  ASSERT_TRUE(ParsePackFlags("32x48", 40, "none", 3, "chw", "float16", "0.5", "0.25,0.5,1",
-                             "1MiB", "zstd:7", &o)
+  ASSERT_TRUE(ParsePackFlags("32x48", 40, "none", 3, "chw", "float16", "0.5", "0.25,0.5,1", "1MiB",
+                             "zstd:7", &o)
                   .ok());
   EXPECT_EQ(o.preprocess.schema.height, 32u);
   EXPECT_EQ(o.preprocess.schema.width, 48u);

@@ -42,7 +42,7 @@ std::string ReadFile(const std::string& path) {
 std::vector<std::string> RealPhotos() {
   std::vector<std::string> files;
   for (const std::string& dir : {std::string(KILN_SOURCE_DIR) + "/samples/photos",
-                                std::string("/usr/share/doc/opencv-doc/examples/data")}) {
+                                 std::string("/usr/share/doc/opencv-doc/examples/data")}) {
     if (!fs::is_directory(dir)) continue;
     for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
       if (e.is_regular_file() && e.path().extension() == ".jpg") {

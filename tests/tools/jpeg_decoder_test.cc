@@ -2,7 +2,10 @@
 // BGR-to-grey), EXIF orientation included. These tests hold it to that, byte for byte, on every
 // JPEG of the Debian packages in DATA.md and samples/photos, on synthetic JPEGs of every chroma
 // subsampling, progressive and grey, and on EXIF segments OpenCV reads in its own way.
+#include "tools/jpeg_decoder.h"
+
 #include <gtest/gtest.h>
+#include <jpeglib.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,10 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <jpeglib.h>
-
 #include "tools/image_decoder.h"
-#include "tools/jpeg_decoder.h"
 
 namespace kiln {
 namespace {
@@ -31,8 +31,7 @@ std::string ReadFile(const std::string& path) {
 
 // OpenCV's reading of `bytes` in kiln's channel order: RGB (3) or grey (1); empty if it fails.
 cv::Mat OpenCvReference(const std::string& bytes, int channels) {
-  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1,
-                       const_cast<char*>(bytes.data()));
+  const cv::Mat buffer(1, static_cast<int>(bytes.size()), CV_8UC1, const_cast<char*>(bytes.data()));
   const cv::Mat bgr = cv::imdecode(buffer, cv::IMREAD_COLOR);
   if (bgr.empty()) return bgr;
   cv::Mat out;
@@ -75,9 +74,9 @@ std::string Compare(const std::string& bytes, const std::string& name, bool* com
 
 TEST(JpegDecoderTest, EveryJpegOnTheMachineMatchesOpenCv) {
   const std::vector<std::string> dirs = {
-      "/usr/share/doc/opencv-doc/examples",                          // opencv-doc
-      "/usr/share/go-1.19/src/image",                                // golang-1.19-src
-      "/usr/share/gocode/src/github.com/disintegration/imaging",     // imaging testdata
+      "/usr/share/doc/opencv-doc/examples",                       // opencv-doc
+      "/usr/share/go-1.19/src/image",                             // golang-1.19-src
+      "/usr/share/gocode/src/github.com/disintegration/imaging",  // imaging testdata
       std::string(KILN_SOURCE_DIR) + "/samples/photos"};
   int files = 0;
   int compared = 0;
@@ -209,14 +208,14 @@ TEST(JpegDecoderTest, ExifOrientationIsReadAsOpenCvReadsIt) {
     cases.push_back({"II " + std::to_string(v), App1(ExifOrientation(v, false)), expected, ""});
   }
   // An XMP packet first does not hide the Exif orientation (OpenCV 4.6 would miss it).
-  cases.push_back({"XMP before Exif",
-                   App1(std::string("http://ns.adobe.com/xap/1.0/\0<x/>", 33)) +
-                       App1(ExifOrientation(6, true)),
-                   6, App1(ExifOrientation(6, true))});
-  cases.push_back({"Exif before XMP",
-                   App1(ExifOrientation(6, true)) +
-                       App1(std::string("http://ns.adobe.com/xap/1.0/\0<x/>", 33)),
-                   6, ""});
+  cases.push_back(
+      {"XMP before Exif",
+       App1(std::string("http://ns.adobe.com/xap/1.0/\0<x/>", 33)) + App1(ExifOrientation(6, true)),
+       6, App1(ExifOrientation(6, true))});
+  cases.push_back(
+      {"Exif before XMP",
+       App1(ExifOrientation(6, true)) + App1(std::string("http://ns.adobe.com/xap/1.0/\0<x/>", 33)),
+       6, ""});
   cases.push_back({"truncated TIFF", App1(ExifOrientation(6, true).substr(0, 16)), 1, ""});
   cases.push_back({"Exif header only", App1(std::string("Exif\0\0", 6)), 1, ""});
   cases.push_back({"no Exif", "", 1, ""});
@@ -261,8 +260,10 @@ std::string SpliceApp1s(const std::string& jpeg, const std::string& segments) {
     const size_t length = (static_cast<unsigned char>(jpeg[pos + 2]) << 8) |
                           static_cast<unsigned char>(jpeg[pos + 3]);
     if (marker == 0xDA) break;
-    if (marker == 0xE0) head += jpeg.substr(pos, 2 + length);
-    else if (marker != 0xE1) rest += jpeg.substr(pos, 2 + length);
+    if (marker == 0xE0)
+      head += jpeg.substr(pos, 2 + length);
+    else if (marker != 0xE1)
+      rest += jpeg.substr(pos, 2 + length);
     pos += 2 + length;
   }
   return head + segments + rest + jpeg.substr(pos);
@@ -273,7 +274,9 @@ void SetOrientation(std::string* exif, int value) {
   auto u8 = [&](size_t i) { return static_cast<unsigned>(static_cast<unsigned char>((*exif)[i])); };
   const bool big = exif->substr(6, 2) == "MM";
   auto u16 = [&](size_t i) { return big ? (u8(i) << 8) | u8(i + 1) : u8(i) | (u8(i + 1) << 8); };
-  auto u32 = [&](size_t i) { return big ? (u16(i) << 16) | u16(i + 2) : u16(i) | (u16(i + 2) << 16); };
+  auto u32 = [&](size_t i) {
+    return big ? (u16(i) << 16) | u16(i + 2) : u16(i) | (u16(i + 2) << 16);
+  };
   const size_t tiff = 6, ifd0 = tiff + u32(tiff + 4);
   for (size_t e = 0; e < u16(ifd0); ++e) {
     const size_t entry = ifd0 + 2 + 12 * e;
@@ -363,8 +366,7 @@ TEST(JpegDecoderTest, DamagedJpegsFailOrDecodeAsOpenCvDoes) {
     ASSERT_FALSE(policy.ok()) << name;
     EXPECT_EQ(policy.status().code(), StatusCode::kCorruption) << name;
     // "truncated or invalid (...)", or "not an image" for the first 2 bytes alone.
-    EXPECT_EQ(policy.status().message().rfind(name + ": ", 0), 0u)
-        << policy.status().message();
+    EXPECT_EQ(policy.status().message().rfind(name + ": ", 0), 0u) << policy.status().message();
   }
   // A header error names the file and libjpeg's reason.
   std::string bad_sof = jpeg;

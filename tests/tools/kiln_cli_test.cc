@@ -38,8 +38,8 @@ CliRun Kiln(const std::string& args) {
 
 // CTest runs each test in its own process, two at a time: scratch paths carry the process id.
 std::string Fresh(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "kiln_cli_test_" + std::to_string(::getpid()) +
-                          "_" + name;
+  const std::string dir =
+      ::testing::TempDir() + "kiln_cli_test_" + std::to_string(::getpid()) + "_" + name;
   fs::remove_all(dir);
   return dir;
 }
@@ -51,7 +51,7 @@ class KilnCliTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dataset_ = new std::string(Fresh("fmnist"));
     pack_ = new CliRun(Kiln("pack " + kFashion + " " + *dataset_ +
-                         " --size 28 --channels 1 --compress zstd --shard-size 256KiB --json"));
+                            " --size 28 --channels 1 --compress zstd --shard-size 256KiB --json"));
   }
   static void TearDownTestSuite() {
     delete dataset_;
@@ -139,13 +139,29 @@ TEST_F(KilnCliTest, BenchJsonReportsStagesMemoryAndABottleneck) {
   const CliRun r = Kiln("bench " + *dataset_ + " --epochs 2 --batch-size 100 --threads 2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
-  for (const char* key : {"samples", "seconds", "samples_per_s", "mb_per_s", "every_sample_once",
-                          "open_seconds", "first_batch_seconds", "consumer_wait_fraction",
-                          "slot_wait_seconds", "fetch_seconds", "fetch_cpu_seconds",
-                          "storage_wait_seconds", "decompress_seconds", "augment_seconds",
-                          "copy_seconds", "upload_seconds", "consumer_wait_seconds",
-                          "consumer_seconds", "zstd_records", "cpu_seconds", "major_faults",
-                          "peak_rss_mb", "resident_fraction"}) {
+  for (const char* key : {"samples",
+                          "seconds",
+                          "samples_per_s",
+                          "mb_per_s",
+                          "every_sample_once",
+                          "open_seconds",
+                          "first_batch_seconds",
+                          "consumer_wait_fraction",
+                          "slot_wait_seconds",
+                          "fetch_seconds",
+                          "fetch_cpu_seconds",
+                          "storage_wait_seconds",
+                          "decompress_seconds",
+                          "augment_seconds",
+                          "copy_seconds",
+                          "upload_seconds",
+                          "consumer_wait_seconds",
+                          "consumer_seconds",
+                          "zstd_records",
+                          "cpu_seconds",
+                          "major_faults",
+                          "peak_rss_mb",
+                          "resident_fraction"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j.at("cache"), "warm");

@@ -4,18 +4,17 @@
 #include "tools/packer.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
-#include <set>
 #include <opencv2/imgcodecs.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -114,7 +113,8 @@ TEST(PackerTest, FieldCase_B36_OutputIsByteIdenticalForAnyThreadCount) {
       std::string contents = ReadAll(entry.path().string());
       if (entry.path().filename() == "kiln.json" || entry.path().filename() == "rejected.tsv") {
         // These name the output directory; compare them with it replaced.
-        for (size_t p; (p = contents.find(out)) != std::string::npos;) contents.replace(p, out.size(), "OUT");
+        for (size_t p; (p = contents.find(out)) != std::string::npos;)
+          contents.replace(p, out.size(), "OUT");
       }
       files[entry.path().filename().string()] = contents;
     }
@@ -291,7 +291,8 @@ TEST(PackerTest, FieldCase_B10_NoImagesIsAnErrorThatLeavesNothing) {
 TEST(PackerTest, FieldCase_B10_MixedCaseExtensionsAreAllPacked) {
   const std::string src = FreshDir("b10_mixed");
   fs::create_directories(src + "/cls");
-  for (const char* n : {"a.jpg", "B.JPG", "c.Jpeg", "e.JPEG"}) WriteColourJpeg(src + "/cls/" + n, 100);
+  for (const char* n : {"a.jpg", "B.JPG", "c.Jpeg", "e.JPEG"})
+    WriteColourJpeg(src + "/cls/" + n, 100);
   cv::imwrite(src + "/cls/d.PNG", cv::Mat(6, 6, CV_8UC3, cv::Scalar(1, 2, 3)));
   PackOptions o;
   o.input = src;
@@ -323,7 +324,8 @@ TEST(PackerTest, SecondWriterOfOneOutputIsRefusedAndDisturbsNothing) {
   const std::string out = FreshDir("two_writers");
   fs::create_directories(out + ".partial");
   std::ofstream(out + ".partial/kiln.staging") << "first writer's";
-  Result<std::unique_ptr<PartLock>> first = PartLock::Acquire(out + ".partial.lock", "output " + out);
+  Result<std::unique_ptr<PartLock>> first =
+      PartLock::Acquire(out + ".partial.lock", "output " + out);
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   Result<PackReport> second = Pack(FashionOptions(out, 2));
   ASSERT_FALSE(second.ok());
@@ -458,7 +460,8 @@ TEST(PackerTest, ResumeAfterInterruptionIsByteIdentical) {
     std::string a = ReadAll(entry.path().string()), b = ReadAll(resumed + "/" + name);
     if (name == "kiln.json" || name == "rejected.tsv") {
       for (size_t p; (p = a.find(whole)) != std::string::npos;) a.replace(p, whole.size(), "OUT");
-      for (size_t p; (p = b.find(resumed)) != std::string::npos;) b.replace(p, resumed.size(), "OUT");
+      for (size_t p; (p = b.find(resumed)) != std::string::npos;)
+        b.replace(p, resumed.size(), "OUT");
     }
     EXPECT_EQ(a, b) << name;
   }
@@ -471,8 +474,8 @@ TEST(PackerTest, ResumeWithOtherOptionsStartsOver) {
   std::atomic<bool> cancel{false};
   o.cancel = &cancel;
   ASSERT_FALSE(Pack(o, [&](uint64_t done, uint64_t) {
-    if (done == 500) cancel = true;
-  }).ok());
+                 if (done == 500) cancel = true;
+               }).ok());
   o.cancel = nullptr;
   o.resume = true;
   o.shuffle_seed = 5;  // a different output: the kept shards must not be reused

@@ -48,7 +48,8 @@ TEST(PartRangeTest, ExactBeyondSixtyFourBitProducts) {
   EXPECT_EQ(last.end, items);
   // items = 3 * 6148914691236517203 (+0): thirds are exact, where i * items overflows.
   const uint64_t thirds = 3 * 6148914691236517203ull;
-  EXPECT_EQ(PartRange(thirds, 1, 3), (ItemRange{6148914691236517203ull, 2 * 6148914691236517203ull}));
+  EXPECT_EQ(PartRange(thirds, 1, 3),
+            (ItemRange{6148914691236517203ull, 2 * 6148914691236517203ull}));
   EXPECT_EQ(PartRange(thirds + 2, 2, 3).end, thirds + 2);
   EXPECT_EQ(PartRange(thirds + 2, 1, 3).begin, 6148914691236517203ull);
 }
@@ -128,14 +129,29 @@ TEST(PartFromEnvironmentTest, EachEngineOnItsOwn) {
       {ArrayTask(2, 2, 2), 4u, 2, 4, "not used"},
       // A re-run of a subset (--array=1-2): same.
       {ArrayTask(1, 1, 2), 4u, 1, 4, "not used"},
-      {{{"JOB_COMPLETION_INDEX", "6"}}, 8u, 6, 8, "JOB_COMPLETION_INDEX=6 (Kubernetes Indexed Job)"},
-      {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, std::nullopt, 1, 4,
+      {{{"JOB_COMPLETION_INDEX", "6"}},
+       8u,
+       6,
+       8,
+       "JOB_COMPLETION_INDEX=6 (Kubernetes Indexed Job)"},
+      {{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}},
+       std::nullopt,
+       1,
+       4,
        "(Open MPI)"},
       {{{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}}, std::nullopt, 3, 4, "(MPICH or Intel MPI)"},
-      {{{"SLURM_PROCID", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "4"},
+      {{{"SLURM_PROCID", "2"},
+        {"SLURM_STEP_ID", "0"},
+        {"SLURM_STEP_NUM_TASKS", "4"},
         {"SLURM_NTASKS", "8"}},
-       std::nullopt, 2, 4, "SLURM_STEP_NUM_TASKS=4 (srun step)"},
-      {{{"SLURM_PROCID", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "3"}}, std::nullopt, 2, 3,
+       std::nullopt,
+       2,
+       4,
+       "SLURM_STEP_NUM_TASKS=4 (srun step)"},
+      {{{"SLURM_PROCID", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "3"}},
+       std::nullopt,
+       2,
+       3,
        "SLURM_NTASKS=3 (srun step)"},
       {{{"RANK", "1"}, {"WORLD_SIZE", "2"}}, std::nullopt, 1, 2, "(torchrun)"},
       // A one-process launcher (srun -n1 inside an array task) says nothing against the array.
@@ -148,9 +164,15 @@ TEST(PartFromEnvironmentTest, EachEngineOnItsOwn) {
        std::nullopt, 1, 4, "SLURM_ARRAY_TASK_ID=1"},
       // Sources that agree are all named.
       {{{"KILN_PART", "1"}, {"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "4"}},
-       std::nullopt, 1, 4, "agrees: OMPI_COMM_WORLD_RANK=1"},
+       std::nullopt,
+       1,
+       4,
+       "agrees: OMPI_COMM_WORLD_RANK=1"},
       // `mpirun -np 1`: part 0 of 1 is a valid (if pointless) answer when it is the only one.
-      {{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}}, std::nullopt, 0, 1,
+      {{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}},
+       std::nullopt,
+       0,
+       1,
        "Open MPI"},
   };
   for (const auto& c : kCases) {
@@ -174,11 +196,13 @@ TEST(PartFromEnvironmentTest, RefusesWhatItCannotKnowOrWhatDisagrees) {
       {ArrayTask(2, 2, 2), std::nullopt, "pass --of N"},
       {ArrayTask(1, 1, 3), std::nullopt, "pass --of N"},
       {ArrayTask(2, 0, 6, 2), std::nullopt, "pass --of N"},  // --array=0-6:2
-      {{{"JOB_COMPLETION_INDEX", "3"}}, std::nullopt,
+      {{{"JOB_COMPLETION_INDEX", "3"}},
+       std::nullopt,
        "JOB_COMPLETION_INDEX=3 (Kubernetes Indexed Job) gives the index but not the number"},
       {{{"KILN_PARTS", "4"}}, std::nullopt, "KILN_PARTS=4 is set but KILN_PART is not"},
       {{{"KILN_PART", "x"}}, 4u, "KILN_PART=x is not a decimal number"},
-      {ArrayTask(3, 0, 3), 8u, "disagrees on the number of parts: --of 8 but SLURM_ARRAY_TASK_ID=3"},
+      {ArrayTask(3, 0, 3), 8u,
+       "disagrees on the number of parts: --of 8 but SLURM_ARRAY_TASK_ID=3"},
       {[] {
          auto v = ArrayTask(1, 0, 3);
          v["OMPI_COMM_WORLD_RANK"] = "2";
@@ -186,7 +210,8 @@ TEST(PartFromEnvironmentTest, RefusesWhatItCannotKnowOrWhatDisagrees) {
          return v;
        }(),
        std::nullopt, "disagrees on the part index"},
-      {{{"KILN_PART", "1"}, {"KILN_PARTS", "4"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}}, std::nullopt,
+      {{{"KILN_PART", "1"}, {"KILN_PARTS", "4"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}},
+       std::nullopt,
        "disagrees on the number of parts"},
       {{{"KILN_PART", "4"}, {"KILN_PARTS", "4"}}, std::nullopt, "--part 4 must be below --of 4"},
       {{{"OMPI_COMM_WORLD_RANK", "1"}}, std::nullopt, "pass --of N"},
