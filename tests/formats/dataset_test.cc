@@ -14,7 +14,7 @@
 #include "formats/dataset_writer.h"
 #include "formats/shards/shard_dataset.h"
 #include "formats/shards/shard_set_writer.h"
-#include "tests/formats/temp_dir.h"
+#include "tests/test_util.h"
 
 namespace kiln {
 namespace {

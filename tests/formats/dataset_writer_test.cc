@@ -17,7 +17,7 @@
 #include "formats/dataset.h"
 #include "formats/shards/shard_reader.h"
 #include "formats/shards/shard_set_writer.h"
-#include "tests/formats/temp_dir.h"
+#include "tests/test_util.h"
 
 namespace kiln {
 namespace {

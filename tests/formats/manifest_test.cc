@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/formats/temp_dir.h"
+#include "tests/test_util.h"
 
 namespace kiln {
 namespace {

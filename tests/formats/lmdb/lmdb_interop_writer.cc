@@ -1,4 +1,4 @@
-// Helper for tests/formats/lmdb_interop_test.sh: `lmdb_interop_writer DIR` writes a small LMDB
+// Helper for tests/formats/lmdb/lmdb_interop_test.sh: `lmdb_interop_writer DIR` writes a small LMDB
 // dataset (raw uint8 4x4x3 samples) to DIR and prints what kiln's reader returns for each
 // sample, one line each: "INDEX LABEL KEY HEX_BYTES".
 #include <cstdio>

@@ -27,7 +27,7 @@
 #include "formats/dataset_writer.h"
 #include "formats/lmdb/lmdb_format.h"
 #include "formats/verifier.h"
-#include "tests/formats/temp_dir.h"
+#include "tests/test_util.h"
 
 namespace kiln {
 namespace {

@@ -27,7 +27,7 @@
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_format.h"
 #include "formats/verifier.h"
-#include "tests/formats/temp_dir.h"
+#include "tests/test_util.h"
 
 namespace kiln {
 namespace {

@@ -13,7 +13,7 @@
 #include "formats/shards/shard_reader.h"
 #include "formats/shards/shard_writer.h"
 #include "formats/xxh3.h"
-#include "tests/formats/temp_dir.h"
+#include "tests/test_util.h"
 
 namespace kiln {
 namespace {
