@@ -16,10 +16,6 @@ struct DataFileInfo {
   uint64_t xxh3_64 = 0;  // XXH3-64 (seed 0) of the whole file
 };
 
-// The type's former name, kept so that code written before the rename still compiles while
-// parallel branches merge. New code says DataFileInfo.
-using ShardFileInfo = DataFileInfo;
-
 }  // namespace kiln
 
 #endif  // KILN_FORMATS_DATA_FILE_INFO_H_

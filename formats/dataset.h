@@ -68,6 +68,11 @@ class Dataset {
   virtual std::string SampleLocation(uint64_t index) const {
     return dir() + " sample " + std::to_string(index);
   }
+  // Returns the same place as SampleLocation in fields (Status::WithLocation): for shards the
+  // shard path, record and index entry offset; by default the directory and the sample index.
+  virtual ErrorLocation SampleErrorLocation(uint64_t index) const {
+    return {dir(), static_cast<int64_t>(index), -1};
+  }
 
   // Returns sample `index`'s key (the source path relative to the input root), checked: a
   // damaged key is an error, never returned (shards check the index checksum once per shard,

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -54,11 +55,11 @@ Result<std::string> ReadFileToString(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (::access(path.c_str(), F_OK) != 0) return Status::FromErrno("cannot open", path, errno);
-    return Status::IOError("cannot open " + path);
+    return Status::IOError("cannot open " + path).WithLocation({path});
   }
   std::ostringstream out;
   out << in.rdbuf();
-  if (in.bad()) return Status::IOError("cannot read " + path);
+  if (in.bad()) return Status::IOError("cannot read " + path).WithLocation({path});
   return out.str();
 }
 
@@ -89,7 +90,10 @@ Status PreadFully(int fd, void* data, size_t size, uint64_t offset, const std::s
     const ssize_t n = ::pread(fd, p, size, static_cast<off_t>(offset));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Status::FromErrno("cannot read", path, errno);
-    if (n == 0) return Status::IOError("cannot read " + path + ": unexpected end of file");
+    if (n == 0) {
+      return Status::IOError("cannot read " + path + ": unexpected end of file")
+          .WithLocation({path, -1, static_cast<int64_t>(offset)});
+    }
     p += n;
     size -= static_cast<size_t>(n);
     offset += static_cast<uint64_t>(n);
@@ -100,10 +104,13 @@ Status PreadFully(int fd, void* data, size_t size, uint64_t offset, const std::s
 Status CheckSizeAgainstManifest(const std::string& path, uint64_t actual_bytes,
                                 uint64_t expected_bytes) {
   if (actual_bytes == expected_bytes) return Status::Ok();
+  // Located where the two sizes part: the first byte missing, or the first byte too many.
+  const uint64_t at = std::min(actual_bytes, expected_bytes);
   return Status::Corruption(
-      path + ": file is " + std::to_string(actual_bytes) + " bytes but the manifest says " +
-      std::to_string(expected_bytes) +
-      (actual_bytes < expected_bytes ? " (truncated)" : " (replaced or appended to)"));
+             "file is " + std::to_string(actual_bytes) + " bytes but the manifest says " +
+             std::to_string(expected_bytes) +
+             (actual_bytes < expected_bytes ? " (truncated)" : " (replaced or appended to)"))
+      .WithLocation({path, -1, static_cast<int64_t>(at)}, path);
 }
 
 }  // namespace kiln

@@ -1,7 +1,10 @@
 // formats/: the storage layer (no OpenCV, CUDA, reader or tools). One folder per backend
 // (shards/, lmdb/, hdf5/) beside the shared code: this registry, Dataset (dataset.h) and
-// DatasetWriter (dataset_writer.h), the manifest, the record codec, the verifier and inspector,
-// Status, and neutral primitives (byte_coding.h, codec.h, file_util.h, mapped_file.h).
+// DatasetWriter (dataset_writer.h), the manifest, the record codec, the verifier's dispatch
+// (verifier.h) and the checks the backends' verifiers share (verifier_checks.h), the inspector,
+// Status (whose errors carry file, record and offset in fields: Status::location()), and neutral
+// primitives (byte_coding.h, codec.h, file_util.h, mapped_file.h). Each folder has its tests in
+// the same place under tests/ (tests/formats/shards/ for formats/shards/, ...).
 //
 // kiln's format registry: one row per storage backend (shards, LMDB, HDF5), read by everything
 // that depends on the backend: Dataset::Open, DatasetWriter, VerifyDataset, IsFormatSupported,

@@ -175,7 +175,9 @@ Result<Manifest> Manifest::Read(const std::string& dir) {
     }
     return text.status();
   }
-  return FromJson(*text, path);
+  Result<Manifest> manifest = FromJson(*text, path);
+  if (!manifest.ok()) return manifest.status().WithLocation({path});
+  return manifest;
 }
 
 Status Manifest::Write(const std::string& dir) const {

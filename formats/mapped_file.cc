@@ -21,7 +21,7 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::IOError("cannot map " + path + ": not a regular file");
+    return Status::IOError("cannot map " + path + ": not a regular file").WithLocation({path});
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   const uint8_t* data = nullptr;

@@ -32,8 +32,10 @@ std::string_view StatusCodeName(StatusCode code) {
 Status Status::FromErrno(std::string_view what, std::string_view path, int errno_value) {
   std::string msg;
   msg.append(what).append(" ").append(path).append(": ").append(std::strerror(errno_value));
-  if (errno_value == ENOENT) return NotFound(std::move(msg));
-  return IOError(std::move(msg));
+  ErrorLocation location;
+  location.file = std::string(path);
+  if (errno_value == ENOENT) return NotFound(std::move(msg)).WithLocation(std::move(location));
+  return IOError(std::move(msg)).WithLocation(std::move(location));
 }
 
 std::string Status::ToString() const {
@@ -47,7 +49,36 @@ Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
   std::string msg(context);
   msg.append(": ").append(message_);
-  return Status(code_, std::move(msg));
+  Status out(code_, std::move(msg));
+  if (detail_) {
+    auto detail = std::make_shared<Detail>(*detail_);
+    detail->reason_begin += context.size() + 2;
+    out.detail_ = std::move(detail);
+  }
+  return out;
+}
+
+Status Status::WithLocation(ErrorLocation location, std::string_view prefix) const {
+  if (ok()) return *this;
+  Status out = prefix.empty() ? *this : WithContext(prefix);
+  auto detail = out.detail_ ? std::make_shared<Detail>(*out.detail_) : std::make_shared<Detail>();
+  if (!out.detail_ && !prefix.empty()) detail->reason_begin = prefix.size() + 2;
+  ErrorLocation& known = detail->location;
+  if (known.file.empty()) known.file = std::move(location.file);
+  if (known.record < 0) known.record = location.record;
+  if (known.offset < 0) known.offset = location.offset;
+  out.detail_ = std::move(detail);
+  return out;
+}
+
+const ErrorLocation& Status::location() const {
+  static const ErrorLocation kUnknown;
+  return detail_ ? detail_->location : kUnknown;
+}
+
+std::string_view Status::reason() const {
+  std::string_view msg = message_;
+  return detail_ ? msg.substr(detail_->reason_begin) : msg;
 }
 
 }  // namespace kiln

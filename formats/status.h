@@ -4,11 +4,18 @@
 // Result<T> holding either a T or a non-OK Status), marked [[nodiscard]]. A message always says
 // where: a file path, and where it applies a record index and a byte offset.
 //
+// The same place is also kept in fields of its own (Status::location()), so that a caller that
+// reports problems by file, record and offset (the verifier, the packer's rejections, Python's
+// KilnError) reads them from there instead of parsing the message. A location never changes the
+// message: the code that creates an error writes its message as before and attaches the fields.
+//
 // Thread safety: Status and Result are values; distinct objects may be used from any thread.
 #ifndef KILN_FORMATS_STATUS_H_
 #define KILN_FORMATS_STATUS_H_
 
 #include <cassert>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +38,18 @@ enum class StatusCode {
 
 // Returns the stable name of `code`, for example "Corruption".
 std::string_view StatusCodeName(StatusCode code);
+
+// Where an error was seen. Every field is optional: an empty `file` or a -1 says "unknown".
+struct ErrorLocation {
+  std::string file;     // path of the file concerned, as the message names it
+  int64_t record = -1;  // record (sample) index inside `file`, -1 when not about one record
+  int64_t offset = -1;  // byte offset inside `file` where the damage was seen, -1 if unknown
+
+  bool empty() const { return file.empty() && record < 0 && offset < 0; }
+  friend bool operator==(const ErrorLocation& a, const ErrorLocation& b) {
+    return a.file == b.file && a.record == b.record && a.offset == b.offset;
+  }
+};
 
 class [[nodiscard]] Status {
  public:
@@ -57,7 +76,8 @@ class [[nodiscard]] Status {
   }
   static Status Internal(std::string msg) { return Status(StatusCode::kInternal, std::move(msg)); }
 
-  // Returns an IOError whose message is "`what` `path`: strerror(errno_value)".
+  // Returns an IOError (NotFound for ENOENT) whose message is "`what` `path`:
+  // strerror(errno_value)" and whose location names `path`.
   static Status FromErrno(std::string_view what, std::string_view path, int errno_value);
 
   bool ok() const { return code_ == StatusCode::kOk; }
@@ -67,14 +87,35 @@ class [[nodiscard]] Status {
   // Returns "OK" or "<CodeName>: <message>".
   std::string ToString() const;
 
-  // Returns a copy whose message is "`context`: <message>". OK stays OK.
+  // Returns a copy whose message is "`context`: <message>". OK stays OK. The location and the
+  // reason() are kept.
   Status WithContext(std::string_view context) const;
 
+  // Returns a copy that carries `location`, merged into any location it carries already (a field
+  // already known is kept: the code nearest the damage knows it best). The message is unchanged
+  // when `prefix` is empty; otherwise it becomes "`prefix`: <message>", where `prefix` is the
+  // location as the message words it (for example "PATH record 3 (offset 128)"), and reason()
+  // stays the message before the prefix. OK stays OK.
+  Status WithLocation(ErrorLocation location, std::string_view prefix = {}) const;
+
+  // Returns where the error was seen; every field is unknown when no location was attached.
+  const ErrorLocation& location() const;
+
+  // Returns the message without its location prefix: what is wrong, for a report that shows the
+  // location in fields of its own. Equals message() when no prefix was attached.
+  std::string_view reason() const;
+
  private:
+  struct Detail {
+    ErrorLocation location;
+    size_t reason_begin = 0;  // offset in message_ where reason() starts
+  };
+
   Status(StatusCode code, std::string msg) : code_(code), message_(std::move(msg)) {}
 
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::shared_ptr<const Detail> detail_;  // null when no location is attached; never shared-mutated
 };
 
 // Either a value of type T or a non-OK Status. Accessing the value of a failed Result is a bug

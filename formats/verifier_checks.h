@@ -1,4 +1,4 @@
-// Checks shared by the per-format verifiers (formats/verifier.cc for shards,
+// Checks shared by the per-format verifiers (formats/shards/shard_verifier.cc,
 // formats/lmdb/lmdb_verifier.cc, formats/hdf5/hdf5_verifier.cc), so each backend checks a data file
 // against the manifest the same way and words its problems the same way.
 // Thread safety: reentrant; each call writes only to the report it is given.

@@ -2,7 +2,8 @@
 //
 // A non-OK Status becomes an instance of the class that kiln._errors.error_from_status picks for
 // its code (kiln.CorruptionError, kiln.NotFoundError, ...; all subclasses of kiln.KilnError),
-// carrying kiln's message unchanged (file, record, offset) and the code name as `.code`.
+// carrying kiln's message unchanged (file, record, offset), the code name as `.code`, and
+// Status::location() as `.path`, `.record` and `.offset` (None where unknown).
 // Thread safety: call with the GIL held.
 #ifndef KILN_PYTHON_PY_STATUS_H_
 #define KILN_PYTHON_PY_STATUS_H_
@@ -29,6 +30,10 @@ namespace kiln::python {
     PyErr_SetString(PyExc_RuntimeError, (code + ": " + status.message()).c_str());
     throw py::error_already_set();
   }
+  const ErrorLocation& where = status.location();
+  if (!where.file.empty()) error.attr("path") = py::str(where.file);
+  if (where.record >= 0) error.attr("record") = py::int_(where.record);
+  if (where.offset >= 0) error.attr("offset") = py::int_(where.offset);
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
   throw py::error_already_set();
 }

@@ -736,9 +736,11 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
   MappedReadFaultScope fault_scope;
   volatile uint32_t current = begin;
   if (KILN_MAPPED_READ_FAULTED(fault_scope)) {
-    return Status::IOError(dataset_->SampleLocation(slot.indices[current]) +
-                           ": the mapped file could not be read (SIGBUS): it was truncated or "
-                           "replaced while open, or its storage failed");
+    const uint64_t index = slot.indices[current];
+    return Status::IOError(
+               "the mapped file could not be read (SIGBUS): it was truncated or "
+               "replaced while open, or its storage failed")
+        .WithLocation(dataset_->SampleErrorLocation(index), dataset_->SampleLocation(index));
   }
   for (uint32_t k = begin; k < std::min(end, begin + kEntryAhead); ++k) {
     dataset_->Prefetch(slot.indices[k], k < begin + kPayloadAhead);

@@ -1,14 +1,33 @@
-// kiln::TempDir: a fresh scratch directory per test, removed (with any permissions a test took
-// away restored first) when the test ends. Named after the test and the process id, because CTest
-// runs each test in its own process, two at a time.
-#ifndef KILN_TESTS_FORMATS_TEMP_DIR_H_
-#define KILN_TESTS_FORMATS_TEMP_DIR_H_
+// Helpers shared by the tests of every folder, so that no test file carries its own copy:
+//  - kiln::TempDir: a fresh scratch directory per test, removed (with any permissions a test took
+//    away restored first) when the test ends. Named after the test and the process id, because
+//    CTest runs each test in its own process, two at a time.
+//  - kiln::testing::ReadFileBytes / WriteFileBytes: a whole file as bytes, for damaging it.
+//  - kiln::testing::MakeSchema: a TensorSchema from its shape.
+//  - kiln::testing::WriteTestDataset / ExpectDatasetHolds: write samples made by a function into
+//    any storage backend through DatasetWriter, and read every one of them back.
+// Thread safety: none needed; call them on the test's thread.
+#ifndef KILN_TESTS_TEST_UTIL_H_
+#define KILN_TESTS_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "formats/dataset.h"
+#include "formats/dataset_writer.h"
+#include "formats/manifest.h"
+#include "formats/record_codec.h"
+#include "formats/status.h"
+#include "formats/tensor_schema.h"
 
 namespace kiln {
 
@@ -47,6 +66,88 @@ class TempDir {
   std::string path_;
 };
 
+namespace testing {
+
+// Returns every byte of `path`; empty when it cannot be read.
+inline std::vector<uint8_t> ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+}
+
+// Replaces the contents of `path` with `bytes`.
+inline void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+// The schema of `height` x `width` x `channels` samples; uint8 HWC unless told.
+inline TensorSchema MakeSchema(uint32_t height, uint32_t width, uint32_t channels,
+                               Layout layout = Layout::kHWC, DType dtype = DType::kUint8) {
+  TensorSchema schema;
+  schema.dtype = dtype;
+  schema.layout = layout;
+  schema.height = height;
+  schema.width = width;
+  schema.channels = channels;
+  return schema;
+}
+
+// One sample as a test makes it: raw tensor bytes (schema.sample_bytes() of them), label, key.
+struct TestSample {
+  std::vector<uint8_t> raw;
+  int64_t label = 0;
+  std::string key;
+};
+using SampleMaker = std::function<TestSample(uint64_t index)>;
+
+// Writes samples 0..`samples`-1, each made by `make`, into `dir` through DatasetWriter with
+// `options` (format, schema, shard size...), encoded with `compression`. `manifest` supplies the
+// manifest fields the writer does not fill (classes, tool, source); its compression is set to
+// compression.ToString(). Returns the manifest written, or the first error.
+inline Result<Manifest> WriteTestDataset(const std::string& dir,
+                                         const DatasetWriterOptions& options,
+                                         const Compression& compression, uint64_t samples,
+                                         const SampleMaker& make, Manifest manifest = {}) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> writer, DatasetWriter::Create(dir, options));
+  RecordEncoder encoder(compression);
+  EncodedRecord record;
+  for (uint64_t i = 0; i < samples; ++i) {
+    const TestSample s = make(i);
+    KILN_RETURN_IF_ERROR(encoder.Encode(s.raw.data(), s.raw.size(), s.label, s.key, &record));
+    KILN_RETURN_IF_ERROR(writer->Add(record));
+  }
+  manifest.compression = compression.ToString();
+  return writer->Finish(manifest);
+}
+
+// Expects the dataset in `dir` to hold exactly `samples` samples, sample i being make(i): bytes,
+// label and key; and an out-of-range read to be OutOfRange. Use with ASSERT_NO_FATAL_FAILURE.
+inline void ExpectDatasetHolds(const std::string& dir, uint64_t samples, const SampleMaker& make) {
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(dir);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ASSERT_EQ((*ds)->num_samples(), samples);
+  RecordDecoder decoder;
+  std::vector<uint8_t> out((*ds)->schema().sample_bytes());
+  for (uint64_t i = 0; i < samples; ++i) {
+    const TestSample want = make(i);
+    int64_t label = -1;
+    Status s = (*ds)->ReadSample(i, &decoder, out.data(), &label);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(out, want.raw) << "sample " << i;
+    ASSERT_EQ(label, want.label) << "sample " << i;
+    Result<std::string> key = (*ds)->Key(i);
+    ASSERT_TRUE(key.ok()) << key.status().ToString();
+    ASSERT_EQ(*key, want.key) << "sample " << i;
+  }
+  int64_t label = 0;
+  EXPECT_EQ((*ds)->ReadSample(samples, &decoder, out.data(), &label).code(),
+            StatusCode::kOutOfRange);
+  EXPECT_EQ((*ds)->Key(samples).status().code(), StatusCode::kOutOfRange);
+}
+
+}  // namespace testing
 }  // namespace kiln
 
-#endif  // KILN_TESTS_FORMATS_TEMP_DIR_H_
+#endif  // KILN_TESTS_TEST_UTIL_H_

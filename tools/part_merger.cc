@@ -344,14 +344,13 @@ void BuildWholeJob(const std::vector<Part>& parts, bool copy_mode, Manifest* man
 // Plans every move, reading each shard once: checks its size, its hash against the part's
 // manifest and its header, and records the hash it will have once renumbered.
 Status PlanMoves(const std::vector<Part>& parts, const std::string& staging,
-                 std::vector<Move>* moves, std::vector<ShardFileInfo>* files,
-                 uint64_t* bytes_read) {
+                 std::vector<Move>* moves, std::vector<DataFileInfo>* files, uint64_t* bytes_read) {
   uint32_t global = 0;
   uint64_t first = 0;
   for (const Part& p : parts) {
     uint64_t local_first = 0;
     for (size_t s = 0; s < p.manifest.files.size(); ++s) {
-      const ShardFileInfo& f = p.manifest.files[s];
+      const DataFileInfo& f = p.manifest.files[s];
       const std::string path = p.dir + "/" + f.file;
       Result<ShardRenumberingPlan> plan = PlanShardRenumbering(path, global, first);
       if (!plan.ok()) {
@@ -567,7 +566,7 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
       for (const Part& p : parts) {
         if (p.manifest.format == "shards") {
           std::vector<Move> unused_moves;
-          std::vector<ShardFileInfo> unused_files;
+          std::vector<DataFileInfo> unused_files;
           KILN_RETURN_IF_ERROR(
               PlanMoves({p}, staging, &unused_moves, &unused_files, &report.bytes_read));
           continue;
@@ -584,7 +583,7 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
           CopyRecords(parts, output, std::move(manifest), rejected_tsv, skipped_tsv, &report));
     } else {
       std::vector<Move> moves;
-      std::vector<ShardFileInfo> files;
+      std::vector<DataFileInfo> files;
       KILN_RETURN_IF_ERROR(PlanMoves(parts, staging, &moves, &files, &report.bytes_read));
       manifest.files = files;
       // Moving needs one file system: refuse before the first rename rather than halfway.
@@ -629,7 +628,7 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
   if (source.ok()) report.rejected = source->rejected;
   report.samples = report.manifest.samples;
   report.files = report.manifest.files.size();
-  for (const ShardFileInfo& f : report.manifest.files) report.bytes += f.bytes;
+  for (const DataFileInfo& f : report.manifest.files) report.bytes += f.bytes;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

@@ -6,22 +6,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include "formats/byte_coding.h"
 #include "formats/file_util.h"
-#include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_format.h"
+#include "formats/hdf5/hdf5_inspector.h"
 #include "formats/mapped_file.h"
 
 namespace kiln {
-
-namespace {
-
-uint64_t LoadLE64At(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int b = 7; b >= 0; --b) v = (v << 8) | p[b];
-  return v;
-}
-
-}  // namespace
 
 Hdf5Dataset::Hdf5Dataset(std::string dir, Manifest manifest)
     : Dataset(std::move(dir), std::move(manifest)) {
@@ -47,20 +38,27 @@ Result<std::unique_ptr<Hdf5Dataset>> Hdf5Dataset::Open(const std::string& dir, M
   }
   KILN_RETURN_IF_ERROR(
       CheckSizeAgainstManifest(path, static_cast<uint64_t>(st.st_size), m.files[0].bytes));
-  KILN_ASSIGN_OR_RETURN(Hdf5Layout layout, Hdf5File::Inspect(path, m.schema, m.samples, false));
+  KILN_ASSIGN_OR_RETURN(Hdf5Layout layout,
+                        Hdf5Inspector::Inspect(path, m.schema, m.samples, false));
   ds->layout_ = std::make_unique<Hdf5Layout>(std::move(layout));
   KILN_ASSIGN_OR_RETURN(ds->file_, MappedFile::Open(path));
   if (ds->file_->size() != ds->layout_->file_bytes) {
     // Every offset was checked against the size HDF5 saw: the mapping must be that file.
     return Status::Corruption(path + ": changed while being opened (" +
                               std::to_string(ds->layout_->file_bytes) + " then " +
-                              std::to_string(ds->file_->size()) + " bytes)");
+                              std::to_string(ds->file_->size()) + " bytes)")
+        .WithLocation({path});
   }
   return ds;
 }
 
 std::string Hdf5Dataset::Location(uint64_t index, uint64_t offset) const {
   return path_ + " sample " + std::to_string(index) + " (offset " + std::to_string(offset) + ")";
+}
+
+Status Hdf5Dataset::AtSample(const Status& status, uint64_t index, uint64_t offset) const {
+  return status.WithLocation({path_, static_cast<int64_t>(index), static_cast<int64_t>(offset)},
+                             Location(index, offset));
 }
 
 Status Hdf5Dataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,
@@ -73,10 +71,10 @@ Status Hdf5Dataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* 
   const uint8_t* base = file_->data();
   const Hdf5Layout::Chunk c = l.Stored(index);
   const uint8_t* stored = base + c.offset;
-  const int64_t lab = static_cast<int64_t>(LoadLE64At(base + l.labels_offset + index * 8));
-  const uint64_t want = LoadLE64At(base + l.checksums_offset + index * 8);
+  const int64_t lab = static_cast<int64_t>(LoadLE64(base + l.labels_offset + index * 8));
+  const uint64_t want = LoadLE64(base + l.checksums_offset + index * 8);
   Status s = decoder->DecodeChecked(stored, c.size, c.codec, lab, want, out, l.sample_bytes);
-  if (!s.ok()) return s.WithContext(Location(index, c.offset));
+  if (!s.ok()) return AtSample(s, index, c.offset);
   *label = lab;
   return Status::Ok();
 }
@@ -90,8 +88,8 @@ Result<std::string> Hdf5Dataset::Key(uint64_t index) const {
   std::call_once(keys_checked_,
                  [&] { keys_status_ = CheckHdf5KeysChecksum(l, file_->data(), path_); });
   if (!keys_status_.ok()) {
-    return Status::Corruption(Location(index, l.keys_offset + index * l.key_width) +
-                              ": key cannot be trusted: " + keys_status_.message());
+    return AtSample(Status::Corruption("key cannot be trusted: " + keys_status_.message()), index,
+                    l.keys_offset + index * l.key_width);
   }
   const char* p =
       reinterpret_cast<const char*>(file_->data() + l.keys_offset) + index * l.key_width;

@@ -1,15 +1,15 @@
 // kiln::Hdf5Dataset: the Dataset backend for HDF5 files written by kiln
 // (formats/hdf5/hdf5_format.md).
 //
-// Open() uses the HDF5 library once, under kiln's HDF5 lock (formats/hdf5/hdf5_file.h): it opens
-// data.h5 read-only without file locking, checks the datasets against the manifest and finds the
-// byte offset of every dataset (the contiguous `images`, or each sample's chunk: offset, size and
-// whether zstd was applied), checks each range against the file size, and closes the file. Then
-// it maps data.h5 read-only. From there on nothing calls HDF5: ReadSample reads the mapped bytes
-// at the recorded offsets, checks the sample's checksum and copies (or zstd-decompresses, with the
-// caller's RecordDecoder) straight into `out`. So reads scale with threads, and a process can
-// fork (or be one of many opening the file at once, or run on a read-only directory) without
-// HDF5 handles or lock files involved.
+// Open() uses the HDF5 library once, under kiln's HDF5 lock (Hdf5Inspector,
+// formats/hdf5/hdf5_inspector.h): it opens data.h5 read-only without file locking, checks the
+// datasets against the manifest and finds the byte offset of every dataset (the contiguous
+// `images`, or each sample's chunk: offset, size and whether zstd was applied), checks each range
+// against the file size, and closes the file. Then it maps data.h5 read-only. From there on nothing
+// calls HDF5: ReadSample reads the mapped bytes at the recorded offsets, checks the sample's
+// checksum and copies (or zstd-decompresses, with the caller's RecordDecoder) straight into `out`.
+// So reads scale with threads, and a process can fork (or be one of many opening the file at once,
+// or run on a read-only directory) without HDF5 handles or lock files involved.
 //
 // Memory: O(1) per sample for contiguous files (labels, checksums and keys are read from the
 // mapping too); 16 bytes per sample of chunk locations for zstd files. Open is O(1) in samples for
@@ -62,6 +62,8 @@ class Hdf5Dataset final : public Dataset {
  private:
   Hdf5Dataset(std::string dir, Manifest manifest);
   std::string Location(uint64_t index, uint64_t offset) const;
+  // Returns `status` prefixed with Location(index, offset), its location() set to the same place.
+  Status AtSample(const Status& status, uint64_t index, uint64_t offset) const;
 
   std::string path_;
   std::unique_ptr<Hdf5Layout> layout_;

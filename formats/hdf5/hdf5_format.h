@@ -1,14 +1,14 @@
 // formats/hdf5/: the HDF5 backend. hdf5_format.{h,md} (this header: the layout's constants),
-// hdf5_file.h (the library wrapper and layout inspection), hdf5_writer.h, hdf5_dataset.h,
-// hdf5_verifier.h, hdf5_backend.cc (its row of formats/format_registry.h) and the Zstandard
-// filter plugin h5z_zstd_plugin.c.
+// hdf5_file.h (the library wrapper), hdf5_inspector.h (layout inspection), hdf5_writer.h,
+// hdf5_dataset.h, hdf5_verifier.h, hdf5_backend.cc (its row of formats/format_registry.h) and the
+// Zstandard filter plugin h5z_zstd_plugin.c.
 //
 // Constants of kiln's HDF5 layout (formats/hdf5/hdf5_format.md; the section cited with each).
 //
 // A kiln HDF5 dataset is one file, data.h5, beside kiln.json: `images` (contiguous, or chunked
 // one sample per chunk with Zstandard filter 32015), `labels`, `keys`, `checksums`, and the
 // manifest as a string attribute. The layout is read back either through the HDF5 library (h5py,
-// h5dump) or, by kiln, through raw byte offsets found once at open (formats/hdf5/hdf5_file.h).
+// h5dump) or, by kiln, through raw byte offsets found once at open (formats/hdf5/hdf5_inspector.h).
 // Thread safety: constants only.
 #ifndef KILN_FORMATS_HDF5_FORMAT_H_
 #define KILN_FORMATS_HDF5_FORMAT_H_

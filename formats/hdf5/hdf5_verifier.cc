@@ -3,23 +3,14 @@
 #include <memory>
 #include <vector>
 
-#include "formats/hdf5/hdf5_file.h"
+#include "formats/byte_coding.h"
 #include "formats/hdf5/hdf5_format.h"
+#include "formats/hdf5/hdf5_inspector.h"
 #include "formats/mapped_file.h"
 #include "formats/record_codec.h"
 #include "formats/verifier_checks.h"
 
 namespace kiln {
-
-namespace {
-
-uint64_t LoadLE64At(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int b = 7; b >= 0; --b) v = (v << 8) | p[b];
-  return v;
-}
-
-}  // namespace
 
 void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
                        const VerifyOptions& options, VerifyReport* report) {
@@ -32,7 +23,8 @@ void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
   const std::unique_ptr<MappedFile> mapped = CheckFileAgainstManifest(path, expected, report);
   if (!mapped) return;
   const MappedFile& file = *mapped;
-  Result<Hdf5Layout> inspected = Hdf5File::Inspect(path, manifest.schema, manifest.samples, true);
+  Result<Hdf5Layout> inspected =
+      Hdf5Inspector::Inspect(path, manifest.schema, manifest.samples, true);
   if (!inspected.ok()) {
     problem(path, -1, -1, inspected.status().message() + "; samples were not checked");
     return;
@@ -54,10 +46,8 @@ void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
   const uint8_t* base = file.data();
   Status keys = CheckHdf5KeysChecksum(l, base, path);
   if (!keys.ok()) {
-    std::string why = keys.message();
-    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
-    problem(path, -1, static_cast<int64_t>(l.keys_offset),
-            why + ": a key is damaged (keys have no per-sample checksum)");
+    problem(path, -1, keys.location().offset,
+            std::string(keys.reason()) + ": a key is damaged (keys have no per-sample checksum)");
   }
   std::vector<uint8_t> scratch(options.deep ? l.sample_bytes : 0);
   RecordDecoder decoder;
@@ -65,8 +55,8 @@ void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
     const Hdf5Layout::Chunk c = l.Stored(i);
     const int64_t record = static_cast<int64_t>(i);
     const int64_t offset = static_cast<int64_t>(c.offset);
-    const int64_t label = static_cast<int64_t>(LoadLE64At(base + l.labels_offset + i * 8));
-    const uint64_t want = LoadLE64At(base + l.checksums_offset + i * 8);
+    const int64_t label = static_cast<int64_t>(LoadLE64(base + l.labels_offset + i * 8));
+    const uint64_t want = LoadLE64(base + l.checksums_offset + i * 8);
     ++report->records_checked;
     if (!manifest.classes.empty() &&
         (label < 0 || static_cast<uint64_t>(label) >= manifest.classes.size())) {

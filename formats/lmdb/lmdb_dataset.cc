@@ -176,7 +176,8 @@ Result<std::unique_ptr<LmdbDataset>> LmdbDataset::Open(const std::string& dir, M
   } else if (stat.ms_entries != m.samples) {
     status = Status::Corruption(path + ": holds " + std::to_string(stat.ms_entries) +
                                 " entries but the manifest says " + std::to_string(m.samples) +
-                                " samples");
+                                " samples")
+                 .WithLocation({path});
   } else if (m.samples > 0) {
     // Entry count and last key together mean the keys are exactly 0..N-1 (keys are unique).
     MDB_cursor* cursor = nullptr;
@@ -189,7 +190,8 @@ Result<std::unique_ptr<LmdbDataset>> LmdbDataset::Open(const std::string& dir, M
                DecodeLmdbKey(static_cast<const uint8_t*>(k.mv_data)) != m.samples - 1) {
       status = Status::Corruption(path + ": the last key is not sample " +
                                   std::to_string(m.samples - 1) +
-                                  " (keys are not the 8-byte sample indices 0..N-1)");
+                                  " (keys are not the 8-byte sample indices 0..N-1)")
+                   .WithLocation({path});
     } else {
       s.map_start = MappingStart(v.mv_data);
     }
@@ -216,17 +218,24 @@ Result<void*> LmdbDataset::ThreadTxn() const {
   return static_cast<void*>(txn);
 }
 
-std::string LmdbDataset::Location(uint64_t index, const uint8_t* value) const {
-  std::string where = data_path() + " record " + std::to_string(index) + " (key " +
-                      FormatChecksum(index) + ", offset ";
+int64_t LmdbDataset::OffsetOf(const uint8_t* value) const {
   const uintptr_t p = reinterpret_cast<uintptr_t>(value);
   if (value != nullptr && state_->map_start != 0 && p >= state_->map_start &&
       p - state_->map_start < state_->data_bytes) {
-    where += std::to_string(p - state_->map_start);
-  } else {
-    where += "unknown";
+    return static_cast<int64_t>(p - state_->map_start);
   }
-  return where + ")";
+  return -1;
+}
+
+std::string LmdbDataset::Location(uint64_t index, const uint8_t* value) const {
+  const int64_t offset = OffsetOf(value);
+  return data_path() + " record " + std::to_string(index) + " (key " + FormatChecksum(index) +
+         ", offset " + (offset >= 0 ? std::to_string(offset) : std::string("unknown")) + ")";
+}
+
+Status LmdbDataset::AtRecord(const Status& status, uint64_t index, const uint8_t* value) const {
+  return status.WithLocation({data_path(), static_cast<int64_t>(index), OffsetOf(value)},
+                             Location(index, value));
 }
 
 void LmdbDataset::LocateRun(void* txn, uint64_t first) const {
@@ -278,8 +287,11 @@ Status LmdbDataset::Lookup(uint64_t index, const uint8_t** value, size_t* size) 
   EncodeLmdbKey(index, key);
   MDB_val k{kLmdbKeyBytes, key}, v;
   const int rc = mdb_get(static_cast<MDB_txn*>(txn), state_->env->dbi(), &k, &v);
-  if (rc == MDB_NOTFOUND) return Status::Corruption(Location(index, nullptr) + ": key not found");
-  if (rc != 0) return LmdbStatus(rc, "cannot read record " + std::to_string(index), data_path());
+  if (rc == MDB_NOTFOUND) return AtRecord(Status::Corruption("key not found"), index, nullptr);
+  if (rc != 0) {
+    return LmdbStatus(rc, "cannot read record " + std::to_string(index), data_path())
+        .WithLocation({data_path(), static_cast<int64_t>(index), -1});
+  }
   *value = static_cast<const uint8_t*>(v.mv_data);
   *size = v.mv_size;
   // Cached only when the header's sizes agree with LMDB's, so the shortcut above is exact.
@@ -293,17 +305,18 @@ Status LmdbDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* 
   size_t size = 0;
   KILN_RETURN_IF_ERROR(Lookup(index, &value, &size));
   Result<LmdbValueHeader> h = DecodeLmdbValueHeader(value, size);
-  if (!h.ok()) return h.status().WithContext(Location(index, value) + ": bad value header");
+  if (!h.ok()) return AtRecord(h.status().WithContext("bad value header"), index, value);
   const uint64_t sample_bytes = schema().sample_bytes();
   if (h->raw_size != sample_bytes) {
-    return Status::Corruption(Location(index, value) + ": raw size " + std::to_string(h->raw_size) +
-                              " differs from the schema's " + std::to_string(sample_bytes) +
-                              " bytes");
+    return AtRecord(
+        Status::Corruption("raw size " + std::to_string(h->raw_size) +
+                           " differs from the schema's " + std::to_string(sample_bytes) + " bytes"),
+        index, value);
   }
   const uint8_t* stored = LmdbValueStored(value, *h);
   Status s = decoder->DecodeChecked(stored, h->stored_size, h->codec, h->label, h->checksum, out,
                                     h->raw_size);
-  if (!s.ok()) return s.WithContext(Location(index, stored));
+  if (!s.ok()) return AtRecord(s, index, stored);
   *label = h->label;
   return Status::Ok();
 }
@@ -313,9 +326,9 @@ Result<std::string> LmdbDataset::Key(uint64_t index) const {
   size_t size = 0;
   KILN_RETURN_IF_ERROR(Lookup(index, &value, &size));
   Result<LmdbValueHeader> h = DecodeLmdbValueHeader(value, size);
-  if (!h.ok()) return h.status().WithContext(Location(index, value) + ": bad value header");
+  if (!h.ok()) return AtRecord(h.status().WithContext("bad value header"), index, value);
   if (LmdbHeaderCheck(value, h->key_size) != h->header_check) {
-    return Status::Corruption(Location(index, value) + ": value header check mismatch");
+    return AtRecord(Status::Corruption("value header check mismatch"), index, value);
   }
   return std::string(LmdbValueKey(value, *h));
 }

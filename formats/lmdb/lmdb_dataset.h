@@ -62,7 +62,12 @@ class LmdbDataset final : public Dataset {
   Result<void*> ThreadTxn() const;
   // Looks up sample `index`: its value bytes and size. Errors: Corruption, IOError.
   Status Lookup(uint64_t index, const uint8_t** value, size_t* size) const;
+  // Returns the byte offset of `value` (a pointer into LMDB's map) in data.mdb, -1 if unknown.
+  int64_t OffsetOf(const uint8_t* value) const;
+  // Returns "<data.mdb> record <index> (key 0x.., offset <offset or unknown>)".
   std::string Location(uint64_t index, const uint8_t* value) const;
+  // Returns `status` prefixed with Location(index, value), its location() set to the same place.
+  Status AtRecord(const Status& status, uint64_t index, const uint8_t* value) const;
   // Fills the location cache for samples [first, first + run) with one cursor walk.
   void LocateRun(void* txn, uint64_t first) const;
 

@@ -6,8 +6,9 @@
 
 namespace kiln {
 
-Status LmdbStatus(int rc, std::string_view what, const std::string& path) {
-  std::string msg = path + ": " + std::string(what) + ": " + mdb_strerror(rc);
+namespace {
+
+Status LmdbStatusUnlocated(int rc, std::string msg) {
   switch (rc) {
     case ENOENT:
       return Status::NotFound(msg);
@@ -25,6 +26,13 @@ Status LmdbStatus(int rc, std::string_view what, const std::string& path) {
     default:
       return Status::IOError(msg);
   }
+}
+
+}  // namespace
+
+Status LmdbStatus(int rc, std::string_view what, const std::string& path) {
+  return LmdbStatusUnlocated(rc, std::string(what) + ": " + mdb_strerror(rc))
+      .WithLocation({path}, path);
 }
 
 LmdbEnv::LmdbEnv(std::string dir)

@@ -25,15 +25,17 @@ Result<std::unique_ptr<ShardDataset>> ShardDataset::Open(const std::string& dir,
       return Status::Corruption(path + ": shard schema " + h.schema.ShapeString() + " " +
                                 std::string(DTypeName(h.schema.dtype)) +
                                 " differs from the manifest's " + m.schema.ShapeString() + " " +
-                                std::string(DTypeName(m.schema.dtype)));
+                                std::string(DTypeName(m.schema.dtype)))
+          .WithLocation({path, -1, 24});  // the header's schema fields (shard_format.md section 2)
     }
     if (h.shard_index != s || h.first_sample != next_sample ||
         shard->record_count() != info.samples) {
       return Status::Corruption(
-          path + ": shard " + std::to_string(h.shard_index) + " starting at sample " +
-          std::to_string(h.first_sample) + " with " + std::to_string(shard->record_count()) +
-          " records does not match the manifest's entry " + std::to_string(s) + " (sample " +
-          std::to_string(next_sample) + ", " + std::to_string(info.samples) + " records)");
+                 path + ": shard " + std::to_string(h.shard_index) + " starting at sample " +
+                 std::to_string(h.first_sample) + " with " + std::to_string(shard->record_count()) +
+                 " records does not match the manifest's entry " + std::to_string(s) + " (sample " +
+                 std::to_string(next_sample) + ", " + std::to_string(info.samples) + " records)")
+          .WithLocation({path});
     }
     ds->first_sample_.push_back(next_sample);
     next_sample += shard->record_count();
@@ -42,7 +44,8 @@ Result<std::unique_ptr<ShardDataset>> ShardDataset::Open(const std::string& dir,
   if (next_sample != m.samples) {
     return Status::Corruption(dir + "/" + kManifestFileName + ": files hold " +
                               std::to_string(next_sample) + " samples but the manifest says " +
-                              std::to_string(m.samples));
+                              std::to_string(m.samples))
+        .WithLocation({dir + "/" + kManifestFileName});
   }
   return ds;
 }
@@ -107,6 +110,13 @@ std::string ShardDataset::SampleLocation(uint64_t index) const {
   const auto [shard, record] = Locate(index);
   // The index entry itself may be what cannot be read: name its offset, not the payload's.
   return shard->RecordLocation(record, shard->EntryOffset(record));
+}
+
+ErrorLocation ShardDataset::SampleErrorLocation(uint64_t index) const {
+  if (index >= num_samples()) return Dataset::SampleErrorLocation(index);
+  const auto [shard, record] = Locate(index);
+  return {shard->path(), static_cast<int64_t>(record),
+          static_cast<int64_t>(shard->EntryOffset(record))};
 }
 
 }  // namespace kiln

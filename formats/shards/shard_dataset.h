@@ -31,6 +31,7 @@ class ShardDataset final : public Dataset {
   MappedRange StoredRange(uint64_t index) const override;
   void AdviseAccess(AccessAdvice advice) const override;
   std::string SampleLocation(uint64_t index) const override;
+  ErrorLocation SampleErrorLocation(uint64_t index) const override;
 
   size_t shard_count() const { return shards_.size(); }
   const ShardReader& shard(size_t i) const { return *shards_[i]; }

@@ -10,21 +10,38 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) 
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   const uint64_t size = file->size();
   if (size < kShardHeaderBytes + kShardFooterBytes) {
-    return Status::Corruption(path + ": file of " + std::to_string(size) +
-                              " bytes is too small to be a shard (incomplete or truncated)");
+    // Located where the footer would start: the end of the file is what is missing.
+    return Status::Corruption("file of " + std::to_string(size) +
+                              " bytes is too small to be a shard (incomplete or truncated)")
+        .WithLocation(
+            {path, -1,
+             static_cast<int64_t>(size >= kShardFooterBytes ? size - kShardFooterBytes : 0)},
+            path);
   }
   Result<ShardHeader> header = DecodeShardHeader(file->data());
-  if (!header.ok()) return header.status().WithContext(path + " (offset 0)");
+  if (!header.ok()) return header.status().WithLocation({path, -1, 0}, path + " (offset 0)");
   Result<ShardFooter> footer = DecodeShardFooter(file->data() + size - kShardFooterBytes, size);
   if (!footer.ok()) {
-    return footer.status().WithContext(path + " (footer at offset " +
-                                       std::to_string(size - kShardFooterBytes) + ")");
+    const uint64_t at = size - kShardFooterBytes;
+    return footer.status().WithLocation({path, -1, static_cast<int64_t>(at)},
+                                        path + " (footer at offset " + std::to_string(at) + ")");
   }
   return std::unique_ptr<ShardReader>(new ShardReader(std::move(file), *header, *footer));
 }
 
 std::string ShardReader::RecordLocation(uint64_t i, uint64_t offset) const {
   return path() + " record " + std::to_string(i) + " (offset " + std::to_string(offset) + ")";
+}
+
+Status ShardReader::AtRecord(const Status& status, uint64_t i, uint64_t offset) const {
+  return status.WithLocation({path(), static_cast<int64_t>(i), static_cast<int64_t>(offset)},
+                             RecordLocation(i, offset));
+}
+
+Status ShardReader::RecordOutOfRange(uint64_t i) const {
+  return Status::OutOfRange(path() + ": record " + std::to_string(i) + " of " +
+                            std::to_string(record_count()))
+      .WithLocation({path(), static_cast<int64_t>(i), -1});
 }
 
 std::string ShardReader::EntryProblem(const ShardIndexEntry& e) const {
@@ -56,19 +73,18 @@ std::string ShardReader::EntryProblem(const ShardIndexEntry& e) const {
 
 Status ShardReader::CheckRecord(uint64_t i) const {
   if (i >= record_count()) {
-    return Status::OutOfRange(path() + ": record " + std::to_string(i) + " of " +
-                              std::to_string(record_count()));
+    return RecordOutOfRange(i);
   }
   const ShardIndexEntry e = entry(i);
   const std::string problem = EntryProblem(e);
   if (!problem.empty()) {
-    return Status::Corruption(RecordLocation(i, EntryOffset(i)) + ": bad index entry: " + problem);
+    return AtRecord(Status::Corruption("bad index entry: " + problem), i, EntryOffset(i));
   }
   const uint64_t computed = RecordChecksum(stored(e), e.stored_size, e.label);
   if (computed != e.checksum) {
-    return Status::Corruption(RecordLocation(i, e.offset) + ": checksum mismatch (stored " +
-                              FormatChecksum(e.checksum) + ", computed " +
-                              FormatChecksum(computed) + ")");
+    return AtRecord(Status::Corruption("checksum mismatch (stored " + FormatChecksum(e.checksum) +
+                                       ", computed " + FormatChecksum(computed) + ")"),
+                    i, e.offset);
   }
   return Status::Ok();
 }
@@ -76,18 +92,17 @@ Status ShardReader::CheckRecord(uint64_t i) const {
 Status ShardReader::ReadRecord(uint64_t i, RecordDecoder* decoder, uint8_t* out,
                                int64_t* label) const {
   if (i >= record_count()) {
-    return Status::OutOfRange(path() + ": record " + std::to_string(i) + " of " +
-                              std::to_string(record_count()));
+    return RecordOutOfRange(i);
   }
   const ShardIndexEntry e = entry(i);
   const std::string problem = EntryProblem(e);
   if (!problem.empty()) {
-    return Status::Corruption(RecordLocation(i, EntryOffset(i)) + ": bad index entry: " + problem);
+    return AtRecord(Status::Corruption("bad index entry: " + problem), i, EntryOffset(i));
   }
   // One pass over a raw record: copy and checksum together (RecordDecoder::DecodeChecked).
   Status s = decoder->DecodeChecked(stored(e), e.stored_size, e.codec, e.label, e.checksum, out,
                                     e.raw_size);
-  if (!s.ok()) return s.WithContext(RecordLocation(i, e.offset));
+  if (!s.ok()) return AtRecord(s, i, e.offset);
   *label = e.label;
   return Status::Ok();
 }
@@ -97,28 +112,28 @@ Status ShardReader::VerifyIndexChecksum() const {
   const uint64_t end = footer_.keys_offset + footer_.keys_size;
   const uint64_t computed = Xxh3(file_->data() + begin, end - begin);
   if (computed != footer_.index_checksum) {
-    return Status::Corruption(path() + " (index at offset " + std::to_string(begin) +
-                              "): index checksum mismatch (stored " +
+    return Status::Corruption("index checksum mismatch (stored " +
                               FormatChecksum(footer_.index_checksum) + ", computed " +
-                              FormatChecksum(computed) + ")");
+                              FormatChecksum(computed) + ")")
+        .WithLocation({path(), -1, static_cast<int64_t>(begin)},
+                      path() + " (index at offset " + std::to_string(begin) + ")");
   }
   return Status::Ok();
 }
 
 Result<std::string_view> ShardReader::CheckedKey(uint64_t i) const {
   if (i >= record_count()) {
-    return Status::OutOfRange(path() + ": record " + std::to_string(i) + " of " +
-                              std::to_string(record_count()));
+    return RecordOutOfRange(i);
   }
   const ShardIndexEntry e = entry(i);
   const std::string problem = EntryProblem(e);
   if (!problem.empty()) {
-    return Status::Corruption(RecordLocation(i, EntryOffset(i)) + ": bad index entry: " + problem);
+    return AtRecord(Status::Corruption("bad index entry: " + problem), i, EntryOffset(i));
   }
   std::call_once(index_checked_, [this] { index_status_ = VerifyIndexChecksum(); });
   if (!index_status_.ok()) {
-    return Status::Corruption(RecordLocation(i, EntryOffset(i)) +
-                              ": key cannot be trusted: " + index_status_.message());
+    return AtRecord(Status::Corruption("key cannot be trusted: " + index_status_.message()), i,
+                    EntryOffset(i));
   }
   return key(e);
 }

@@ -76,8 +76,18 @@ class ShardReader {
 
   // Returns "<path> record <i> (offset <offset>)", the prefix of every per-record message.
   std::string RecordLocation(uint64_t i, uint64_t offset) const;
+  // Returns `status` located at record `i`, byte `offset` of this shard: its message prefixed
+  // with RecordLocation(i, offset) and its location() fields set to the same place.
+  Status AtRecord(const Status& status, uint64_t i, uint64_t offset) const;
+
+  // Every error above carries its place in Status::location() as well as in its message: the
+  // path; the record for per-record errors; the byte offset (the record's payload for checksum
+  // and decode errors, its index entry for bad entries and keys, the index section for the index
+  // checksum, 0 for the header, the footer's start for footer and too-small errors).
 
  private:
+  Status RecordOutOfRange(uint64_t i) const;
+
   ShardReader(std::unique_ptr<MappedFile> file, ShardHeader header, ShardFooter footer)
       : file_(std::move(file)), header_(header), footer_(footer) {}
 

@@ -17,19 +17,6 @@ namespace {
 // The largest sample deep verification decodes without a manifest to vouch for it: 1 GiB.
 constexpr uint64_t kMaxDeepSampleBytes = uint64_t{1} << 30;
 
-// ShardReader's messages read "PATH: reason" or "PATH (where): reason"; a problem carries the
-// path and offset in fields of their own, so its reason is the part after them.
-std::string ReasonWithoutLocation(const std::string& msg, const std::string& path) {
-  if (msg.rfind(path, 0) != 0) return msg;
-  const std::string rest = msg.substr(path.size());
-  const size_t colon = rest.find(": ");
-  if (colon == std::string::npos) return msg;
-  if (colon == 0 || (rest[0] == ' ' && rest[1] == '(' && rest[colon - 1] == ')')) {
-    return rest.substr(colon + 2);
-  }
-  return msg;
-}
-
 class Checker {
  public:
   Checker(VerifyReport* report, const VerifyOptions& options)
@@ -70,10 +57,10 @@ class Checker {
                           uint32_t shard_index, uint64_t first_sample, const TensorSchema* schema) {
     Result<std::unique_ptr<ShardReader>> opened = ShardReader::Open(path);
     if (!opened.ok()) {
-      const std::string& msg = opened.status().message();
-      const bool footer = msg.find("footer") != std::string::npos || size < 128;
-      Problem(path, -1, footer ? static_cast<int64_t>(size >= 64 ? size - 64 : 0) : 0,
-              ReasonWithoutLocation(msg, path) + "; records in this file were not checked");
+      // ShardReader::Open locates header problems at 0 and footer problems at the footer.
+      const Status& s = opened.status();
+      Problem(path, -1, s.location().offset >= 0 ? s.location().offset : 0,
+              std::string(s.reason()) + "; records in this file were not checked");
       return;
     }
     const ShardReader& shard = **opened;

@@ -1,8 +1,9 @@
 """kiln's exceptions: every kiln failure is a :class:`KilnError` carrying kiln's message.
 
 The message is kiln's own and says where: the file, and where it applies the record index and byte
-offset (``"... shard-00000.kiln record 12 at offset 8192: checksum mismatch ..."``). ``code`` is
-the kiln status code name (``"Corruption"``, ``"NotFound"``, ...). Subclasses let callers catch
+offset (``"... shard-00000.kiln record 12 (offset 8192): checksum mismatch ..."``). The same place
+is in ``path``, ``record`` (the record index inside that file) and ``offset`` (bytes), each None
+when unknown. ``code`` is the kiln status code name (``"Corruption"``, ``"NotFound"``, ...). Subclasses let callers catch
 one kind, and each also derives from the closest built-in exception:
 
 ====================  ==============================  ==========================
@@ -20,9 +21,13 @@ Cancelled, Internal   :class:`KilnError`              ``RuntimeError``
 
 
 class KilnError(RuntimeError):
-    """A kiln operation failed. ``str(e)`` is kiln's message; ``e.code`` its status code name."""
+    """A kiln operation failed. ``str(e)`` is kiln's message; ``e.code`` its status code name;
+    ``e.path``, ``e.record`` and ``e.offset`` where it was seen (None when unknown)."""
 
     code = "Unknown"
+    path = None
+    record = None
+    offset = None
 
     def __init__(self, message, code=None):
         super().__init__(message)

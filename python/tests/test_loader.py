@@ -174,6 +174,9 @@ def test_corrupt_record_raises_naming_it(packed, tmp_path):
     message = str(info.value)
     assert "shard-00000.kiln" in message and "record 500" in message, message
     assert info.value.code == "Corruption" and isinstance(info.value, kiln.KilnError)
+    # The same place in attributes of their own (kiln::Status::location()).
+    assert info.value.path == shard and info.value.record == 500, vars(info.value)
+    assert info.value.offset == 64 + 500 * 832, vars(info.value)   # the record's payload
     images, _ = next(it)                           # the next step goes on
     assert loader.batch_indices()[0] == 600 and images.shape[0] == 100
     report = kiln.verify(bad)

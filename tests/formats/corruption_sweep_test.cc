@@ -36,36 +36,19 @@
 #include "formats/shards/shard_reader.h"
 #include "formats/verifier.h"
 #if KILN_HAVE_HDF5
-#include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_format.h"
+#include "formats/hdf5/hdf5_inspector.h"
 #endif
+#include "tests/test_util.h"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-}
-
-void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-}
-
 constexpr uint64_t kSamples = 12;
 
-TensorSchema Schema() {
-  TensorSchema s;
-  s.height = 8;
-  s.width = 8;
-  s.channels = 3;
-  return s;
-}
+TensorSchema Schema() { return testing::MakeSchema(8, 8, 3); }
 
 // Sample i: half compressible (runs), half random, so zstd datasets hold both codecs.
 std::vector<uint8_t> SampleBytes(uint64_t i) {
@@ -107,19 +90,16 @@ class CorruptionSweep : public ::testing::Test {
     o.schema = Schema();
     o.format = format;
     o.shard_size_bytes = shard_size;
-    auto writer = DatasetWriter::Create(dir_, o);
-    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-    RecordEncoder enc(*Compression::Parse(compression));
-    for (uint64_t i = 0; i < kSamples; ++i) {
-      const std::vector<uint8_t> raw = SampleBytes(i);
-      EncodedRecord rec;
-      ASSERT_TRUE(enc.Encode(raw.data(), raw.size(), LabelOf(i), KeyOf(i), &rec).ok());
-      ASSERT_TRUE((*writer)->Add(rec).ok());
-    }
+    Result<Compression> codec = Compression::Parse(compression);
+    ASSERT_TRUE(codec.ok()) << codec.status().ToString();
     Manifest m;
-    m.compression = compression;
     m.classes = {"a", "b", "c"};
-    auto finished = (*writer)->Finish(m);
+    auto finished = testing::WriteTestDataset(
+        dir_, o, *codec, kSamples,
+        [](uint64_t i) {
+          return testing::TestSample{SampleBytes(i), LabelOf(i), KeyOf(i)};
+        },
+        m);
     ASSERT_TRUE(finished.ok()) << finished.status().ToString();
     manifest_ = *finished;
     manifest_path_ = dir_ + "/" + kManifestFileName;
@@ -209,18 +189,18 @@ class CorruptionSweep : public ::testing::Test {
   // that a crash inside a third-party library (LMDB trusts its pages) fails one flip, not the
   // whole test binary.
   void Run(const Flip& f, bool isolate) {
-    std::vector<uint8_t> bytes = ReadAll(f.file);
+    std::vector<uint8_t> bytes = testing::ReadFileBytes(f.file);
     ASSERT_LT(f.pos, bytes.size()) << f.what;
     const std::vector<uint8_t> original = bytes;
     bytes[f.pos] ^= f.mask;
-    WriteAll(f.file, bytes);
+    testing::WriteFileBytes(f.file, bytes);
     std::vector<std::string> failures;
     if (!isolate) {
       failures = Check(f);
     } else {
       failures = CheckInChild(f);
     }
-    WriteAll(f.file, original);
+    testing::WriteFileBytes(f.file, original);
     ++flips_;
     for (const std::string& msg : failures) ADD_FAILURE() << msg;
   }
@@ -274,7 +254,7 @@ class CorruptionSweep : public ::testing::Test {
   // Flips bytes of the manifest text: every digit (sizes, counts, hashes, schema) and every
   // fourth byte of the rest (keys, names, punctuation), then checks them.
   void SweepManifest(bool isolate) {
-    const std::vector<uint8_t> text = ReadAll(manifest_path_);
+    const std::vector<uint8_t> text = testing::ReadFileBytes(manifest_path_);
     for (uint64_t p = 0; p < text.size(); ++p) {
       if (!std::isxdigit(text[p]) && p % 4 != 0) continue;
       // The flipped line, for messages.
@@ -431,7 +411,7 @@ TEST_F(CorruptionSweep, ShardTruncatedAtEveryInterestingLength) {
     ASSERT_NO_FATAL_FAILURE(Write("shards", compression, 1600));
     for (const DataFileInfo& info : manifest_.files) {
       const std::string path = dir_ + "/" + info.file;
-      const std::vector<uint8_t> original = ReadAll(path);
+      const std::vector<uint8_t> original = testing::ReadFileBytes(path);
       const uint64_t size = original.size();
       auto r = ShardReader::Open(path);
       ASSERT_TRUE(r.ok());
@@ -442,7 +422,8 @@ TEST_F(CorruptionSweep, ShardTruncatedAtEveryInterestingLength) {
             e1.offset + e1.stored_size / 2, (*ShardReader::Open(path))->footer().index_offset,
             size - 64, size - 1}) {
         SCOPED_TRACE(info.file + " cut to " + std::to_string(len));
-        WriteAll(path, std::vector<uint8_t>(original.begin(), original.begin() + len));
+        testing::WriteFileBytes(path,
+                                std::vector<uint8_t>(original.begin(), original.begin() + len));
         Result<std::unique_ptr<Dataset>> ds = Dataset::Open(dir_);
         ASSERT_FALSE(ds.ok());
         EXPECT_NE(ds.status().message().find(path), std::string::npos) << ds.status().ToString();
@@ -457,7 +438,7 @@ TEST_F(CorruptionSweep, ShardTruncatedAtEveryInterestingLength) {
         bool named = false;
         for (const VerifyProblem& p : report.problems) named |= p.file == path;
         EXPECT_TRUE(named) << VerifyReportToText(report);
-        WriteAll(path, original);
+        testing::WriteFileBytes(path, original);
       }
     }
   }
@@ -471,7 +452,7 @@ TEST_F(CorruptionSweep, LmdbValuesManifestAndRandom) {
     fs::remove_all(dir_);
     ASSERT_NO_FATAL_FAILURE(Write("lmdb", compression, 1 << 20));
     const std::string data = dir_ + "/data.mdb";
-    const std::vector<uint8_t> bytes = ReadAll(data);
+    const std::vector<uint8_t> bytes = testing::ReadFileBytes(data);
     std::vector<Flip> flips;
     // Values are found by their magic; the header says which sample (by its key text).
     int found = 0;
@@ -535,7 +516,7 @@ TEST_F(CorruptionSweep, Hdf5EveryDatasetManifestAndRandom) {
     fs::remove_all(dir_);
     ASSERT_NO_FATAL_FAILURE(Write("hdf5", compression, 1 << 20));
     const std::string data = dir_ + "/" + kHdf5DataFileName;
-    Result<Hdf5Layout> inspected = Hdf5File::Inspect(data, Schema(), kSamples, true);
+    Result<Hdf5Layout> inspected = Hdf5Inspector::Inspect(data, Schema(), kSamples, true);
     ASSERT_TRUE(inspected.ok()) << inspected.status().ToString();
     const Hdf5Layout& l = *inspected;
     ASSERT_EQ(l.chunked, std::string(compression) != "none");
@@ -558,7 +539,7 @@ TEST_F(CorruptionSweep, Hdf5EveryDatasetManifestAndRandom) {
       flips.push_back({data, at, 0x01, "data.h5 superblock byte " + std::to_string(at)});
     }
     // The kiln_manifest attribute's text (a copy of the manifest without `files`).
-    const std::vector<uint8_t> bytes = ReadAll(data);
+    const std::vector<uint8_t> bytes = testing::ReadFileBytes(data);
     const std::string needle = "\"kiln_manifest_version\"";
     const auto found = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
     ASSERT_NE(found, bytes.end()) << "no kiln_manifest attribute text in data.h5";

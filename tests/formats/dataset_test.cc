@@ -21,13 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TensorSchema Schema() {
-  TensorSchema s;
-  s.height = 5;
-  s.width = 5;
-  s.channels = 3;
-  return s;
-}
+TensorSchema Schema() { return testing::MakeSchema(5, 5, 3); }
 
 std::vector<uint8_t> Raw(uint64_t i) {
   std::vector<uint8_t> raw(Schema().sample_bytes());
@@ -43,19 +37,12 @@ void WriteDataset(const std::string& dir, uint64_t samples, uint64_t shard_size,
   DatasetWriterOptions o;
   o.schema = Schema();
   o.shard_size_bytes = shard_size;
-  auto writer = DatasetWriter::Create(dir, o);
-  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-  RecordEncoder enc(*Compression::Parse(compression));
-  for (uint64_t i = 0; i < samples; ++i) {
-    EncodedRecord rec;
-    const std::vector<uint8_t> raw = Raw(i);
-    ASSERT_TRUE(
-        enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i) * 3 - 10, KeyOf(i), &rec).ok());
-    ASSERT_TRUE((*writer)->Add(rec).ok());
-  }
-  Manifest m;
-  m.compression = compression;
-  ASSERT_TRUE((*writer)->Finish(m).ok());
+  Result<Compression> codec = Compression::Parse(compression);
+  ASSERT_TRUE(codec.ok()) << codec.status().ToString();
+  Result<Manifest> written = testing::WriteTestDataset(dir, o, *codec, samples, [](uint64_t i) {
+    return testing::TestSample{Raw(i), static_cast<int64_t>(i) * 3 - 10, KeyOf(i)};
+  });
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
 }
 
 void EditManifest(const std::string& dir, void (*edit)(Manifest*)) {
@@ -118,12 +105,16 @@ TEST(DatasetTest, FieldCase_B27a_TruncatedShardNamedAtOpen) {
   const std::string dir = tmp / "ds";
   WriteDataset(dir, 60, 2048);
   const std::string shard = dir + "/" + ShardFileName(1);
-  Truncate(shard, fs::file_size(shard) / 2);
+  const uint64_t half = fs::file_size(shard) / 2;
+  Truncate(shard, half);
   auto ds = Dataset::Open(dir);
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
   EXPECT_NE(ds.status().message().find(shard), std::string::npos) << ds.status().message();
   EXPECT_NE(ds.status().message().find("truncated"), std::string::npos) << ds.status().message();
+  // In fields too: the shard, and the first byte missing.
+  EXPECT_EQ(ds.status().location(), (ErrorLocation{shard, -1, static_cast<int64_t>(half)}));
+  EXPECT_EQ(ds.status().reason().rfind("file is ", 0), 0u) << ds.status().reason();
 }
 
 TEST(DatasetTest, GrownShardIsCorruption) {

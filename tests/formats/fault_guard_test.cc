@@ -1,6 +1,7 @@
-// Field case B27 (b): a shard truncated by another process while the reader has it mapped must
-// give an error naming the shard, not kill the process with SIGBUS. Also checks that SIGBUS
-// outside kiln's guarded reads still behaves as it did before kiln (the process dies).
+// Tests for formats/fault_guard.h: a guarded read of a page lost to truncation returns (and can
+// fault again), and a SIGBUS outside kiln's guarded reads still behaves as it did before kiln
+// (the process dies). The loader's use of it (field case B27 b) is in
+// tests/reader/loader_fault_test.cc.
 #include "formats/fault_guard.h"
 
 #include <fcntl.h>
@@ -12,50 +13,8 @@
 #include <csignal>
 #include <string>
 
-#include "reader/loader.h"
-#include "tests/reader/test_dataset.h"
-
 namespace kiln {
 namespace {
-
-using testing::TestDataset;
-using testing::TestDatasetOptions;
-
-TEST(FaultGuardTest, FieldCase_B27_ShardTruncatedWhileMappedIsAnErrorNamingTheShard) {
-  TestDatasetOptions o;
-  o.num_samples = 2000;
-  o.schema = testing::MakeSchema(32, 32, 3);  // 3 KiB samples: the shard spans many pages
-  TestDataset data(o);
-  ASSERT_TRUE(data.ok());
-  LoaderOptions lo;
-  lo.batch_size = 50;
-  lo.num_threads = 2;
-  lo.prefetch = 1;
-  lo.shuffle = ShuffleMode::kNone;
-  auto loader = Loader::Create(data.Open(), lo);
-  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
-  Batch batch;
-  Result<bool> first = (*loader)->Next(&batch);
-  ASSERT_TRUE(first.ok() && *first);
-
-  // Another process would do this; the effect on our mapping is the same.
-  const std::string shard = data.ShardPath(0);
-  ASSERT_EQ(::truncate(shard.c_str(), 64 * 1024), 0);
-
-  bool saw_error = false;
-  for (int i = 0; i < 100; ++i) {
-    Result<bool> more = (*loader)->Next(&batch);
-    if (!more.ok()) {
-      saw_error = true;
-      EXPECT_EQ(more.status().code(), StatusCode::kIOError);
-      EXPECT_NE(more.status().message().find(shard), std::string::npos) << more.status().message();
-      EXPECT_NE(more.status().message().find("SIGBUS"), std::string::npos);
-      break;
-    }
-    if (!*more) break;
-  }
-  EXPECT_TRUE(saw_error) << "reading past the truncation point should have failed";
-}
 
 TEST(FaultGuardTest, SigbusOutsideAGuardedReadStillKillsTheProcess) {
   const pid_t child = ::fork();

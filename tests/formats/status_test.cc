@@ -124,5 +124,57 @@ TEST(StatusMacrosTest, AssignOrReturnPropagates) {
   EXPECT_EQ(s.message(), "too far");
 }
 
+TEST(StatusLocationTest, NoLocationByDefault) {
+  const Status s = Status::Corruption("bad bytes");
+  EXPECT_TRUE(s.location().empty());
+  EXPECT_EQ(s.location().record, -1);
+  EXPECT_EQ(s.location().offset, -1);
+  EXPECT_EQ(s.reason(), "bad bytes");
+  EXPECT_TRUE(Status::Ok().location().empty());
+  EXPECT_TRUE(Status::Ok().WithLocation({"f", 1, 2}).ok());
+  EXPECT_TRUE(Status::Ok().WithLocation({"f", 1, 2}).location().empty());
+}
+
+TEST(StatusLocationTest, WithLocationKeepsTheMessageWithoutAPrefix) {
+  const Status s = Status::Corruption("/d/a.kiln: bad").WithLocation({"/d/a.kiln", -1, 64});
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_EQ(s.message(), "/d/a.kiln: bad");
+  EXPECT_EQ(s.location(), (ErrorLocation{"/d/a.kiln", -1, 64}));
+  EXPECT_EQ(s.reason(), "/d/a.kiln: bad");
+}
+
+TEST(StatusLocationTest, WithLocationPrefixesTheMessageAndKeepsTheReason) {
+  const Status s = Status::Corruption("checksum mismatch")
+                       .WithLocation({"/d/a.kiln", 3, 128}, "/d/a.kiln record 3 (offset 128)");
+  EXPECT_EQ(s.message(), "/d/a.kiln record 3 (offset 128): checksum mismatch");
+  EXPECT_EQ(s.reason(), "checksum mismatch");
+  EXPECT_EQ(s.location(), (ErrorLocation{"/d/a.kiln", 3, 128}));
+  EXPECT_EQ(s.ToString(), "Corruption: /d/a.kiln record 3 (offset 128): checksum mismatch");
+}
+
+TEST(StatusLocationTest, ContextKeepsLocationAndReason) {
+  const Status s =
+      Status::IOError("short read").WithLocation({"/x", -1, 7}, "/x").WithContext("packing");
+  EXPECT_EQ(s.message(), "packing: /x: short read");
+  EXPECT_EQ(s.reason(), "short read");
+  EXPECT_EQ(s.location(), (ErrorLocation{"/x", -1, 7}));
+}
+
+TEST(StatusLocationTest, InnerFieldsWinWhenMerged) {
+  const Status inner = Status::Corruption("zstd: bad frame").WithLocation({"", -1, 900});
+  const Status outer = inner.WithLocation({"/d/data.h5", 4, 100}, "/d/data.h5 sample 4");
+  EXPECT_EQ(outer.location(), (ErrorLocation{"/d/data.h5", 4, 900}));
+  EXPECT_EQ(outer.message(), "/d/data.h5 sample 4: zstd: bad frame");
+  EXPECT_EQ(outer.reason(), "zstd: bad frame");
+  EXPECT_EQ(inner.location(), (ErrorLocation{"", -1, 900})) << "the original is unchanged";
+}
+
+TEST(StatusLocationTest, FromErrnoNamesThePath) {
+  const Status s = Status::FromErrno("cannot open", "/no/such", ENOENT);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_EQ(s.location(), ErrorLocation{"/no/such"});
+  EXPECT_EQ(s.reason(), s.message());
+}
+
 }  // namespace
 }  // namespace kiln

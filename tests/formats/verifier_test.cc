@@ -26,18 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-}
-
-void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-}
-
 // Sample `i` as raw bytes for `schema`; `compressible` picks long runs over random bytes.
 std::vector<uint8_t> Raw(const TensorSchema& schema, uint64_t i, bool compressible) {
   std::vector<uint8_t> raw(schema.sample_bytes());
@@ -77,27 +65,18 @@ void Write(const std::string& dir, const DatasetSpec& spec) {
   DatasetWriterOptions o;
   o.schema = spec.schema;
   o.shard_size_bytes = spec.shard_size;
-  auto writer = DatasetWriter::Create(dir, o);
-  ASSERT_TRUE(writer.ok()) << writer.status().ToString();
-  RecordEncoder enc(*Compression::Parse(spec.compression));
-  for (uint64_t i = 0; i < spec.samples; ++i) {
-    const std::vector<uint8_t> raw = Raw(spec.schema, i, spec.compressible);
-    EncodedRecord rec;
-    ASSERT_TRUE(
-        enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 10), KeyOf(i), &rec).ok());
-    ASSERT_TRUE((*writer)->Add(rec).ok());
-  }
-  Manifest m;
-  m.compression = spec.compression;
-  ASSERT_TRUE((*writer)->Finish(m).ok());
+  Result<Compression> compression = Compression::Parse(spec.compression);
+  ASSERT_TRUE(compression.ok()) << compression.status().ToString();
+  Result<Manifest> written =
+      testing::WriteTestDataset(dir, o, *compression, spec.samples, [&spec](uint64_t i) {
+        return testing::TestSample{Raw(spec.schema, i, spec.compressible),
+                                   static_cast<int64_t>(i % 10), KeyOf(i)};
+      });
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
 }
 
 TensorSchema Uint8Schema(uint32_t h, uint32_t w, uint32_t c) {
-  TensorSchema s;
-  s.height = h;
-  s.width = w;
-  s.channels = c;
-  return s;
+  return testing::MakeSchema(h, w, c);
 }
 
 ShardIndexEntry EntryOf(const std::string& shard, uint64_t i) {
@@ -184,14 +163,14 @@ TEST(VerifierTest, FieldCase_B21_EveryProblemNamedWithShardRecordOffsetReason) {
   // (a) One byte inside the payload of record 17 of shard 1.
   const ShardIndexEntry e17 = EntryOf(shard1, 17);
   const uint64_t damaged_a = e17.offset + 5;
-  std::vector<uint8_t> b1 = ReadAll(shard1);
+  std::vector<uint8_t> b1 = testing::ReadFileBytes(shard1);
   b1[damaged_a] ^= 0xFF;
-  WriteAll(shard1, b1);
+  testing::WriteFileBytes(shard1, b1);
   // (c) One byte of the stored_size field (entry bytes 8..11) of record 3's entry in shard 0.
   const uint64_t entry3 = EntryOffsetOf(shard0, 3);
-  std::vector<uint8_t> b0 = ReadAll(shard0);
+  std::vector<uint8_t> b0 = testing::ReadFileBytes(shard0);
   b0[entry3 + 8] ^= 0x01;  // stored_size 16 -> 17
-  WriteAll(shard0, b0);
+  testing::WriteFileBytes(shard0, b0);
 
   // The reader, hitting (a) and (c), names shard and record.
   {
@@ -290,9 +269,9 @@ TEST(VerifierTest, FieldCase_B21_IntactShardsHaveNoProblems) {
   Write(dir, B21Spec());
   const std::string shard1 = dir + "/" + ShardFileName(1);
   const ShardIndexEntry e17 = EntryOf(shard1, 17);
-  std::vector<uint8_t> b1 = ReadAll(shard1);
+  std::vector<uint8_t> b1 = testing::ReadFileBytes(shard1);
   b1[e17.offset] ^= 0x01;
-  WriteAll(shard1, b1);
+  testing::WriteFileBytes(shard1, b1);
   const VerifyReport report = VerifyDataset(dir, VerifyOptions{});
   EXPECT_FALSE(report.ok());
   EXPECT_EQ(report.records_checked, 300u);
@@ -338,7 +317,7 @@ TEST(VerifierTest, FieldCase_B23_FloatExponentFlipCaughtByChecksum) {
   const std::string shard = dir + "/" + ShardFileName(1);
   const ShardIndexEntry e = EntryOf(shard, 2);
   ASSERT_EQ(e.codec, Codec::kNone);
-  std::vector<uint8_t> bytes = ReadAll(shard);
+  std::vector<uint8_t> bytes = testing::ReadFileBytes(shard);
   const uint64_t float_at = e.offset + 4 * 10;  // float 10 of record 2
   float before, after;
   std::memcpy(&before, &bytes[float_at], 4);
@@ -346,7 +325,7 @@ TEST(VerifierTest, FieldCase_B23_FloatExponentFlipCaughtByChecksum) {
   std::memcpy(&after, &bytes[float_at], 4);
   ASSERT_TRUE(std::isfinite(after));
   ASSERT_NE(before, after);
-  WriteAll(shard, bytes);
+  testing::WriteFileBytes(shard, bytes);
   for (bool deep : {false, true}) {
     const VerifyReport report = VerifyDataset(dir, VerifyOptions{deep});
     const VerifyProblem* p = FindRecordProblem(report, shard, 2);
@@ -381,7 +360,7 @@ TEST(VerifierTest, FieldCase_B23_ZstdBitFlipCaughtByChecksum) {
   const ShardIndexEntry e = EntryOf(shard, 5);
   ASSERT_EQ(e.codec, Codec::kZstd);
   ASSERT_LT(e.stored_size, e.raw_size);
-  std::vector<uint8_t> bytes = ReadAll(shard);
+  std::vector<uint8_t> bytes = testing::ReadFileBytes(shard);
   const std::vector<uint8_t> expected = Raw(spec.schema, 5, true);
   // Search for a bit whose flip still decodes to the right size but to different bytes.
   uint64_t flip_byte = e.offset + e.stored_size / 2;
@@ -404,7 +383,7 @@ TEST(VerifierTest, FieldCase_B23_ZstdBitFlipCaughtByChecksum) {
   }
   RecordProperty("silent_flip_found", silent ? "yes" : "no");
   bytes[flip_byte] ^= flip_mask;
-  WriteAll(shard, bytes);
+  testing::WriteFileBytes(shard, bytes);
   const VerifyReport report = VerifyDataset(dir, VerifyOptions{});
   const VerifyProblem* p = FindRecordProblem(report, shard, 5);
   ASSERT_NE(p, nullptr) << Dump(report);
@@ -417,13 +396,13 @@ TEST(VerifierTest, FieldCase_B23_ZstdBitFlipCaughtByChecksum) {
 // whole-file hash, so that only record-level damage remains.
 void Reseal(const std::string& dir, size_t shard_number) {
   const std::string shard = dir + "/" + ShardFileName(static_cast<uint32_t>(shard_number));
-  std::vector<uint8_t> b = ReadAll(shard);
+  std::vector<uint8_t> b = testing::ReadFileBytes(shard);
   uint8_t* footer = &b[b.size() - kShardFooterBytes];
   const uint64_t index_offset = LoadLE64(footer + 0);
   const uint64_t keys_end = LoadLE64(footer + 16) + LoadLE64(footer + 24);
   StoreLE64(footer + 32, RecordChecksum(&b[index_offset], keys_end - index_offset, 0));
   StoreLE64(footer + 48, RecordChecksum(footer, 48, 0));
-  WriteAll(shard, b);
+  testing::WriteFileBytes(shard, b);
   Result<Manifest> m = Manifest::Read(dir);
   ASSERT_TRUE(m.ok());
   m->files[shard_number].xxh3_64 = RecordChecksum(b.data(), b.size(), 0);
@@ -445,10 +424,10 @@ TEST(VerifierTest, DeepModeDecodesEveryRecord) {
   ASSERT_EQ(e.codec, Codec::kZstd);
   // Break the zstd frame magic, then re-checksum the record, the index, the footer and the
   // manifest: only decoding can find this.
-  std::vector<uint8_t> b = ReadAll(shard);
+  std::vector<uint8_t> b = testing::ReadFileBytes(shard);
   std::memset(&b[e.offset], 0, 4);
   StoreLE64(&b[entry4 + 24], RecordChecksum(&b[e.offset], e.stored_size, e.label));
-  WriteAll(shard, b);
+  testing::WriteFileBytes(shard, b);
   Reseal(dir, 0);
 
   const VerifyReport quick = VerifyDataset(dir, VerifyOptions{false});
@@ -498,9 +477,9 @@ TEST(VerifierTest, MissingManifestStillChecksShards) {
   fs::remove(dir + "/kiln.json");
   const std::string shard2 = dir + "/" + ShardFileName(2);
   const ShardIndexEntry e = EntryOf(shard2, 40);
-  std::vector<uint8_t> b = ReadAll(shard2);
+  std::vector<uint8_t> b = testing::ReadFileBytes(shard2);
   b[e.offset + 1] ^= 0x02;
-  WriteAll(shard2, b);
+  testing::WriteFileBytes(shard2, b);
   const VerifyReport report = VerifyDataset(dir, VerifyOptions{});
   EXPECT_EQ(report.samples, 0u);
   EXPECT_EQ(report.files_checked, 3u);
@@ -550,9 +529,9 @@ TEST(VerifierTest, ProblemsOfOneFileKeepTheirOrder) {
   ASSERT_TRUE(reader.ok());
   const ShardIndexEntry e = (*reader)->entry(3);
   reader->reset();
-  std::vector<uint8_t> bytes = ReadAll(shard);
+  std::vector<uint8_t> bytes = testing::ReadFileBytes(shard);
   bytes[e.offset] ^= 0x01;
-  WriteAll(shard, bytes);
+  testing::WriteFileBytes(shard, bytes);
   for (bool deep : {false, true}) {
     VerifyOptions options;
     options.deep = deep;
@@ -576,9 +555,9 @@ TEST(VerifierTest, JsonReport) {
   Write(dir, B21Spec());
   const std::string shard1 = dir + "/" + ShardFileName(1);
   const ShardIndexEntry e = EntryOf(shard1, 17);
-  std::vector<uint8_t> b = ReadAll(shard1);
+  std::vector<uint8_t> b = testing::ReadFileBytes(shard1);
   b[e.offset] ^= 0x01;
-  WriteAll(shard1, b);
+  testing::WriteFileBytes(shard1, b);
   const VerifyReport report = VerifyDataset(dir, VerifyOptions{});
   const nlohmann::json j = nlohmann::json::parse(VerifyReportToJson(report));
   EXPECT_EQ(j["ok"], false);

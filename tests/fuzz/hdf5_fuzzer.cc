@@ -7,16 +7,17 @@
 // sample. Then the same again on a copy whose per-sample checksums and keys checksum are
 // recomputed (FixHdf5Checksums below), so that mutations of samples, labels, keys and chunk
 // bytes get past those checksums and reach the decoder and the checks behind them.
-// What is fuzzed: kiln's own parsing (the chunk B-tree walk of Hdf5File::Inspect, and every read
-// from the mapping at the offsets it found) and kiln's use of libhdf5 on hostile metadata.
+// What is fuzzed: kiln's own parsing (the chunk B-tree walk of Hdf5Inspector::Inspect, and every
+// read from the mapping at the offsets it found) and kiln's use of libhdf5 on hostile metadata.
 // libhdf5 itself is not instrumented; a crash inside it is recorded as a libhdf5 finding
 // (tests/fuzz/README.md).
 // Oracles besides "no crash, no sanitizer report": every problem names data.h5 or the manifest;
 // when verify passes, Dataset::Open succeeds and every sample reads back with a label inside the
 // manifest's classes, and every key reads back (the reader never rejects what verify accepted);
 // reader errors name data.h5; no error advises on HDF5 file locking (the files are never locked).
-// Built only when kiln has the HDF5 backend (KILN_HAVE_HDF5; it includes formats/hdf5/hdf5_file.h).
-// KILN_FUZZ_VERBOSE=1 in the environment prints each verify report and open status (triage).
+// Built only when kiln has the HDF5 backend (KILN_HAVE_HDF5; it includes
+// formats/hdf5/hdf5_inspector.h). KILN_FUZZ_VERBOSE=1 in the environment prints each verify report
+// and open status (triage).
 #include <xxhash.h>
 
 #include <algorithm>
@@ -29,7 +30,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
-#include "formats/hdf5/hdf5_file.h"
+#include "formats/hdf5/hdf5_inspector.h"
 #include "formats/manifest.h"
 #include "formats/verifier.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -145,17 +146,17 @@ void CheckOne(const std::vector<uint8_t>& data) {
   }
 }
 
-// Recomputes, where Hdf5File::Inspect accepts the file, every sample's checksum (`checksums[i]`
-// = RecordChecksum(stored bytes of sample i, labels[i])) and then the keys checksum (every copy
-// of the stored value's 8 bytes in the file: the attribute's data is stored verbatim). Returns
-// false, leaving `data` alone, when Inspect refuses the file: then the damage is already
+// Recomputes, where Hdf5Inspector::Inspect accepts the file, every sample's checksum
+// (`checksums[i]` = RecordChecksum(stored bytes of sample i, labels[i])) and then the keys checksum
+// (every copy of the stored value's 8 bytes in the file: the attribute's data is stored verbatim).
+// Returns false, leaving `data` alone, when Inspect refuses the file: then the damage is already
 // reported before any checksum is looked at.
 bool FixHdf5Checksums(std::vector<uint8_t>* data) {
   using namespace kiln;
   std::vector<uint8_t>& b = *data;
   const std::string path = fuzz::ScratchDir() + "/fixup.h5";
   fuzz::WriteFileOrDie(path, b.data(), b.size());
-  Result<Hdf5Layout> inspected = Hdf5File::Inspect(path, Schema(), kSamples, false);
+  Result<Hdf5Layout> inspected = Hdf5Inspector::Inspect(path, Schema(), kSamples, false);
   if (!inspected.ok()) return false;
   const Hdf5Layout& l = *inspected;
   if (l.file_bytes != b.size()) return false;

@@ -13,6 +13,7 @@
 #include "formats/dataset_writer.h"
 #include "formats/lmdb/lmdb_dataset.h"
 #include "reader/loader.h"
+#include "tests/test_util.h"
 
 namespace kiln {
 namespace {
@@ -21,23 +22,16 @@ namespace fs = std::filesystem;
 
 std::string WriteDataset(const std::string& out, const std::string& format, uint64_t n) {
   DatasetWriterOptions o;
-  o.schema.height = 8;
-  o.schema.width = 8;
-  o.schema.channels = 3;
+  o.schema = testing::MakeSchema(8, 8, 3);
   o.format = format;
-  auto w = DatasetWriter::Create(out, o);
-  EXPECT_TRUE(w.ok()) << w.status().ToString();
-  RecordEncoder enc(*Compression::Parse("zstd"));
-  EncodedRecord rec;
-  for (uint64_t i = 0; i < n; ++i) {
-    std::vector<uint8_t> raw(o.schema.sample_bytes());
-    for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>(i + j / 5);
-    EXPECT_TRUE(enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 10),
-                           "k/" + std::to_string(i), &rec)
-                    .ok());
-    EXPECT_TRUE((*w)->Add(rec).ok());
-  }
-  EXPECT_TRUE((*w)->Finish(Manifest{}).ok());
+  const uint64_t sample_bytes = o.schema.sample_bytes();
+  Result<Manifest> written =
+      testing::WriteTestDataset(out, o, *Compression::Parse("zstd"), n, [&](uint64_t i) {
+        std::vector<uint8_t> raw(sample_bytes);
+        for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>(i + j / 5);
+        return testing::TestSample{raw, static_cast<int64_t>(i % 10), "k/" + std::to_string(i)};
+      });
+  EXPECT_TRUE(written.ok()) << written.status().ToString();
   return out;
 }
 

@@ -30,6 +30,7 @@
 #include "formats/shards/shard_format.h"
 #include "formats/status.h"
 #include "formats/tensor_schema.h"
+#include "tests/test_util.h"
 
 namespace kiln::testing {
 
@@ -52,18 +53,6 @@ inline std::string SampleKey(uint64_t index) {
   char key[32];
   std::snprintf(key, sizeof(key), "%08llu", static_cast<unsigned long long>(index));
   return key;
-}
-
-// The uint8 HWC schema of `height` x `width` x `channels` samples.
-inline TensorSchema MakeSchema(uint32_t height, uint32_t width, uint32_t channels,
-                               Layout layout = Layout::kHWC, DType dtype = DType::kUint8) {
-  TensorSchema schema;
-  schema.dtype = dtype;
-  schema.layout = layout;
-  schema.height = height;
-  schema.width = width;
-  schema.channels = channels;
-  return schema;
 }
 
 struct TestDatasetOptions {

@@ -1,7 +1,8 @@
 // Tests for the HDF5 backend (formats/hdf5/hdf5_writer.h, formats/hdf5/hdf5_dataset.h,
 // formats/hdf5/hdf5_verifier.h, layout in formats/hdf5/hdf5_format.md): round trips over every
 // dtype, layout and codec, the layout HDF5 itself reports, corruption and truncation, concurrent
-// and read-only opens, golden files. Field cases B19 and B26 from ../shared/CASES.md.
+// and read-only opens (its golden files are checked by tests/formats/golden_test.cc). Field cases
+// B19 and B26 from ../shared/CASES.md.
 #include "formats/hdf5/hdf5_dataset.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +27,7 @@
 #include "formats/dataset_writer.h"
 #include "formats/hdf5/hdf5_file.h"
 #include "formats/hdf5/hdf5_format.h"
+#include "formats/hdf5/hdf5_inspector.h"
 #include "formats/verifier.h"
 #include "tests/test_util.h"
 
@@ -36,13 +38,7 @@ namespace fs = std::filesystem;
 
 TensorSchema Schema(uint32_t h, uint32_t w, uint32_t c, DType dtype = DType::kUint8,
                     Layout layout = Layout::kHWC) {
-  TensorSchema s;
-  s.height = h;
-  s.width = w;
-  s.channels = c;
-  s.dtype = dtype;
-  s.layout = layout;
-  return s;
+  return testing::MakeSchema(h, w, c, layout, dtype);
 }
 
 // Sample i's raw bytes: a compressible pattern, or noise (incompressible) when `noise`.
@@ -70,67 +66,39 @@ struct WriteSpec {
   bool Noise(uint64_t i) const { return noise_every != 0 && i % noise_every == 0; }
 };
 
+// Sample i of `spec`: Raw bytes (noise where spec says), label i mod 5, KeyOf(i); `raws` and
+// `keys`, when given, replace the bytes and keys.
+testing::SampleMaker Samples(const WriteSpec& spec,
+                             const std::vector<std::vector<uint8_t>>* raws = nullptr,
+                             const std::vector<std::string>* keys = nullptr) {
+  return [spec, raws, keys](uint64_t i) {
+    return testing::TestSample{raws ? (*raws)[i] : Raw(spec.schema, i, spec.Noise(i)),
+                               static_cast<int64_t>(i % 5), keys ? (*keys)[i] : KeyOf(i)};
+  };
+}
+
 Status WriteHdf5(const std::string& out, const WriteSpec& spec,
                  const std::vector<std::vector<uint8_t>>* raws = nullptr,
                  const std::vector<std::string>* keys = nullptr) {
   DatasetWriterOptions o;
   o.schema = spec.schema;
   o.format = "hdf5";
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> w, DatasetWriter::Create(out, o));
-  RecordEncoder enc(spec.compression);
-  EncodedRecord rec;
-  for (uint64_t i = 0; i < spec.n; ++i) {
-    const std::vector<uint8_t> raw = raws ? (*raws)[i] : Raw(spec.schema, i, spec.Noise(i));
-    const std::string key = keys ? (*keys)[i] : KeyOf(i);
-    KILN_RETURN_IF_ERROR(
-        enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 5), key, &rec));
-    KILN_RETURN_IF_ERROR(w->Add(rec));
-  }
   Manifest m;
+  // Part of the golden files' bytes: the name of the file that first wrote them, kept.
   m.tool = "kiln test (tests/formats/hdf5_dataset_test.cc)";
-  m.compression = spec.compression.ToString();
   m.classes = {"a", "b", "c", "d", "e"};
-  KILN_ASSIGN_OR_RETURN(Manifest written, w->Finish(m));
-  (void)written;
-  return Status::Ok();
+  return testing::WriteTestDataset(out, o, spec.compression, spec.n, Samples(spec, raws, keys), m)
+      .status();
 }
 
 void ExpectReadsBack(const std::string& dir, const WriteSpec& spec) {
-  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(dir);
-  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
-  ASSERT_EQ((*ds)->num_samples(), spec.n);
-  RecordDecoder dec;
-  std::vector<uint8_t> out(spec.schema.sample_bytes());
-  for (uint64_t i = 0; i < spec.n; ++i) {
-    int64_t label = -1;
-    Status s = (*ds)->ReadSample(i, &dec, out.data(), &label);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    ASSERT_EQ(out, Raw(spec.schema, i, spec.Noise(i))) << "sample " << i;
-    ASSERT_EQ(label, static_cast<int64_t>(i % 5));
-    Result<std::string> key = (*ds)->Key(i);
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
-    ASSERT_EQ(*key, KeyOf(i));
-  }
-  int64_t label;
-  EXPECT_EQ((*ds)->ReadSample(spec.n, &dec, out.data(), &label).code(), StatusCode::kOutOfRange);
-  EXPECT_EQ((*ds)->Key(spec.n).status().code(), StatusCode::kOutOfRange);
-}
-
-std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
-                              std::istreambuf_iterator<char>());
-}
-
-void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  testing::ExpectDatasetHolds(dir, spec.n, Samples(spec));
 }
 
 Hdf5Layout LayoutOf(const std::string& dir) {
   Result<Manifest> m = Manifest::Read(dir);
   EXPECT_TRUE(m.ok());
-  Result<Hdf5Layout> l = Hdf5File::Inspect(dir + "/data.h5", m->schema, m->samples, true);
+  Result<Hdf5Layout> l = Hdf5Inspector::Inspect(dir + "/data.h5", m->schema, m->samples, true);
   EXPECT_TRUE(l.ok()) << l.status().ToString();
   return l.ok() ? *l : Hdf5Layout{};
 }
@@ -341,7 +309,7 @@ TEST(Hdf5Dataset, FieldCase_B19_ZeroBytesRoundTripExactly) {
     const Hdf5Layout l = LayoutOf(out);
     if (!l.chunked) {
       // In the file: sample 1 is exactly its bytes, at its fixed place, 0x00s included.
-      const std::vector<uint8_t> file = ReadAll(out + "/data.h5");
+      const std::vector<uint8_t> file = testing::ReadFileBytes(out + "/data.h5");
       EXPECT_TRUE(
           std::equal(raws[1].begin(), raws[1].end(),
                      file.begin() + static_cast<long>(l.images_offset + schema.sample_bytes())));
@@ -432,7 +400,7 @@ TEST(Hdf5Dataset, FieldCase_B26_ReadOnlyDirectory) {
   ASSERT_TRUE(WriteHdf5(out, spec).ok());
   struct stat before;
   ASSERT_EQ(::stat((out + "/data.h5").c_str(), &before), 0);
-  const std::vector<uint8_t> bytes_before = ReadAll(out + "/data.h5");
+  const std::vector<uint8_t> bytes_before = testing::ReadFileBytes(out + "/data.h5");
   const auto r = fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read;
   const auto x = fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec;
   fs::permissions(out + "/data.h5", r);
@@ -449,7 +417,7 @@ TEST(Hdf5Dataset, FieldCase_B26_ReadOnlyDirectory) {
   ASSERT_EQ(::stat((out + "/data.h5").c_str(), &after), 0);
   EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
   EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  EXPECT_EQ(ReadAll(out + "/data.h5"), bytes_before);
+  EXPECT_EQ(testing::ReadFileBytes(out + "/data.h5"), bytes_before);
 }
 
 // B26: one process holds data.h5 open read-only through HDF5 with the library's default file
@@ -504,9 +472,9 @@ TEST(Hdf5Dataset, FlippedByteIsNamedByVerifierAndReader) {
     ASSERT_TRUE(WriteHdf5(out, spec).ok());
     const Hdf5Layout l = LayoutOf(out);
     const Hdf5Layout::Chunk victim = l.Stored(17);
-    std::vector<uint8_t> file = ReadAll(out + "/data.h5");
+    std::vector<uint8_t> file = testing::ReadFileBytes(out + "/data.h5");
     file[victim.offset + victim.size / 2] ^= 0x40;
-    WriteAll(out + "/data.h5", file);
+    testing::WriteFileBytes(out + "/data.h5", file);
 
     const VerifyReport report = VerifyDataset(out, VerifyOptions{});
     EXPECT_FALSE(report.ok());
@@ -535,6 +503,10 @@ TEST(Hdf5Dataset, FlippedByteIsNamedByVerifierAndReader) {
               std::string::npos)
         << s.message();
     EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
+    // The same place in fields: data.h5, sample 17, its chunk's offset.
+    EXPECT_EQ(s.location(),
+              (ErrorLocation{out + "/data.h5", 17, static_cast<int64_t>(victim.offset)}));
+    EXPECT_EQ(s.reason().rfind("checksum mismatch", 0), 0u) << s.reason();
     EXPECT_TRUE((*ds)->ReadSample(16, &dec, buf.data(), &label).ok());
   }
 }
@@ -551,9 +523,9 @@ TEST(Hdf5Dataset, DamagedKeyIsNeverReturned) {
   const Hdf5Layout l = LayoutOf(out);
   ASSERT_TRUE(l.has_keys_checksum);
   ASSERT_EQ(l.version, 2);
-  std::vector<uint8_t> file = ReadAll(out + "/data.h5");
+  std::vector<uint8_t> file = testing::ReadFileBytes(out + "/data.h5");
   file[l.keys_offset + 7 * l.key_width + 2] ^= 0x01;  // sample 7's key, third byte
-  WriteAll(out + "/data.h5", file);
+  testing::WriteFileBytes(out + "/data.h5", file);
 
   auto ds = Dataset::Open(out);
   ASSERT_TRUE(ds.ok()) << ds.status().ToString();
@@ -605,7 +577,7 @@ TEST(Hdf5Dataset, VersionOneReadsAndUnknownVersionIsNotSupported) {
     Result<Manifest> m = Manifest::Read(out);
     ASSERT_TRUE(m.ok());
     m->files[0].bytes = fs::file_size(out + "/data.h5");
-    const std::vector<uint8_t> bytes = ReadAll(out + "/data.h5");
+    const std::vector<uint8_t> bytes = testing::ReadFileBytes(out + "/data.h5");
     m->files[0].xxh3_64 = XXH3_64bits(bytes.data(), bytes.size());
     ASSERT_TRUE(m->Write(out).ok());
   };
@@ -697,59 +669,14 @@ TEST(Hdf5Dataset, NotAnHdf5FileIsNamed) {
   const std::string out = tmp / "ds";
   ASSERT_TRUE(WriteHdf5(out, spec).ok());
   const std::string path = out + "/data.h5";
-  std::vector<uint8_t> file = ReadAll(path);
+  std::vector<uint8_t> file = testing::ReadFileBytes(path);
   std::fill(file.begin(), file.begin() + 8, 0);  // the superblock signature
-  WriteAll(path, file);
+  testing::WriteFileBytes(path, file);
   auto ds = Dataset::Open(out);
   ASSERT_FALSE(ds.ok());
   EXPECT_NE(ds.status().message().find(path), std::string::npos) << ds.status().message();
   EXPECT_NE(ds.status().message().find("HDF5"), std::string::npos) << ds.status().message();
-}
-
-// Golden files: tests/data/golden-hdf5/README.md. With timestamps off, HDF5's output is
-// byte-deterministic for the same records; the test also checks the logical content, which is
-// what matters if a future libhdf5 lays the metadata out differently.
-const std::string kGoldenDir = std::string(KILN_SOURCE_DIR) + "/tests/data/golden-hdf5";
-
-WriteSpec GoldenSpec(const std::string& name) {
-  WriteSpec spec;
-  spec.n = 12;
-  spec.schema = Schema(8, 8, 3);
-  if (name == "zstd") {
-    spec.compression = *Compression::Parse("zstd:3");
-    spec.noise_every = 5;  // samples 0, 5, 10 are stored raw (filter mask bit 0 set)
-  }
-  return spec;
-}
-
-TEST(Hdf5Golden, WriterReproducesGoldenFiles) {
-  const bool regenerate = std::getenv("KILN_REGENERATE_GOLDEN") != nullptr &&
-                          std::string(std::getenv("KILN_REGENERATE_GOLDEN")) == "1";
-  TempDir tmp;
-  for (const std::string name : {"raw", "zstd"}) {
-    const std::string out = tmp / name;
-    ASSERT_TRUE(WriteHdf5(out, GoldenSpec(name)).ok());
-    const std::string golden = kGoldenDir + "/" + name;
-    if (regenerate) {
-      fs::remove_all(golden);
-      fs::create_directories(golden);
-      for (const char* f : {"data.h5", "kiln.json"}) fs::copy_file(out + "/" + f, golden + "/" + f);
-      continue;
-    }
-    ASSERT_TRUE(fs::exists(golden + "/data.h5")) << "run with KILN_REGENERATE_GOLDEN=1";
-    EXPECT_EQ(ReadAll(out + "/data.h5"), ReadAll(golden + "/data.h5"))
-        << name << "/data.h5 drifted";
-    EXPECT_EQ(ReadAll(out + "/kiln.json"), ReadAll(golden + "/kiln.json")) << name;
-  }
-}
-
-TEST(Hdf5Golden, GoldenFilesReadBack) {
-  for (const std::string name : {"raw", "zstd"}) {
-    const std::string golden = kGoldenDir + "/" + name;
-    ExpectReadsBack(golden, GoldenSpec(name));
-    const VerifyReport report = VerifyDataset(golden, VerifyOptions{true});
-    EXPECT_TRUE(report.ok()) << VerifyReportToText(report);
-  }
+  EXPECT_EQ(ds.status().location().file, path);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Tests for the LMDB backend (formats/lmdb/lmdb_writer.h, formats/lmdb/lmdb_dataset.h,
 // formats/lmdb/lmdb_verifier.h, layout in formats/lmdb/lmdb_format.md): round trips, key order, map
-// growth, disk full, read-only use, concurrent opens, corruption, golden files.
+// growth, disk full, read-only use, concurrent opens, corruption (its golden files are checked by
+// tests/formats/golden_test.cc).
 // Field cases B17 and B26 from ../shared/CASES.md (B25 is in tests/reader/lmdb_loader_test.cc).
 #include "formats/lmdb/lmdb_dataset.h"
 
@@ -34,13 +35,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TensorSchema Schema(uint32_t h, uint32_t w, uint32_t c) {
-  TensorSchema s;
-  s.height = h;
-  s.width = w;
-  s.channels = c;
-  return s;
-}
+TensorSchema Schema(uint32_t h, uint32_t w, uint32_t c) { return testing::MakeSchema(h, w, c); }
 
 // Sample i's raw bytes: compressible pattern, or noise when `noise`.
 std::vector<uint8_t> Raw(const TensorSchema& schema, uint64_t i, bool noise = false) {
@@ -69,46 +64,27 @@ struct WriteSpec {
   uint64_t initial_map_bytes = 0;
 };
 
+// Sample i of `spec`: Raw bytes, label i mod 5, KeyOf(i).
+testing::SampleMaker Samples(const WriteSpec& spec) {
+  return [spec](uint64_t i) {
+    return testing::TestSample{Raw(spec.schema, i, spec.noise), static_cast<int64_t>(i % 5),
+                               KeyOf(i)};
+  };
+}
+
 Status WriteLmdb(const std::string& out, const WriteSpec& spec) {
   DatasetWriterOptions o;
   o.schema = spec.schema;
   o.format = "lmdb";
   o.lmdb_initial_map_bytes = spec.initial_map_bytes;
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> w, DatasetWriter::Create(out, o));
-  RecordEncoder enc(spec.compression);
-  EncodedRecord rec;
-  for (uint64_t i = 0; i < spec.n; ++i) {
-    const std::vector<uint8_t> raw = Raw(spec.schema, i, spec.noise);
-    KILN_RETURN_IF_ERROR(
-        enc.Encode(raw.data(), raw.size(), static_cast<int64_t>(i % 5), KeyOf(i), &rec));
-    KILN_RETURN_IF_ERROR(w->Add(rec));
-  }
   Manifest m;
+  // Part of the golden files' bytes: the name of the file that first wrote them, kept.
   m.tool = "kiln test (tests/formats/lmdb_dataset_test.cc)";
-  m.compression = spec.compression.ToString();
-  KILN_ASSIGN_OR_RETURN(Manifest written, w->Finish(m));
-  (void)written;
-  return Status::Ok();
+  return testing::WriteTestDataset(out, o, spec.compression, spec.n, Samples(spec), m).status();
 }
 
 void ExpectReadsBack(const std::string& dir, const WriteSpec& spec) {
-  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(dir);
-  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
-  ASSERT_EQ((*ds)->num_samples(), spec.n);
-  RecordDecoder dec;
-  std::vector<uint8_t> out(spec.schema.sample_bytes());
-  for (uint64_t i = 0; i < spec.n; ++i) {
-    int64_t label = -1;
-    Status s = (*ds)->ReadSample(i, &dec, out.data(), &label);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    ASSERT_EQ(out, Raw(spec.schema, i, spec.noise)) << "sample " << i;
-    ASSERT_EQ(label, static_cast<int64_t>(i % 5));
-    Result<std::string> key = (*ds)->Key(i);
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
-    ASSERT_EQ(*key, KeyOf(i));
-  }
-  int64_t label;
-  EXPECT_EQ((*ds)->ReadSample(spec.n, &dec, out.data(), &label).code(), StatusCode::kOutOfRange);
+  testing::ExpectDatasetHolds(dir, spec.n, Samples(spec));
 }
 
 // Keys seen by a plain LMDB cursor walk, decoded as sample indices.
@@ -133,17 +109,6 @@ std::vector<uint64_t> CursorKeys(const std::string& dir) {
   mdb_txn_abort(txn);
   mdb_env_close(env);
   return keys;
-}
-
-std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
-                              std::istreambuf_iterator<char>());
-}
-
-void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 TEST(LmdbFormat, KeysSortAsSampleOrder) {
@@ -300,7 +265,7 @@ TEST(LmdbDataset, FieldCase_B26_ReadOnlyDirectoryNeedsNoLockFile) {
   fs::remove(out + "/lock.mdb");
   struct stat before;
   ASSERT_EQ(::stat((out + "/data.mdb").c_str(), &before), 0);
-  const std::vector<uint8_t> bytes_before = ReadAll(out + "/data.mdb");
+  const std::vector<uint8_t> bytes_before = testing::ReadFileBytes(out + "/data.mdb");
   for (const char* f : {"data.mdb", "kiln.json", "rejected.tsv"}) {
     std::error_code ec;
     fs::permissions(out + "/" + f,
@@ -320,7 +285,7 @@ TEST(LmdbDataset, FieldCase_B26_ReadOnlyDirectoryNeedsNoLockFile) {
   EXPECT_EQ(after.st_size, before.st_size);
   EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
   EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  EXPECT_EQ(ReadAll(out + "/data.mdb"), bytes_before);
+  EXPECT_EQ(testing::ReadFileBytes(out + "/data.mdb"), bytes_before);
 }
 
 // B26: 16 processes open the same dataset at the same instant (a pipe barrier), 20 times.
@@ -382,11 +347,11 @@ TEST(LmdbDataset, FlippedByteIsNamedByVerifierAndReader) {
   spec.n = 100;
   const std::string out = tmp / "ds";
   ASSERT_TRUE(WriteLmdb(out, spec).ok());
-  std::vector<uint8_t> file = ReadAll(out + "/data.mdb");
+  std::vector<uint8_t> file = testing::ReadFileBytes(out + "/data.mdb");
   const size_t value = ValueOffset(file, 17);
   const size_t flipped = value + kLmdbValueHeaderBytes + KeyOf(17).size() + 5;  // a stored byte
   file[flipped] ^= 0x40;
-  WriteAll(out + "/data.mdb", file);
+  testing::WriteFileBytes(out + "/data.mdb", file);
 
   const VerifyReport report = VerifyDataset(out, VerifyOptions{});
   EXPECT_FALSE(report.ok());
@@ -413,12 +378,18 @@ TEST(LmdbDataset, FlippedByteIsNamedByVerifierAndReader) {
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
   EXPECT_NE(s.message().find("data.mdb record 17"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
+  // The same place in fields: data.mdb, sample 17, the first stored byte after header and key.
+  EXPECT_EQ(
+      s.location(),
+      (ErrorLocation{out + "/data.mdb", 17,
+                     static_cast<int64_t>(value + kLmdbValueHeaderBytes + KeyOf(17).size())}));
+  EXPECT_EQ(s.reason().rfind("checksum mismatch", 0), 0u) << s.reason();
   EXPECT_TRUE((*ds)->ReadSample(16, &dec, buf.data(), &label).ok());
 
   // A damaged key byte is caught by the header check.
   file[value + kLmdbValueHeaderBytes] ^= 0x01;
   file[flipped] ^= 0x40;
-  WriteAll(out + "/data.mdb", file);
+  testing::WriteFileBytes(out + "/data.mdb", file);
   const VerifyReport r2 = VerifyDataset(out, VerifyOptions{});
   bool header = false;
   for (const VerifyProblem& p : r2.problems) {
@@ -479,45 +450,6 @@ TEST(LmdbDataset, ThreadsGetTheirOwnTransactionsAndGiveThemBack) {
     EXPECT_EQ(bad.load(), 0);
     EXPECT_EQ(ds.active_read_transactions(), 0u);  // exited threads handed theirs back
     EXPECT_LE(ds.read_transactions(), 5u);         // and new threads reused them
-  }
-}
-
-// Golden files: tests/data/golden-lmdb/README.md. The writer must reproduce data.mdb byte for
-// byte (LMDB's output is deterministic for the same inserts, transactions and map size).
-const std::string kGoldenDir = std::string(KILN_SOURCE_DIR) + "/tests/data/golden-lmdb";
-
-WriteSpec GoldenSpec(const std::string& name) {
-  WriteSpec spec;
-  spec.n = 12;
-  spec.schema = Schema(4, 4, 3);
-  if (name == "zstd") spec.compression = *Compression::Parse("zstd:3");
-  spec.initial_map_bytes = uint64_t{1} << 20;
-  return spec;
-}
-
-TEST(LmdbGolden, WriterReproducesGoldenFiles) {
-  const bool regenerate = std::getenv("KILN_REGENERATE_GOLDEN") != nullptr &&
-                          std::string(std::getenv("KILN_REGENERATE_GOLDEN")) == "1";
-  TempDir tmp;
-  for (const std::string name : {"raw", "zstd"}) {
-    const std::string out = tmp / name;
-    ASSERT_TRUE(WriteLmdb(out, GoldenSpec(name)).ok());
-    const std::string golden = kGoldenDir + "/" + name;
-    if (regenerate) {
-      fs::remove_all(golden);
-      fs::create_directories(golden);
-      for (const char* f : {"data.mdb", "kiln.json"})
-        fs::copy_file(out + "/" + f, golden + "/" + f);
-      continue;
-    }
-    ASSERT_TRUE(fs::exists(golden + "/data.mdb")) << "run with KILN_REGENERATE_GOLDEN=1";
-    EXPECT_EQ(ReadAll(out + "/data.mdb"), ReadAll(golden + "/data.mdb"))
-        << name << "/data.mdb drifted";
-    EXPECT_EQ(ReadAll(out + "/kiln.json"), ReadAll(golden + "/kiln.json"))
-        << name << "/kiln.json drifted";
-    // The golden copy (no lock.mdb) reads back and verifies.
-    ExpectReadsBack(golden, GoldenSpec(name));
-    EXPECT_TRUE(VerifyDataset(golden, VerifyOptions{true}).ok());
   }
 }
 

@@ -18,20 +18,14 @@
 namespace kiln {
 namespace {
 
-std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-}
-
 uint64_t HashOf(const std::string& path) {
-  const std::vector<uint8_t> bytes = ReadAll(path);
+  const std::vector<uint8_t> bytes = testing::ReadFileBytes(path);
   return Xxh3(bytes.data(), bytes.size());
 }
 
 // Writes a shard of `records` 3x300 uint8 samples (so the file spans more than one 1 MiB read
 // when `records` is large), compressed when `zstd`.
-ShardFileInfo WriteShard(const std::string& path, uint32_t records, bool zstd) {
+DataFileInfo WriteShard(const std::string& path, uint32_t records, bool zstd) {
   ShardHeader header;
   header.schema.height = 3;
   header.schema.width = 300;
@@ -61,8 +55,8 @@ TEST(ShardRenumberingTest, PlanPredictsBothHashesAndRenumberChangesOnlyTheHeader
   TempDir dir;
   for (uint32_t records : {1u, 1300u}) {
     const std::string path = dir.path() + "/s" + std::to_string(records) + ".kiln";
-    const ShardFileInfo info = WriteShard(path, records, records > 1);
-    const std::vector<uint8_t> before = ReadAll(path);
+    const DataFileInfo info = WriteShard(path, records, records > 1);
+    const std::vector<uint8_t> before = testing::ReadFileBytes(path);
     Result<ShardRenumberingPlan> plan = PlanShardRenumbering(path, 9, 123456789012ull);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     EXPECT_EQ(plan->bytes, info.bytes);
@@ -74,7 +68,7 @@ TEST(ShardRenumberingTest, PlanPredictsBothHashesAndRenumberChangesOnlyTheHeader
     EXPECT_NE(plan->renumbered_xxh3_64, plan->current_xxh3_64);
 
     ASSERT_TRUE(RenumberShard(path, 9, 123456789012ull).ok());
-    const std::vector<uint8_t> after = ReadAll(path);
+    const std::vector<uint8_t> after = testing::ReadFileBytes(path);
     ASSERT_EQ(after.size(), before.size());
     EXPECT_EQ(HashOf(path), plan->renumbered_xxh3_64);
     // Bytes 36..47 (shard_index, first_sample) and 56..63 (header checksum) changed; the rest not.
@@ -95,9 +89,9 @@ TEST(ShardRenumberingTest, PlanPredictsBothHashesAndRenumberChangesOnlyTheHeader
 
     // Idempotent: again gives the same bytes; back to the old numbers gives the old file.
     ASSERT_TRUE(RenumberShard(path, 9, 123456789012ull).ok());
-    EXPECT_EQ(ReadAll(path), after);
+    EXPECT_EQ(testing::ReadFileBytes(path), after);
     ASSERT_TRUE(RenumberShard(path, 5, 250).ok());
-    EXPECT_EQ(ReadAll(path), before);
+    EXPECT_EQ(testing::ReadFileBytes(path), before);
   }
 }
 
@@ -120,7 +114,7 @@ TEST(ShardRenumberingTest, RefusesWhatIsNotAShard) {
   EXPECT_NE(plan.status().message().find("bad magic"), std::string::npos)
       << plan.status().message();
   EXPECT_FALSE(RenumberShard(junk, 0, 0).ok());
-  EXPECT_EQ(ReadAll(junk), std::vector<uint8_t>(4096, 'x'));  // never written to
+  EXPECT_EQ(testing::ReadFileBytes(junk), std::vector<uint8_t>(4096, 'x'));  // never written to
 
   const std::string tiny = dir.path() + "/tiny.kiln";
   {
@@ -133,7 +127,7 @@ TEST(ShardRenumberingTest, RefusesWhatIsNotAShard) {
   // A flipped header byte: the header checksum catches it, so nothing is rewritten.
   const std::string shard = dir.path() + "/flipped.kiln";
   WriteShard(shard, 3, false);
-  std::vector<uint8_t> bytes = ReadAll(shard);
+  std::vector<uint8_t> bytes = testing::ReadFileBytes(shard);
   bytes[40] ^= 1;
   {
     std::ofstream out(shard, std::ios::binary | std::ios::trunc);
@@ -143,7 +137,7 @@ TEST(ShardRenumberingTest, RefusesWhatIsNotAShard) {
   EXPECT_NE(PlanShardRenumbering(shard, 0, 0).status().message().find("header checksum mismatch"),
             std::string::npos);
   EXPECT_FALSE(RenumberShard(shard, 0, 0).ok());
-  EXPECT_EQ(ReadAll(shard), bytes);
+  EXPECT_EQ(testing::ReadFileBytes(shard), bytes);
 }
 
 }  // namespace

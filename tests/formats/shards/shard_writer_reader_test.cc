@@ -24,18 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<uint8_t> ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-}
-
-void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-}
-
 TensorSchema Schema(uint32_t h, uint32_t w, uint32_t c, DType dtype = DType::kUint8) {
   TensorSchema s;
   s.dtype = dtype;
@@ -94,7 +82,7 @@ TEST(ShardWriterReaderTest, RoundTripManyRecordsMixedCodecs) {
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->file, "a.kiln");
   EXPECT_EQ(info->samples, kRecords);
-  const std::vector<uint8_t> bytes = ReadAll(path);
+  const std::vector<uint8_t> bytes = testing::ReadFileBytes(path);
   EXPECT_EQ(info->bytes, bytes.size());
   EXPECT_EQ(info->xxh3_64, RecordChecksum(bytes.data(), bytes.size(), 0));
   EXPECT_FALSE(fs::exists(path + ".tmp"));
@@ -213,7 +201,7 @@ TEST(ShardWriterReaderTest, SpecWorkedExample) {
   ASSERT_TRUE(enc.Encode(r1, 6, 1, "b/c.png", &rec).ok());
   ASSERT_TRUE((*writer)->Add(rec).ok());
   ASSERT_TRUE((*writer)->Finish().ok());
-  const std::vector<uint8_t> b = ReadAll(path);
+  const std::vector<uint8_t> b = testing::ReadFileBytes(path);
   ASSERT_EQ(b.size(), 296u);
   EXPECT_EQ(std::memcmp(b.data() + 64, r0, 6), 0);
   for (size_t p = 70; p < 128; ++p) EXPECT_EQ(b[p], 0) << p;
@@ -264,7 +252,7 @@ TEST(ShardWriterReaderTest, UnfinishedWriterLeavesNoFile) {
 TEST(ShardWriterReaderTest, CreateTruncatesLeftoverTmp) {
   TempDir dir;
   const std::string path = dir / "a.kiln";
-  WriteAll(path + ".tmp", std::vector<uint8_t>(100000, 0x77));
+  testing::WriteFileBytes(path + ".tmp", std::vector<uint8_t>(100000, 0x77));
   auto writer = ShardWriter::Create(path, Header(Schema(2, 2, 1)));
   ASSERT_TRUE(writer.ok());
   auto info = (*writer)->Finish();
@@ -333,7 +321,7 @@ std::string WriteSmallShard(const TempDir& dir, const std::string& name = "s.kil
 TEST(ShardWriterReaderTest, ReadRecordChecksumErrorNamesPathRecordAndOffset) {
   TempDir dir;
   const std::string path = WriteSmallShard(dir);
-  std::vector<uint8_t> bytes = ReadAll(path);
+  std::vector<uint8_t> bytes = testing::ReadFileBytes(path);
   uint64_t offset5 = 0;
   {
     auto reader = ShardReader::Open(path);
@@ -341,7 +329,7 @@ TEST(ShardWriterReaderTest, ReadRecordChecksumErrorNamesPathRecordAndOffset) {
     offset5 = (*reader)->entry(5).offset;
   }
   bytes[offset5 + 3] ^= 0x10;
-  WriteAll(path, bytes);
+  testing::WriteFileBytes(path, bytes);
   auto reader = ShardReader::Open(path);
   ASSERT_TRUE(reader.ok());  // O(1) open does not look at records
   RecordDecoder dec;
@@ -354,7 +342,12 @@ TEST(ShardWriterReaderTest, ReadRecordChecksumErrorNamesPathRecordAndOffset) {
   EXPECT_NE(s.message().find("offset " + std::to_string(offset5)), std::string::npos)
       << s.message();
   EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
+  // The same place in fields, and the reason without it.
+  EXPECT_EQ(s.location(), (ErrorLocation{path, 5, static_cast<int64_t>(offset5)}));
+  EXPECT_EQ(s.reason().rfind("checksum mismatch (stored ", 0), 0u) << s.reason();
+  EXPECT_EQ(s.message(), (*reader)->RecordLocation(5, offset5) + ": " + std::string(s.reason()));
   EXPECT_EQ((*reader)->CheckRecord(5).code(), StatusCode::kCorruption);
+  EXPECT_EQ((*reader)->CheckRecord(5).location(), s.location());
   EXPECT_TRUE((*reader)->ReadRecord(4, &dec, out, &label).ok());
   EXPECT_TRUE((*reader)->ReadRecord(6, &dec, out, &label).ok());
 }
@@ -362,7 +355,7 @@ TEST(ShardWriterReaderTest, ReadRecordChecksumErrorNamesPathRecordAndOffset) {
 TEST(ShardWriterReaderTest, DamagedLabelIsCaughtByTheRecordChecksum) {
   TempDir dir;
   const std::string path = WriteSmallShard(dir);
-  std::vector<uint8_t> bytes = ReadAll(path);
+  std::vector<uint8_t> bytes = testing::ReadFileBytes(path);
   uint64_t entry_offset = 0;
   {
     auto reader = ShardReader::Open(path);
@@ -370,7 +363,7 @@ TEST(ShardWriterReaderTest, DamagedLabelIsCaughtByTheRecordChecksum) {
     entry_offset = (*reader)->EntryOffset(2);
   }
   bytes[entry_offset + 16] ^= 0x01;  // label
-  WriteAll(path, bytes);
+  testing::WriteFileBytes(path, bytes);
   auto reader = ShardReader::Open(path);
   ASSERT_TRUE(reader.ok());
   Status s = (*reader)->CheckRecord(2);
@@ -383,7 +376,7 @@ TEST(ShardWriterReaderTest, DamagedLabelIsCaughtByTheRecordChecksum) {
 TEST(ShardWriterReaderTest, BadIndexEntryErrorNamesEntryOffset) {
   TempDir dir;
   const std::string path = WriteSmallShard(dir);
-  std::vector<uint8_t> bytes = ReadAll(path);
+  std::vector<uint8_t> bytes = testing::ReadFileBytes(path);
   uint64_t entry_offset = 0;
   {
     auto reader = ShardReader::Open(path);
@@ -410,7 +403,7 @@ TEST(ShardWriterReaderTest, BadIndexEntryErrorNamesEntryOffset) {
     } else {
       damaged[entry_offset + edit.field] = edit.value;
     }
-    WriteAll(path, damaged);
+    testing::WriteFileBytes(path, damaged);
     auto reader = ShardReader::Open(path);
     ASSERT_TRUE(reader.ok()) << reader.status().ToString();
     RecordDecoder dec;
@@ -423,6 +416,8 @@ TEST(ShardWriterReaderTest, BadIndexEntryErrorNamesEntryOffset) {
         << s.message();
     EXPECT_NE(s.message().find("bad index entry"), std::string::npos) << s.message();
     EXPECT_NE(s.message().find(edit.expected), std::string::npos) << s.message();
+    EXPECT_EQ(s.location(), (ErrorLocation{path, 7, static_cast<int64_t>(entry_offset)}));
+    EXPECT_EQ(s.reason().rfind("bad index entry: ", 0), 0u) << s.reason();
   }
 }
 
@@ -440,45 +435,55 @@ TEST(ShardWriterReaderTest, ReadRecordOutOfRange) {
 TEST(ShardWriterReaderTest, OpenErrorsStartWithThePath) {
   TempDir dir;
   const std::string good = WriteSmallShard(dir);
-  const std::vector<uint8_t> bytes = ReadAll(good);
+  const std::vector<uint8_t> bytes = testing::ReadFileBytes(good);
 
   auto missing = ShardReader::Open(dir / "nope.kiln");
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find(dir / "nope.kiln"), std::string::npos);
 
+  EXPECT_EQ(missing.status().location(), ErrorLocation{dir / "nope.kiln"});
+
+  // `offset`: where Status::location() places the damage (the footer's start for the end).
   struct Case {
     const char* name;
     std::vector<uint8_t> bytes;
     StatusCode code;
     const char* expected;
+    int64_t offset;
   };
+  const auto footer_at = [](size_t size) { return static_cast<int64_t>(size - 64); };
   std::vector<Case> cases;
-  cases.push_back({"empty.kiln", {}, StatusCode::kCorruption, "too small"});
+  cases.push_back({"empty.kiln", {}, StatusCode::kCorruption, "too small", 0});
   cases.push_back({"small.kiln", std::vector<uint8_t>(bytes.begin(), bytes.begin() + 127),
-                   StatusCode::kCorruption, "too small"});
+                   StatusCode::kCorruption, "too small", footer_at(127)});
   cases.push_back({"truncated.kiln", std::vector<uint8_t>(bytes.begin(), bytes.end() - 10),
-                   StatusCode::kCorruption, "no footer magic"});
+                   StatusCode::kCorruption, "no footer magic", footer_at(bytes.size() - 10)});
   std::vector<uint8_t> magic = bytes;
   magic[1] = 'X';
-  cases.push_back({"magic.kiln", magic, StatusCode::kCorruption, "bad magic"});
+  cases.push_back({"magic.kiln", magic, StatusCode::kCorruption, "bad magic", 0});
   std::vector<uint8_t> version = bytes;
   StoreLE16(&version[8], 2);
   StoreLE64(&version[56], RecordChecksum(version.data(), 56, 0));
-  cases.push_back({"v2.kiln", version, StatusCode::kNotSupported, "unsupported"});
+  cases.push_back({"v2.kiln", version, StatusCode::kNotSupported, "unsupported", 0});
   std::vector<uint8_t> footer = bytes;
   footer[footer.size() - 64] ^= 0x08;  // index_offset
-  cases.push_back({"footer.kiln", footer, StatusCode::kCorruption, "footer checksum mismatch"});
+  cases.push_back({"footer.kiln", footer, StatusCode::kCorruption, "footer checksum mismatch",
+                   footer_at(bytes.size())});
   std::vector<uint8_t> appended = bytes;
   appended.push_back(0);
-  cases.push_back({"appended.kiln", appended, StatusCode::kCorruption, "no footer magic"});
+  cases.push_back({"appended.kiln", appended, StatusCode::kCorruption, "no footer magic",
+                   footer_at(bytes.size() + 1)});
   for (const Case& c : cases) {
     const std::string path = dir / c.name;
-    WriteAll(path, c.bytes);
+    testing::WriteFileBytes(path, c.bytes);
     auto r = ShardReader::Open(path);
     ASSERT_FALSE(r.ok()) << c.name;
     EXPECT_EQ(r.status().code(), c.code) << c.name << ": " << r.status().ToString();
     EXPECT_EQ(r.status().message().rfind(path, 0), 0u) << r.status().message();
     EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().location(), (ErrorLocation{path, -1, c.offset})) << c.name;
+    EXPECT_NE(r.status().reason().find(c.expected), std::string::npos) << c.name;
+    EXPECT_NE(r.status().reason().rfind(path, 0), 0u) << "the reason leaves the path out";
   }
 }
 
