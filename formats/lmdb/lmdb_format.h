@@ -18,8 +18,9 @@
 #include <string>
 #include <string_view>
 
+#include "formats/byte_coding.h"
+#include "formats/codec.h"
 #include "formats/record_codec.h"
-#include "formats/shards/shard_format.h"
 #include "formats/status.h"
 
 namespace kiln {
