@@ -1,9 +1,10 @@
 /* A minimal HDF5 filter plugin for the registered Zstandard filter (id 32015), installed with
- * kiln (lib/hdf5/plugin) and used by the HDF5 interop test (tests/formats/hdf5/hdf5_interop_test.sh),
- * so that h5py and h5dump read kiln's zstd HDF5 files. Debian 12's python3-hdf5plugin ships no
- * filter binaries and hdf5-filter-plugin has no zstd, so h5py on Debian cannot decode filter 32015
- * by itself; this plugin does what hdf5plugin's zstd filter does (a chunk is one Zstandard frame
- * with its content size), using Debian's libzstd. Loaded by libhdf5 through HDF5_PLUGIN_PATH. */
+ * kiln (lib/hdf5/plugin) and used by the HDF5 interop test
+ * (tests/formats/hdf5/hdf5_interop_test.sh), so that h5py and h5dump read kiln's zstd HDF5 files.
+ * Debian 12's python3-hdf5plugin ships no filter binaries and hdf5-filter-plugin has no zstd, so
+ * h5py on Debian cannot decode filter 32015 by itself; this plugin does what hdf5plugin's zstd
+ * filter does (a chunk is one Zstandard frame with its content size), using Debian's libzstd.
+ * Loaded by libhdf5 through HDF5_PLUGIN_PATH. */
 #include <H5PLextern.h>
 #include <hdf5.h>
 #include <stdlib.h>

@@ -38,8 +38,8 @@ PreprocessOptions Square(uint32_t size, CropMode crop = CropMode::kCenter) {
 // The real JPEGs the tests have: opencv-doc's photos and samples/photos.
 std::vector<std::string> RealJpegs() {
   std::vector<std::string> files;
-  for (const std::string dir : {std::string("/usr/share/doc/opencv-doc/examples/data"),
-                                std::string(KILN_SOURCE_DIR) + "/samples/photos"}) {
+  for (const std::string& dir : {std::string("/usr/share/doc/opencv-doc/examples/data"),
+                                 std::string(KILN_SOURCE_DIR) + "/samples/photos"}) {
     std::error_code ec;
     for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
       if (e.path().extension() == ".jpg") files.push_back(e.path().string());

@@ -1,5 +1,5 @@
-// Helper for tests/formats/hdf5/hdf5_interop_test.sh: `hdf5_interop_writer DIR` writes six small HDF5
-// datasets into DIR (uint8 HWC, float16 CHW and float32 HWC, each raw and zstd) and, for each
+// Helper for tests/formats/hdf5/hdf5_interop_test.sh: `hdf5_interop_writer DIR` writes six small
+// HDF5 datasets into DIR (uint8 HWC, float16 CHW and float32 HWC, each raw and zstd) and, for each
 // DIR/NAME, a DIR/NAME.tsv with what kiln's reader returns per sample, one line each:
 // "INDEX LABEL KEY HEX_BYTES" (HEX_BYTES: the raw little-endian tensor in layout order).
 #include <cstdio>
