@@ -49,7 +49,9 @@ struct LoaderState {
   ~LoaderState() {
     // Any thread may run this (a DLPack deleter, the garbage collector): free device memory
     // with the loader's device current, creating no context on another GPU.
-    if (kernel != nullptr && loader != nullptr && loader->device_batches()) {
+    if (kernel != nullptr && loader != nullptr && !loader->CheckProcess().ok()) {
+      (void)kernel.release();  // a forked child's copy: the memory is the parent's context's
+    } else if (kernel != nullptr && loader != nullptr && loader->device_batches()) {
       CudaDeviceGuard guard(loader->options().device);
       kernel.reset();
     }
@@ -220,6 +222,7 @@ class PyLoader {
   py::tuple SetNormalize(const std::vector<float>& mean, const std::vector<float>& std,
                          const std::string& dtype, uint32_t crop_height, uint32_t crop_width,
                          bool flip, uint64_t seed) {
+    CheckProcess();
     NormalizeOptions no;
     no.out_dtype = dtype == "float16" ? DType::kFloat16 : DType::kFloat32;
     const TensorSchema& stored = loader().sample_schema();
@@ -246,6 +249,7 @@ class PyLoader {
   // `stream`, which is also the stream the loader waits for before reusing its device buffer;
   // no host synchronisation. Returns the batch's size, or -1 at the end of the epoch.
   int64_t NextDevice(uintptr_t stream, uintptr_t images, uintptr_t labels) {
+    CheckProcess();
     Status status;
     int64_t size = -1;
     {
@@ -285,7 +289,16 @@ class PyLoader {
     return size;
   }
 
+  // Raises NotSupportedError in a process forked after the loader was created (reader/loader.h,
+  // "Processes"). Called first by every method that would lock state_->mu, which the forked
+  // copy may hold locked.
+  void CheckProcess() const {
+    const Status status = state_->loader->CheckProcess();
+    if (!status.ok()) ThrowStatus(status);
+  }
+
   void SetEpoch(uint64_t epoch) {
+    CheckProcess();
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->has_batch = false;
@@ -294,6 +307,7 @@ class PyLoader {
 
   // Returns (images, labels) for the next batch, or None at the end of the epoch.
   py::object Next(bool copy, bool dlpack) {
+    CheckProcess();
     Status status;
     bool more = false;
     Batch batch;
@@ -345,6 +359,7 @@ class PyLoader {
 
   // Returns a copy of the dataset indices (int64 [size]) of the batch last returned, or None.
   py::object Indices() {
+    CheckProcess();
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->has_batch) return py::none();
     const Batch& b = state_->batch;
@@ -356,6 +371,7 @@ class PyLoader {
 
   // Returns a copy of the padding flags (bool [size]) of the batch last returned, or None.
   py::object IsPadding() {
+    CheckProcess();
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->has_batch) return py::none();
     const Batch& b = state_->batch;
@@ -366,6 +382,7 @@ class PyLoader {
 
   // The loader's ReaderState in its binary form (reader/reader_state.md).
   py::bytes State() {
+    CheckProcess();
     std::lock_guard<std::mutex> lock(state_->mu);
     return py::bytes(state_->loader->state().Encode());
   }
@@ -536,6 +553,8 @@ PYBIND11_MODULE(_core, m) {
           py::arg("device") = -1)
       .def("state", &PyLoader::State, "The ReaderState's 96 bytes (reader/reader_state.md).")
       .def("set_epoch", &PyLoader::SetEpoch, py::arg("epoch"))
+      .def("check_process", &PyLoader::CheckProcess,
+           "Raises NotSupportedError in a process forked after the loader was created.")
       .def("next", &PyLoader::Next, py::arg("copy"), py::arg("dlpack"),
            "(images, labels) as DLPack capsules or NumPy arrays, or None at the epoch's end. "
            "Releases the GIL while waiting.")
