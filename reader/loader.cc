@@ -265,6 +265,7 @@ Result<std::unique_ptr<DeviceOps::Scope>> Loader::EnterDevice() {
 }
 
 void Loader::Release() {
+  if (Forked()) return;  // Next() reports it (CheckProcess)
   Result<std::unique_ptr<DeviceOps::Scope>> scope = EnterDevice();
   if (!scope.ok() && device_ != nullptr && device_->error.ok()) device_->error = scope.status();
   ReleaseHeld();
