@@ -135,14 +135,14 @@ void Loader::ReleaseDeviceSlotLocked(size_t slot_index) {
   if (!status.ok() && device_->error.ok()) device_->error = std::move(status);
 }
 
-Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
-  return Create(std::shared_ptr<const Dataset>(std::move(dataset)), options);
-}
-
-Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> dataset,
-                                               const LoaderOptions& options) {
-  if (!dataset) return Status::InvalidArgument("Loader::Create: null dataset");
+Status ValidateLoaderOptions(const LoaderOptions& options) {
+  if (options.batch_size < 1) return Status::InvalidArgument("batch_size 0 must be at least 1");
+  if (options.world_size < 1) return Status::InvalidArgument("world_size 0 must be at least 1");
+  if (options.rank >= options.world_size) {
+    return Status::InvalidArgument("rank " + std::to_string(options.rank) +
+                                   " must be below world_size " +
+                                   std::to_string(options.world_size));
+  }
   if (options.prefetch < 1 || options.prefetch > 64) {
     return Status::InvalidArgument("prefetch " + std::to_string(options.prefetch) +
                                    " must be in [1, 64]");
@@ -167,6 +167,18 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
     return Status::InvalidArgument("shuffle_window " + std::to_string(options.shuffle_window) +
                                    " must be in [1, 1048576] blocks");
   }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
+  return Create(std::shared_ptr<const Dataset>(std::move(dataset)), options);
+}
+
+Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> dataset,
+                                               const LoaderOptions& options) {
+  if (!dataset) return Status::InvalidArgument("Loader::Create: null dataset");
+  KILN_RETURN_IF_ERROR(ValidateLoaderOptions(options));
   SamplerOptions so;
   so.num_samples = dataset->num_samples();
   so.batch_size = options.batch_size;
@@ -448,6 +460,18 @@ void Loader::SetEpoch(uint64_t epoch) {
   std::unique_lock<std::mutex> lock(mu_);
   if (epoch_started_ && epoch_ == epoch && next_batch_ == 0) return;
   StartEpochLocked(epoch, lock);
+}
+
+uint64_t Loader::BeginEpoch() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (epoch_started_ && next_batch_ == 0) return epoch_;
+  StartEpochLocked(epoch_ + 1, lock);
+  return epoch_;
+}
+
+bool Loader::at_epoch_start() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return epoch_started_ && next_batch_ == 0;
 }
 
 uint64_t Loader::epoch() const {

@@ -148,6 +148,13 @@ struct LoaderOptions {
   int device = -1;
 };
 
+// Returns OK when `options` is usable for any dataset, else InvalidArgument naming the first
+// option out of its documented range ("prefetch 0 must be in [1, 64]"). Loader::Create calls
+// it; `kiln bench` and the Python bindings (kiln.Loader) report these same messages. Checks
+// that need the dataset (a crop larger than the samples, a resume state of another dataset, a
+// device index past the device count) are Create's.
+Status ValidateLoaderOptions(const LoaderOptions& options);
+
 // One batch: `size` samples in one contiguous block, sample k at data + k * sample_bytes.
 struct Batch {
   uint64_t epoch = 0;
@@ -223,6 +230,16 @@ class Loader {
   // Makes `epoch` the one Next() serves from its first batch, abandoning the current epoch. A
   // call for the epoch already about to start is free (its prefetched batches are kept).
   void SetEpoch(uint64_t epoch);
+
+  // Starts a pass over an epoch (one `for` loop of kiln.Loader) and returns its number: the
+  // current epoch when none of its batches has been served yet (a new loader, after SetEpoch,
+  // or a resumed epoch, which keeps its position), otherwise the next one from its first batch
+  // (abandoning the rest of the current epoch, or after its end). This is the loader's one
+  // epoch counter: kiln.Loader keeps none of its own.
+  uint64_t BeginEpoch();
+  // True when the next Next() serves the first batch the current epoch serves (its start, or a
+  // resumed position): no batch of it has been served since it was started.
+  bool at_epoch_start() const;
 
   // Waits for the next batch of the current epoch and points `*batch` at it (releasing the
   // previous batch). Returns true with a batch, false at the end of the epoch; the call after

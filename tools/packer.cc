@@ -143,26 +143,6 @@ struct PackInput {
   uint64_t listing_problems = 0;  // the first rejections, found while listing
 };
 
-// Refuses options that no input could satisfy, before anything is listed or read.
-Status CheckPackOptions(const PackOptions& options) {
-  KILN_RETURN_IF_ERROR(ValidatePreprocessOptions(options.preprocess));
-  // A resize that leaves every image smaller than the crop is refused before any image is read
-  // (Preprocess would reject each image on its own).
-  const PreprocessOptions& pre = options.preprocess;
-  const uint32_t min_side = std::min(pre.schema.height, pre.schema.width);
-  if (pre.crop == CropMode::kCenter && pre.resize_shorter != 0 && pre.resize_shorter < min_side) {
-    return Status::InvalidArgument(
-        "--resize " + std::to_string(pre.resize_shorter) + " is smaller than the crop " +
-        std::to_string(pre.schema.height) + "x" + std::to_string(pre.schema.width) +
-        ": no image could fill it (use --resize >= " + std::to_string(min_side) + ")");
-  }
-  if (options.output.empty()) return Status::InvalidArgument("the output path is empty");
-  if (options.part_index || options.part_count != 1) {
-    KILN_RETURN_IF_ERROR(ValidatePart(options.part_index.value_or(0), options.part_count));
-  }
-  return Status::Ok();
-}
-
 // Without class folders (a list file), names the classes "0".."max label" when the labels are
 // small non-negative integers; else there are no class names.
 std::vector<std::string> ClassesFromLabels(const std::vector<SourceItem>& items) {
@@ -643,7 +623,7 @@ struct OutputLock {
 // The steps of Pack; on an error, `report` holds the counts as far as they got.
 Status RunPack(const PackOptions& options, const PackProgress& progress, PackReport* report) {
   const auto start = std::chrono::steady_clock::now();
-  KILN_RETURN_IF_ERROR(CheckPackOptions(options));
+  KILN_RETURN_IF_ERROR(ValidatePackOptions(options));
   report->output = options.output;
   // One writer per output: a second pack into the same OUTPUT is refused before it touches
   // OUTPUT.partial (a part is locked by PreparePart instead).
@@ -717,10 +697,43 @@ nlohmann::ordered_json ListsJson(const PackReport& r) {
 
 }  // namespace
 
+Status ValidatePackOptions(const PackOptions& options) {
+  KILN_RETURN_IF_ERROR(ValidatePreprocessOptions(options.preprocess));
+  const PreprocessOptions& p = options.preprocess;
+  if (p.schema.channels == 1 && (p.mean[1] != p.mean[0] || p.mean[2] != p.mean[0] ||
+                                 p.std[1] != p.std[0] || p.std[2] != p.std[0])) {
+    return Status::InvalidArgument("--channels 1 takes one --mean and one --std value");
+  }
+  const PreprocessOptions defaults;
+  if (p.schema.dtype == DType::kUint8 && (p.mean != defaults.mean || p.std != defaults.std)) {
+    return Status::InvalidArgument(
+        "--mean and --std apply to float16 and float32 output only; "
+        "uint8 samples are stored unnormalised");
+  }
+  // A resize that leaves every image smaller than the crop is refused before any image is read
+  // (Preprocess would reject each image on its own).
+  const PreprocessOptions& pre = options.preprocess;
+  const uint32_t min_side = std::min(pre.schema.height, pre.schema.width);
+  if (pre.crop == CropMode::kCenter && pre.resize_shorter != 0 && pre.resize_shorter < min_side) {
+    return Status::InvalidArgument(
+        "--resize " + std::to_string(pre.resize_shorter) + " is smaller than the crop " +
+        std::to_string(pre.schema.height) + "x" + std::to_string(pre.schema.width) +
+        ": no image could fill it (use --resize >= " + std::to_string(min_side) + ")");
+  }
+  if (options.output.empty()) return Status::InvalidArgument("the output path is empty");
+  if (options.part_index || options.part_count != 1) {
+    KILN_RETURN_IF_ERROR(ValidatePart(options.part_index.value_or(0), options.part_count));
+  }
+  return Status::Ok();
+}
+
 Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress,
                         PackReport* failed) {
   PackReport report;
-  Status status = RunPack(options, progress, &report);
+  // One pixel limit (PackOptions::decode): the decoded image and the resized one.
+  PackOptions one_limit = options;
+  one_limit.preprocess.max_pixels = options.decode.max_pixels;
+  Status status = RunPack(one_limit, progress, &report);
   if (!status.ok()) {
     if (failed != nullptr) {
       report.rejected = report.rejections.size();

@@ -42,9 +42,14 @@ struct PackOptions {
   // Root that list-file paths are relative to. Default: the list file's directory. Ignored for
   // directories.
   std::string root;
-  std::string output;                               // the dataset directory to create
-  PreprocessOptions preprocess;                     // final schema, resize, crop, mean/std
-  DecodeOptions decode;                             // channels are taken from preprocess.schema
+  std::string output;            // the dataset directory to create
+  PreprocessOptions preprocess;  // final schema, resize, crop, mean/std
+  // Channels are taken from preprocess.schema. decode.max_pixels is the pack's one pixel limit
+  // (`kiln pack --max-pixels`, kiln.pack(max_pixels=)): Pack refuses an image whose decoded
+  // size or whose size after the resize (before the crop) has more pixels, and uses it in place
+  // of preprocess.max_pixels (which only direct Preprocess callers set). 0: no kiln limit on
+  // either. Default 178956970.
+  DecodeOptions decode;
   Compression compression;                          // per-record. Default none.
   uint64_t shard_size_bytes = uint64_t{128} << 20;  // Default 128 MiB.
   // "shards", "lmdb" (formats/lmdb/lmdb_format.md) or "hdf5" (formats/hdf5/hdf5_format.md). Default
@@ -113,6 +118,14 @@ struct PackReport {
   std::optional<PartitionRecord> partition;
   Manifest manifest;
 };
+
+// Returns OK when `options` can be packed before anything is listed or read; Pack calls it, so
+// `kiln pack` and kiln.pack() refuse the same options with the same messages.
+// Errors: InvalidArgument naming the option (with its `kiln pack` flag): an invalid schema
+// (size, channels 1 or 3, layout, dtype), a mean or std that is not finite or a std of 0, mean
+// or std other than the defaults for uint8 output, three different mean or std values for
+// channels 1, a --resize smaller than the crop, an empty output path, a bad part number.
+Status ValidatePackOptions(const PackOptions& options);
 
 // Progress: (inputs finished, inputs listed), called from the writer thread.
 using PackProgress = std::function<void(uint64_t done, uint64_t total)>;
