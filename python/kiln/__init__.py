@@ -10,10 +10,15 @@ Reading (what a training process imports; never loads OpenCV)::
             ...
 
 Datasets: :func:`pack` (``kiln pack``), :func:`verify` (``kiln verify``), :func:`inspect`
-(``kiln inspect``). Errors are :class:`KilnError` subclasses carrying kiln's message (file,
-record, offset). Make the package importable with ``PYTHONPATH=BUILD/python`` (build tree) or
-``PYTHONPATH=PREFIX/python`` (after ``cmake --install BUILD --prefix PREFIX``); it is built for
-Debian's ``/usr/bin/python3``.
+(``kiln inspect``); :class:`Dataset` is a map-style view (``ds[i] -> (sample, label)``) for
+``torch.utils.data.DataLoader``. Errors are :class:`KilnError` subclasses carrying kiln's message
+(file, record, offset); bad arguments raise :class:`InvalidArgumentError` (a ``ValueError``) or,
+for a wrong type, :class:`ArgumentTypeError` (also a ``TypeError``).
+
+Install with ``pip install --no-build-isolation .`` from the source tree (README, "Install the
+Python package"), or use the build tree with ``PYTHONPATH=BUILD/python`` or
+``PYTHONPATH=PREFIX/python`` (after ``cmake --install BUILD --prefix PREFIX``); the extensions
+are built for the interpreter CMake found (Debian's ``/usr/bin/python3``).
 """
 
 import json as _json
