@@ -44,12 +44,17 @@ struct PackOptions {
   std::string root;
   std::string output;            // the dataset directory to create
   PreprocessOptions preprocess;  // final schema, resize, crop, mean/std
-  // Channels are taken from preprocess.schema. decode.max_pixels is the pack's one pixel limit
+  // Channels are taken from preprocess.schema; min_width / min_height are set per image by
+  // shrink-on-load unless exact_decode. decode.max_pixels is the pack's one pixel limit
   // (`kiln pack --max-pixels`, kiln.pack(max_pixels=)): Pack refuses an image whose decoded
   // size or whose size after the resize (before the crop) has more pixels, and uses it in place
   // of preprocess.max_pixels (which only direct Preprocess callers set). 0: no kiln limit on
   // either. Default 178956970.
   DecodeOptions decode;
+  // Decodes every JPEG at full size (`kiln pack --exact-decode`) instead of at the largest IDCT
+  // reduction that keeps twice the resize target (tools/shrink_on_load.h). Default false:
+  // shrink-on-load, faster on large photos, pixels within what decode_policy.md measures.
+  bool exact_decode = false;
   Compression compression;                          // per-record. Default none.
   uint64_t shard_size_bytes = uint64_t{128} << 20;  // Default 128 MiB.
   // "shards", "lmdb" (formats/lmdb/lmdb_format.md) or "hdf5" (formats/hdf5/hdf5_format.md). Default
