@@ -219,6 +219,8 @@ PYBIND11_MODULE(_tools, m) {
       .KILN_INT_FIELD("max_pixels", decode.max_pixels,
                       "The one pixel limit: decoded and resized images (0: none).")
       .KILN_BOOL_FIELD("overwrite", overwrite, "Replace an existing dataset at output.")
+      .KILN_BOOL_FIELD("exact_decode", exact_decode,
+                       "Decode every JPEG at full size (no shrink-on-load). Default False.")
       .def(
           "validate",
           [](const PackOptions& o) {

@@ -45,7 +45,7 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
          shard_size: Union[int, str] = "128MiB", compress: str = "none", threads: int = 0,
          shuffle_seed: Optional[int] = None, on_error: str = "skip",
          max_pixels: Optional[int] = None, overwrite: bool = False,
-         root: Optional[PathLike] = None) -> Dict[str, Any]:
+         root: Optional[PathLike] = None, exact_decode: bool = False) -> Dict[str, Any]:
     """Packs an image folder or list file into a dataset, like ``kiln pack`` (same code).
 
     Arguments mirror the command's flags: ``input`` is an ImageFolder directory (one sub-folder
@@ -61,7 +61,8 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     ``"fail"``; ``max_pixels``: the one pixel limit of a pack: an image whose decoded size or
     whose size after the resize (before the crop) has more pixels is refused (None: kiln's
     default, 178956970; 0: no kiln limit on either; as ``kiln pack --max-pixels``);
-    ``overwrite``: replace an existing kiln dataset.
+    ``overwrite``: replace an existing kiln dataset; ``exact_decode``: decode every JPEG at full
+    size instead of shrink-on-load (``kiln pack --exact-decode``).
 
     The arguments become one ``kiln::PackOptions`` (``kiln._tools.PackOptions``), checked field by
     field and then by the C++ validator ``kiln pack`` uses, with its messages: a value out of range
@@ -103,6 +104,7 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     if max_pixels is not None:
         o.max_pixels = max_pixels
     o.overwrite = overwrite
+    o.exact_decode = exact_decode
     o.validate()
     result: Dict[str, Any] = _json.loads(_tools.pack_json(o))
     return result

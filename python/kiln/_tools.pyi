@@ -27,6 +27,7 @@ class PackOptions:
     on_error: str
     max_pixels: int
     overwrite: bool
+    exact_decode: bool
     def __init__(self) -> None: ...
     def validate(self) -> None: ...
 

@@ -201,3 +201,6 @@ def test_pack_options_fields():
     assert o.shard_size == 64 << 20
     o.compress = "zstd:3"
     assert o.compress == "zstd:3"
+    assert o.exact_decode is False
+    o.exact_decode = True
+    assert o.exact_decode is True

@@ -107,3 +107,12 @@ def test_max_pixels_zero_lifts_the_resize_limit(tmp_path):
     assert lifted["packed"] == 1 and lifted["rejections"] == [], lifted
     image, label = kiln.Dataset(str(tmp_path / "lifted"), backend="numpy")[0]
     assert image.shape == (224, 224, 1) and int(image.min()) == int(image.max()) == 7
+
+
+def test_exact_decode_reaches_the_packer(tmp_path):
+    photos = os.path.join(os.path.dirname(SAMPLES), "photos")
+    for exact, want in ((False, "shrink-on-load"), (True, "exact")):
+        out = str(tmp_path / f"photos-{exact}")
+        report = kiln.pack(photos, out, size=32, threads=1, exact_decode=exact)
+        assert report["packed"] > 0
+        assert kiln.inspect(out)["preprocessing"]["jpeg_decode"] == want
