@@ -19,6 +19,7 @@
 #include "python/py_status.h"
 #include "tools/cli_parsing.h"
 #include "tools/packer.h"
+#include "tools/tar_source.h"
 
 namespace py = pybind11;
 
@@ -221,10 +222,27 @@ PYBIND11_MODULE(_tools, m) {
       .KILN_BOOL_FIELD("overwrite", overwrite, "Replace an existing dataset at output.")
       .KILN_BOOL_FIELD("exact_decode", exact_decode,
                        "Decode every JPEG at full size (no shrink-on-load). Default False.")
+      .def_property(
+          "image_ext",
+          [](const PackOptions& o) {
+            std::string text;
+            for (const std::string& e : o.tar.image_exts) text += (text.empty() ? "" : ",") + e;
+            return text;
+          },
+          [](PackOptions& o, py::handle v) {
+            o.tar.image_exts =
+                kiln::python::ValueOrThrow(kiln::ParseImageExtensions(ToString(v, "image_ext")));
+          },
+          "Tar shards: the member extensions that hold the image, e.g. 'jpg,png'.")
+      .def_property(
+          "label_from", [](const PackOptions& o) { return o.tar.label_from; },
+          [](PackOptions& o, py::handle v) { o.tar.label_from = ToString(v, "label_from"); },
+          "Tar shards: 'cls', 'json:FIELD' or 'class-folder'. Default 'cls'.")
       .def(
           "validate",
           [](const PackOptions& o) {
-            const kiln::Status s = kiln::ValidatePackOptions(o);
+            kiln::Status s = kiln::ValidateTarListOptions(o.tar);
+            if (s.ok()) s = kiln::ValidatePackOptions(o);
             if (!s.ok()) kiln::python::ThrowStatus(s);
           },
           "Raises kiln.InvalidArgumentError naming the first option `kiln pack` would refuse.");

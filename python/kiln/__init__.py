@@ -45,8 +45,10 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
          shard_size: Union[int, str] = "128MiB", compress: str = "none", threads: int = 0,
          shuffle_seed: Optional[int] = None, on_error: str = "skip",
          max_pixels: Optional[int] = None, overwrite: bool = False,
-         root: Optional[PathLike] = None, exact_decode: bool = False) -> Dict[str, Any]:
-    """Packs an image folder or list file into a dataset, like ``kiln pack`` (same code).
+         root: Optional[PathLike] = None, exact_decode: bool = False,
+         image_ext: Optional[str] = None, label_from: str = "cls") -> Dict[str, Any]:
+    """Packs an image folder, list file or WebDataset tar shards into a dataset, like ``kiln pack``
+    (same code).
 
     Arguments mirror the command's flags: ``input`` is an ImageFolder directory (one sub-folder
     per class, classes sorted by name) or a list file of ``relative/path label`` lines (paths
@@ -62,7 +64,11 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     whose size after the resize (before the crop) has more pixels is refused (None: kiln's
     default, 178956970; 0: no kiln limit on either; as ``kiln pack --max-pixels``);
     ``overwrite``: replace an existing kiln dataset; ``exact_decode``: decode every JPEG at full
-    size instead of shrink-on-load (``kiln pack --exact-decode``).
+    size instead of shrink-on-load (``kiln pack --exact-decode``, tools/decode_policy.md). Tar
+    shards (a ``.tar`` file, a directory of them or a pattern such as
+    ``"shards/{000000..000009}.tar"``, tools/tar_input.md): ``image_ext``, e.g. ``"jpg,png"``
+    (default the ImageFolder extensions), ``label_from``: ``"cls"``, ``"json:FIELD"`` or
+    ``"class-folder"``.
 
     The arguments become one ``kiln::PackOptions`` (``kiln._tools.PackOptions``), checked field by
     field and then by the C++ validator ``kiln pack`` uses, with its messages: a value out of range
@@ -105,6 +111,9 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
         o.max_pixels = max_pixels
     o.overwrite = overwrite
     o.exact_decode = exact_decode
+    if image_ext is not None:
+        o.image_ext = image_ext
+    o.label_from = label_from
     o.validate()
     result: Dict[str, Any] = _json.loads(_tools.pack_json(o))
     return result

@@ -28,6 +28,8 @@ class PackOptions:
     max_pixels: int
     overwrite: bool
     exact_decode: bool
+    image_ext: str
+    label_from: str
     def __init__(self) -> None: ...
     def validate(self) -> None: ...
 
