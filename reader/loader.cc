@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "formats/fault_guard.h"
@@ -61,6 +62,82 @@ struct Loader::DeviceRing {
   std::vector<DeviceSlotState> slots;
   Status error;  // a failure at a release, returned by the next Next()
 };
+
+const char* IoModeName(IoMode mode) {
+  switch (mode) {
+    case IoMode::kAuto:
+      return "auto";
+    case IoMode::kMmap:
+      return "mmap";
+    case IoMode::kDirect:
+      return "direct";
+  }
+  return "?";
+}
+
+Result<IoMode> ParseIoMode(const std::string& name) {
+  if (name == "auto") return IoMode::kAuto;
+  if (name == "mmap") return IoMode::kMmap;
+  if (name == "direct") return IoMode::kDirect;
+  return Status::InvalidArgument("io \"" + name + "\" must be auto, mmap or direct");
+}
+
+void Loader::ChooseIoPath(uint32_t threads) {
+  if (options_.io == IoMode::kMmap) {
+    io_reason_ = "io mmap asked";
+    return;
+  }
+  const bool asked = options_.io == IoMode::kDirect;
+  const auto fall_back = [&](const std::string& why) {
+    io_reason_ = why;
+    if (asked) WarnOnce("io direct asked but " + why + "; reading through the file mappings");
+  };
+  if (dataset_->data_file_count() == 0) {
+    return fall_back("the " + dataset_->manifest().format + " backend has no direct reads");
+  }
+  std::string why_not;
+  if (!DirectIoAvailable(&why_not)) return fall_back(why_not);
+  uint64_t dataset_bytes = 0;
+  for (const DataFileInfo& f : dataset_->manifest().files) dataset_bytes += f.bytes;
+  const uint64_t memory = MemoryLimitBytes();
+  std::string reason;
+  if (asked) {
+    reason = "io direct asked";
+  } else if (memory != 0 && dataset_bytes <= memory / 2) {
+    io_reason_ = "dataset of " + std::to_string(dataset_bytes >> 20) +
+                 " MiB fits in half the memory limit of " + std::to_string(memory >> 20) + " MiB";
+    return;
+  } else {
+    reason = "dataset of " + std::to_string(dataset_bytes >> 20) +
+             " MiB > half the memory limit of " + std::to_string(memory >> 20) + " MiB";
+  }
+  Result<std::unique_ptr<DirectFiles>> files = DirectFiles::Open(*dataset_);
+  if (!files.ok()) return fall_back(files.status().message());
+  if (!(*files)->all_direct()) {
+    if (!asked) {
+      io_reason_ = "the filesystem refuses O_DIRECT (" + reason + ")";
+      return;
+    }
+    reason += "; the filesystem refuses O_DIRECT: buffered io_uring reads";
+  }
+  // A staging buffer holds the aligned range covering the largest record (stored bytes never
+  // exceed the raw sample bytes): a record starting anywhere inside an aligned unit.
+  const uint64_t align = (*files)->max_alignment();
+  const uint64_t buffer_bytes = AlignUp(dataset_->schema().sample_bytes(), align) + align;
+  const uint64_t per_thread = options_.read_ahead_bytes / std::max<uint32_t>(1, threads);
+  const uint32_t depth = static_cast<uint32_t>(
+      std::clamp<uint64_t>(per_thread / AlignUp(buffer_bytes, 4096), 1, 1024));
+  std::vector<std::unique_ptr<DirectQueue>> queues;
+  for (uint32_t t = 0; t < threads; ++t) {
+    Result<std::unique_ptr<DirectQueue>> q = DirectQueue::Create(depth, buffer_bytes);
+    if (!q.ok()) return fall_back(q.status().message());
+    queues.push_back(std::move(*q));
+  }
+  direct_files_ = std::move(*files);
+  direct_queues_ = std::move(queues);
+  direct_depth_ = depth;
+  io_reason_ = reason;
+}
 
 Status Batch::WaitOn(cudaStream_t consumer_stream) const {
   if (device_slot_ == nullptr) {
@@ -240,7 +317,9 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   loader->chunks_per_batch_ = std::min(threads, options.batch_size);
   loader->chunk_samples_ =
       (options.batch_size + loader->chunks_per_batch_ - 1) / loader->chunks_per_batch_;
-  if (options.read_ahead_bytes > 0) {
+  loader->ChooseIoPath(threads);
+  // The direct path reads ahead with its queues; madvise read-ahead is for the mappings.
+  if (options.read_ahead_bytes > 0 && loader->direct_files_ == nullptr) {
     loader->read_ahead_samples_window_ =
         std::max<uint64_t>(1, options.read_ahead_bytes /
                                   std::max<uint64_t>(1, loader->dataset_->schema().sample_bytes()));
@@ -250,7 +329,8 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
     loader->StartEpochLocked(start_epoch, lock, start_consumed);
   }
   for (uint32_t t = 0; t < threads; ++t) {
-    loader->threads_.emplace_back([l = loader.get()] { l->WorkerLoop(); });
+    DirectQueue* queue = loader->direct_queues_.empty() ? nullptr : loader->direct_queues_[t].get();
+    loader->threads_.emplace_back([l = loader.get(), queue] { l->WorkerLoop(queue); });
   }
   return loader;
 }
@@ -507,7 +587,7 @@ Result<bool> Loader::Next(Batch* batch) {
   return true;
 }
 
-void Loader::WorkerLoop() {
+void Loader::WorkerLoop(DirectQueue* queue) {
   RecordDecoder decoder;
   std::vector<uint8_t> scratch;
   std::vector<uint64_t> ahead_indices;
@@ -611,8 +691,9 @@ void Loader::WorkerLoop() {
     const uint64_t cpu_start = ThreadCpuNs();
     const uint64_t zstd_ns_before = decoder.zstd_ns();
     const uint64_t zstd_records_before = decoder.zstd_records();
-    uint64_t augment_ns = 0;
-    Status status = FillChunk(slot, b, chunk, &decoder, &scratch, &augment_ns);
+    uint64_t augment_ns = 0, direct_reads = 0, direct_bytes = 0, max_in_flight = 0;
+    Status status = FillChunk(slot, b, chunk, &decoder, &scratch, &augment_ns, queue, &direct_reads,
+                              &direct_bytes, &max_in_flight);
     const uint64_t cpu_ns = ThreadCpuNs() - cpu_start;
     const uint64_t fetch_ns = NowNs() - fetch_start;
     lock.lock();
@@ -622,6 +703,9 @@ void Loader::WorkerLoop() {
     stats_.zstd_records += decoder.zstd_records() - zstd_records_before;
     stats_.augment_ns += augment_ns;
     ++stats_.chunks;
+    stats_.direct_reads += direct_reads;
+    stats_.direct_read_bytes += direct_bytes;
+    stats_.direct_max_in_flight = std::max(stats_.direct_max_in_flight, max_in_flight);
     stats_.read_ahead_samples += ahead.samples;
     stats_.read_ahead_bytes += ahead.bytes;
     stats_.read_ahead_ns += ahead_ns;
@@ -718,7 +802,8 @@ Loader::ReadAheadResult Loader::AdviseAhead(const std::vector<uint64_t>& indices
 }
 
 Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
-                         std::vector<uint8_t>* scratch, uint64_t* augment_ns) {
+                         std::vector<uint8_t>* scratch, uint64_t* augment_ns, DirectQueue* queue,
+                         uint64_t* direct_reads, uint64_t* direct_bytes, uint64_t* max_in_flight) {
   const uint32_t begin = std::min(slot.size, chunk * chunk_samples_);
   const uint32_t end = std::min(slot.size, begin + chunk_samples_);
   if (begin == end) return Status::Ok();
@@ -728,6 +813,21 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
   const uint64_t out_bytes = out_schema_.sample_bytes();
   const bool augment = options_.augment.enabled();
   if (augment) scratch->resize(stored.sample_bytes());
+  // Crop and flip of sample k, decoded into `scratch`, into its place in the slot.
+  const auto augment_into_slot = [&](uint32_t k) {
+    const uint64_t index = slot.indices[k];
+    const AugmentParams params =
+        DrawAugmentParams(stored, options_.augment, options_.seed, sampler_.epoch(), index);
+    // Timing every 8th sample keeps clock reads off most samples; the sum is scaled by 8.
+    const bool timed = (k & 7) == 0;
+    const uint64_t augment_start = timed ? NowNs() : 0;
+    ApplyAugment(scratch->data(), stored, params, out_schema_, slot.data + k * out_bytes);
+    if (timed) *augment_ns += (NowNs() - augment_start) * 8;
+  };
+  if (queue != nullptr) {
+    return FillChunkDirect(slot, begin, end, decoder, scratch, augment_into_slot, queue,
+                           direct_reads, direct_bytes, max_in_flight);
+  }
   // Random reads miss the CPU cache: prefetch the index entry kEntryAhead samples ahead and the
   // payload kPayloadAhead samples ahead (its entry is in cache by then).
   constexpr uint32_t kEntryAhead = 8, kPayloadAhead = 4;
@@ -751,17 +851,144 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
     uint8_t* out = slot.data + k * out_bytes;
     KILN_RETURN_IF_ERROR(
         dataset_->ReadSample(index, decoder, augment ? scratch->data() : out, &slot.labels[k]));
-    if (augment) {
-      const AugmentParams params =
-          DrawAugmentParams(stored, options_.augment, options_.seed, sampler_.epoch(), index);
-      // Timing every 8th sample keeps clock reads off most samples; the sum is scaled by 8.
-      const bool timed = (k & 7) == 0;
-      const uint64_t augment_start = timed ? NowNs() : 0;
-      ApplyAugment(scratch->data(), stored, params, out_schema_, out);
-      if (timed) *augment_ns += (NowNs() - augment_start) * 8;
-    }
+    if (augment) augment_into_slot(k);
   }
   return Status::Ok();
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+Status Loader::FillChunkDirect(Slot& slot, uint32_t begin, uint32_t end, RecordDecoder* decoder,
+                               std::vector<uint8_t>* scratch,
+                               const std::function<void(uint32_t)>& augment_into_slot,
+                               DirectQueue* queue, uint64_t* direct_reads, uint64_t* direct_bytes,
+                               uint64_t* max_in_flight) {
+  const uint32_t depth = queue->depth();
+  // What each staging buffer's read is for. Allocated before the fault scope is armed.
+  struct Pending {
+    uint32_t k = 0;  // position in the batch
+    Dataset::StoredLocation location;
+    uint64_t start = 0;  // aligned offset the read starts at
+  };
+  std::vector<Pending> pending(depth);
+  std::vector<uint32_t> free_buffers;
+  free_buffers.reserve(depth);
+  for (uint32_t i = depth; i-- > 0;) free_buffers.push_back(i);
+  // LocateStored and DecodeStored read index entries from the mapping: a shrunken file faults.
+  MappedReadFaultScope fault_scope;
+  volatile uint32_t current = begin;
+  if (KILN_MAPPED_READ_FAULTED(fault_scope)) {
+    // Reads in flight still write into this queue's buffers: let them land first.
+    while (queue->in_flight() > 0) {
+      uint32_t buffer = 0;
+      int64_t result = 0;
+      if (!queue->Wait(&buffer, &result).ok()) break;
+    }
+    return Status::IOError(dataset_->SampleLocation(slot.indices[current]) +
+                           ": the mapped file could not be read (SIGBUS): it was truncated or "
+                           "replaced while open, or its storage failed");
+  }
+  // The loop's state lives in this lambda's frame, not in the one sigsetjmp returns to twice.
+  return [&]() -> Status {
+    const bool augment = options_.augment.enabled();
+    const uint64_t out_bytes = out_schema_.sample_bytes();
+    // The error of the lowest failing position, as the mapped path reports (it stops there):
+    // reads are issued in position order and none is issued after a failure, so every lower
+    // position has been read and checked by the time the queue drains.
+    Status error;
+    uint32_t error_k = UINT32_MAX;
+    const auto fail = [&](uint32_t k, Status status) {
+      if (k < error_k) {
+        error_k = k;
+        error = std::move(status);
+      }
+    };
+    uint32_t next = begin;
+    while (true) {
+      bool queued = false;
+      while (next < end && !free_buffers.empty() && error_k == UINT32_MAX) {
+        const uint32_t k = next++;
+        current = k;
+        const uint64_t index = slot.indices[k];
+        Dataset::StoredLocation loc;
+        uint64_t start = 0, length = 0;
+        if (dataset_->LocateStored(index, &loc)) {
+          const uint32_t align = direct_files_->alignment(loc.file);
+          start = loc.offset / align * align;
+          length = AlignUp(loc.offset + loc.size, align) - start;
+        }
+        if (length == 0 || length > queue->buffer_bytes()) {
+          // A damaged index entry (or a record larger than its raw size): the mapped read
+          // reports it by name, without touching the payload.
+          Status s = dataset_->ReadSample(index, decoder,
+                                          augment ? scratch->data() : slot.data + k * out_bytes,
+                                          &slot.labels[k]);
+          if (!s.ok()) {
+            fail(k, std::move(s));
+          } else if (augment) {
+            augment_into_slot(k);
+          }
+          continue;
+        }
+        const uint32_t buffer = free_buffers.back();
+        free_buffers.pop_back();
+        pending[buffer] = Pending{k, loc, start};
+        queue->Queue(buffer, direct_files_->fd(loc.file), start, static_cast<uint32_t>(length));
+        queued = true;
+      }
+      if (queued) {
+        *max_in_flight = std::max<uint64_t>(*max_in_flight, queue->in_flight());
+        Status s = queue->Submit();
+        if (!s.ok())
+          fail(next - 1, s.WithContext(dataset_->SampleLocation(slot.indices[next - 1])));
+      }
+      if (queue->in_flight() == 0) break;
+      uint32_t buffer = 0;
+      int64_t result = 0;
+      Status waited = queue->Wait(&buffer, &result);
+      if (!waited.ok()) {
+        // The ring itself failed: nothing more can be learnt from it (its reads may still land in
+        // its buffers, which only this queue uses).
+        return waited.WithContext(dataset_->SampleLocation(slot.indices[current]));
+      }
+      free_buffers.push_back(buffer);
+      const Pending& p = pending[buffer];
+      current = p.k;
+      const uint64_t index = slot.indices[p.k];
+      const uint64_t need = p.location.offset + p.location.size - p.start;
+      if (result < 0) {
+        fail(p.k,
+             Status::IOError(dataset_->SampleLocation(index) + ": read of " + std::to_string(need) +
+                             " bytes at offset " + std::to_string(p.start) + " of " +
+                             direct_files_->path(p.location.file) +
+                             " failed: " + std::strerror(static_cast<int>(-result))));
+        continue;
+      }
+      ++*direct_reads;
+      *direct_bytes += static_cast<uint64_t>(result);
+      if (static_cast<uint64_t>(result) < need) {
+        fail(p.k,
+             Status::IOError(dataset_->SampleLocation(index) + ": the file could not be read (" +
+                             std::to_string(result) + " of " + std::to_string(need) +
+                             " bytes at offset " + std::to_string(p.start) +
+                             "): it was truncated or replaced while open, or its storage "
+                             "failed"));
+        continue;
+      }
+      if (error_k < p.k) continue;  // the chunk fails at a lower position anyway
+      Status s = dataset_->DecodeStored(
+          index, queue->buffer(buffer) + (p.location.offset - p.start), p.location.size, decoder,
+          augment ? scratch->data() : slot.data + uint64_t{p.k} * out_bytes, &slot.labels[p.k]);
+      if (!s.ok()) {
+        fail(p.k, std::move(s));
+      } else if (augment) {
+        augment_into_slot(p.k);
+      }
+    }
+    return error;
+  }();
 }
 
 }  // namespace kiln

@@ -72,6 +72,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -84,11 +85,24 @@
 #include "formats/status.h"
 #include "reader/augmenter.h"
 #include "reader/cuda_handles.h"
+#include "reader/direct_reader.h"
 #include "reader/host_buffer.h"
 #include "reader/reader_state.h"
 #include "reader/sampler.h"
 
 namespace kiln {
+
+// How fetch threads read stored records (LoaderOptions::io).
+enum class IoMode {
+  kAuto,    // kDirect when the dataset is larger than half the memory the process may use and
+            // kDirect is available (see LoaderOptions::io), kMmap otherwise
+  kMmap,    // copy from the file mappings, with madvise read-ahead (read_ahead_bytes)
+  kDirect,  // io_uring reads with O_DIRECT into staging buffers, bypassing the page cache
+};
+// Returns "auto", "mmap" or "direct".
+const char* IoModeName(IoMode mode);
+// Parses "auto", "mmap" or "direct". Errors: InvalidArgument naming the text.
+Result<IoMode> ParseIoMode(const std::string& name);
 
 struct LoaderOptions {
   uint32_t batch_size = 256;  // samples per batch, >= 1. Default 256.
@@ -136,6 +150,25 @@ struct LoaderOptions {
   // use for page cache: pages evicted before they are read are read twice. BENCHMARKS.md,
   // "Larger than memory", has the measurements. Range [0, 4 GiB]. Default 16 MiB.
   uint64_t read_ahead_bytes = uint64_t{16} << 20;
+  // How records are read (IoMode). kMmap copies from the dataset's file mappings: the page
+  // cache holds what was read, so data that fits in memory is read from storage once, and
+  // read_ahead_bytes above keeps reads in flight when it does not. kDirect reads each record's
+  // covering aligned range with O_DIRECT through one io_uring per fetch thread into staging
+  // buffers and checks and decodes it from there (reader/direct_reader.h): no page cache, no
+  // page faults, no reclaim, so data larger than memory reads at the device's rate; but every
+  // epoch reads from storage again. In flight: up to read_ahead_bytes of reads (at least one
+  // record per thread), issued ahead of the sample being decoded within each chunk a thread
+  // fills; that is also the staging memory the loader holds: max(read_ahead_bytes, threads x
+  // one record's aligned size), plus one descriptor per data file. kAuto picks kDirect when
+  // the files' total size exceeds half the memory this process may use (MemoryLimitBytes in
+  // reader/direct_reader.h: the smaller of the machine's RAM and the cgroup's memory limit),
+  // every file accepts O_DIRECT and io_uring works; kMmap otherwise. kDirect falls back to
+  // kMmap, with one warning, where the backend reads through a library (LMDB; HDF5 here too)
+  // or io_uring is unavailable (built without liburing, seccomp, old kernels); where the
+  // filesystem refuses O_DIRECT (tmpfs) it reads buffered through io_uring. io_path() says
+  // which path a loader uses and why. Batches are byte-identical whichever path reads them.
+  // Default kAuto.
+  IoMode io = IoMode::kAuto;
   // A state saved by Loader::state() (see "Checkpoint and resume" above): the first Next()
   // serves the batch after the saved position, in the saved epoch (start_epoch must then be 0
   // or that epoch). SetEpoch() with the state's epoch before the first Next() keeps the
@@ -201,6 +234,10 @@ struct LoaderStats {
                                              // the start of the chunk being claimed
   uint64_t residency_probes = 0;             // upcoming samples checked for residency (mincore)
   uint64_t residency_misses = 0;             // of which not resident
+  // Direct reads (io_path() kDirect):
+  uint64_t direct_reads = 0;          // reads completed
+  uint64_t direct_read_bytes = 0;     // bytes they read (aligned covering ranges)
+  uint64_t direct_max_in_flight = 0;  // the most reads one thread had in flight
 };
 
 class Loader {
@@ -251,6 +288,13 @@ class Loader {
   const Dataset& dataset() const { return *dataset_; }
   const LoaderOptions& options() const { return options_; }
   LoaderStats stats() const;
+  // The path the fetch threads read with: kMmap or kDirect (never kAuto), and why it was
+  // chosen ("dataset of 2163 MB > half the memory limit of 512 MiB", "io_uring_queue_init:
+  // Operation not permitted", ...).
+  IoMode io_path() const { return direct_files_ != nullptr ? IoMode::kDirect : IoMode::kMmap; }
+  const std::string& io_reason() const { return io_reason_; }
+  // Reads each thread keeps in flight on the direct path (0 on the mmap path).
+  uint32_t direct_depth() const { return direct_depth_; }
 
  private:
   struct Slot {
@@ -270,9 +314,18 @@ class Loader {
   void StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock, uint64_t consumed = 0);
   // Returns the `consumed` to start the state's epoch with, or why it cannot be honoured.
   Result<uint64_t> CheckResume(const ReaderState& state) const;
-  void WorkerLoop();
+  void WorkerLoop(DirectQueue* queue);  // queue: this thread's, null on the mmap path
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
-                   std::vector<uint8_t>* scratch, uint64_t* augment_ns);
+                   std::vector<uint8_t>* scratch, uint64_t* augment_ns, DirectQueue* queue,
+                   uint64_t* direct_reads, uint64_t* direct_bytes, uint64_t* max_in_flight);
+  // FillChunk's direct path for positions [begin, end) of `slot` (indices already set): keeps
+  // up to queue->depth() reads in flight, decodes each as it completes.
+  Status FillChunkDirect(Slot& slot, uint32_t begin, uint32_t end, RecordDecoder* decoder,
+                         std::vector<uint8_t>* scratch,
+                         const std::function<void(uint32_t)>& augment_into_slot, DirectQueue* queue,
+                         uint64_t* direct_reads, uint64_t* direct_bytes, uint64_t* max_in_flight);
+  // Chooses the io path (options_.io) and sets up direct_files_ and direct_queues_.
+  void ChooseIoPath(uint32_t threads);
   // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.
   void PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
                        std::vector<uint8_t>* padding) const;
@@ -301,6 +354,12 @@ class Loader {
   std::unique_ptr<DeviceRing> device_;  // null for host batches; used by the consumer thread
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
+  // Direct path: the data files opened for direct reads and one queue per fetch thread; null
+  // and empty on the mmap path. Set by Create() before the threads start.
+  std::unique_ptr<DirectFiles> direct_files_;
+  std::vector<std::unique_ptr<DirectQueue>> direct_queues_;
+  uint32_t direct_depth_ = 0;
+  std::string io_reason_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;   // workers: a task became claimable, or stop

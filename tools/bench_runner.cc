@@ -251,6 +251,9 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, Loader::Open(dir, options.loader));
   r.open_seconds = SecondsSince(open_start);
   r.threads = loader->num_threads();
+  r.io = IoModeName(loader->io_path());
+  r.io_reason = loader->io_reason();
+  r.direct_depth = loader->direct_depth();
   r.prefetch = options.loader.prefetch;
   r.batch_size = options.loader.batch_size;
   r.pinned = loader->pinned();
@@ -315,6 +318,9 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.read_ahead_seconds = stats.read_ahead_ns / 1e9;
   r.residency_probes = stats.residency_probes;
   r.residency_misses = stats.residency_misses;
+  r.direct_reads = stats.direct_reads;
+  r.direct_read_mb = stats.direct_read_bytes / 1e6;
+  r.direct_max_in_flight = stats.direct_max_in_flight;
   // Copy is what remains of the on-CPU fetch time after zstd and crop/flip.
   r.copy_seconds = std::max(0.0, std::min(r.fetch_seconds, r.fetch_cpu_seconds) -
                                      r.decompress_seconds - r.augment_seconds);
@@ -438,6 +444,12 @@ std::string BenchReportJson(const BenchReport& r) {
   j["read_ahead_seconds"] = r.read_ahead_seconds;
   j["residency_probes"] = r.residency_probes;
   j["residency_misses"] = r.residency_misses;
+  j["io"] = r.io;
+  j["io_reason"] = r.io_reason;
+  j["direct_depth"] = r.direct_depth;
+  j["direct_reads"] = r.direct_reads;
+  j["direct_read_mb"] = r.direct_read_mb;
+  j["direct_max_in_flight"] = r.direct_max_in_flight;
   j["cpu_seconds"] = r.cpu_seconds;
   j["major_faults"] = r.major_faults;
   j["peak_rss_mb"] = r.peak_rss_mb;
@@ -466,6 +478,17 @@ std::string BenchReportText(const BenchReport& r) {
                   static_cast<unsigned long long>(r.read_ahead_samples), r.read_ahead_mb,
                   r.read_ahead_seconds);
   }
+  if (r.io == "direct") {
+    std::snprintf(line, sizeof(line),
+                  "io direct (%s): %llu reads, %.0f MB, up to %llu in flight per thread (depth "
+                  "%u)\n",
+                  r.io_reason.c_str(), static_cast<unsigned long long>(r.direct_reads),
+                  r.direct_read_mb, static_cast<unsigned long long>(r.direct_max_in_flight),
+                  r.direct_depth);
+  } else {
+    std::snprintf(line, sizeof(line), "io mmap (%s)\n", r.io_reason.c_str());
+  }
+  out += line;
   std::snprintf(line, sizeof(line),
                 "%s order, %s cache (%.0f%% of the files resident at open%s); stages (s, fetch "
                 "threads summed): slot wait %.3f, fetch %.3f = [off-CPU/storage %.3f, "

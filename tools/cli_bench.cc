@@ -21,6 +21,7 @@ struct BenchFlags {
   uint64_t read_ahead_mib = LoaderOptions{}.read_ahead_bytes >> 20;
   uint64_t block_kib = LoaderOptions{}.block_bytes >> 10;
   uint32_t threads = 0;
+  std::string io = "auto";
   bool json = false;
   bool sweep = false;
 };
@@ -57,6 +58,12 @@ void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
                    "MiB of upcoming samples the fetch threads ask the kernel to read ahead while "
                    "reads miss the page cache; 0 off (16)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{4096}));
+  bench
+      ->add_option("--io", f->io,
+                   "How records are read: direct (O_DIRECT io_uring reads, no page cache: data "
+                   "larger than memory), mmap (the file mappings and the page cache) or auto "
+                   "(direct when the dataset exceeds half the memory limit; the default)")
+      ->check(CLI::IsMember({"auto", "mmap", "direct"}));
   bench
       ->add_option("--disk-mbps", f->options.disk_mb_per_s,
                    "The storage's own read rate in MB/s (fio on the same files): reports the "
@@ -96,6 +103,7 @@ int RunBenchCommand(const BenchFlags& flags) {
   options.loader.read_ahead_bytes = flags.read_ahead_mib << 20;
   options.loader.block_bytes = flags.block_kib << 10;
   options.loader.num_threads = flags.threads;
+  options.loader.io = *ParseIoMode(flags.io);  // checked by CLI11
   // Under mpirun or srun each copy measures its own rank's share (reader/world.h).
   Result<World> world = WorldFromEnvironment();
   if (!world.ok()) return FailCommand(world.status(), flags.json);
