@@ -587,7 +587,35 @@ Result<bool> Loader::Next(Batch* batch) {
   return true;
 }
 
+bool Loader::TaskClaimableLocked() const {
+  // A task is claimable when its batch's slot is free: batch b reuses the slot of batch
+  // b - slots, which the consumer must have released.
+  return next_task_ < total_tasks_ && next_task_ / chunks_per_batch_ < released_ + slots_.size();
+}
+
+void Loader::ClaimTaskLocked(uint64_t* batch, uint32_t* chunk) {
+  const uint64_t task = next_task_++;
+  *batch = task / chunks_per_batch_;
+  *chunk = static_cast<uint32_t>(task % chunks_per_batch_);
+  Slot& slot = slots_[*batch % slots_.size()];
+  if (*chunk == 0) {  // Tasks are claimed in order: chunk 0 prepares the slot.
+    slot.batch = *batch;
+    slot.pending = chunks_per_batch_;
+    slot.size = sampler_.BatchSize(*batch);
+    slot.status = Status::Ok();
+  }
+}
+
+void Loader::FinishTaskLocked(Slot& slot, Status status) {
+  ++stats_.chunks;
+  --busy_;
+  if (!status.ok() && slot.status.ok()) slot.status = std::move(status);
+  if (--slot.pending == 0) ready_cv_.notify_all();
+  if (busy_ == 0) idle_cv_.notify_all();
+}
+
 void Loader::WorkerLoop(DirectQueue* queue) {
+  if (queue != nullptr) return DirectWorkerLoop(queue);
   RecordDecoder decoder;
   std::vector<uint8_t> scratch;
   std::vector<uint64_t> ahead_indices;
@@ -595,24 +623,13 @@ void Loader::WorkerLoop(DirectQueue* queue) {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     const uint64_t wait_start = NowNs();
-    // A task is claimable when its batch's slot is free: batch b reuses the slot of batch
-    // b - slots, which the consumer must have released.
-    work_cv_.wait(lock, [this] {
-      return stop_ || (next_task_ < total_tasks_ &&
-                       next_task_ / chunks_per_batch_ < released_ + slots_.size());
-    });
+    work_cv_.wait(lock, [this] { return stop_ || TaskClaimableLocked(); });
     if (stop_) return;
     stats_.slot_wait_ns += NowNs() - wait_start;
-    const uint64_t task = next_task_++;
-    const uint64_t b = task / chunks_per_batch_;
-    const uint32_t chunk = static_cast<uint32_t>(task % chunks_per_batch_);
+    uint64_t b = 0;
+    uint32_t chunk = 0;
+    ClaimTaskLocked(&b, &chunk);
     Slot& slot = slots_[b % slots_.size()];
-    if (chunk == 0) {  // Tasks are claimed in order: chunk 0 prepares the slot.
-      slot.batch = b;
-      slot.pending = chunks_per_batch_;
-      slot.size = sampler_.BatchSize(b);
-      slot.status = Status::Ok();
-    }
     // Extend the read-ahead window past this chunk's start; the claiming thread advises what
     // it adds. The frontier only moves forward, so each sample is advised at most once a pass.
     uint64_t ahead_begin = 0, ahead_end = 0;
@@ -691,9 +708,8 @@ void Loader::WorkerLoop(DirectQueue* queue) {
     const uint64_t cpu_start = ThreadCpuNs();
     const uint64_t zstd_ns_before = decoder.zstd_ns();
     const uint64_t zstd_records_before = decoder.zstd_records();
-    uint64_t augment_ns = 0, direct_reads = 0, direct_bytes = 0, max_in_flight = 0;
-    Status status = FillChunk(slot, b, chunk, &decoder, &scratch, &augment_ns, queue, &direct_reads,
-                              &direct_bytes, &max_in_flight);
+    uint64_t augment_ns = 0;
+    Status status = FillChunk(slot, b, chunk, &decoder, &scratch, &augment_ns);
     const uint64_t cpu_ns = ThreadCpuNs() - cpu_start;
     const uint64_t fetch_ns = NowNs() - fetch_start;
     lock.lock();
@@ -702,10 +718,6 @@ void Loader::WorkerLoop(DirectQueue* queue) {
     stats_.decompress_ns += decoder.zstd_ns() - zstd_ns_before;
     stats_.zstd_records += decoder.zstd_records() - zstd_records_before;
     stats_.augment_ns += augment_ns;
-    ++stats_.chunks;
-    stats_.direct_reads += direct_reads;
-    stats_.direct_read_bytes += direct_bytes;
-    stats_.direct_max_in_flight = std::max(stats_.direct_max_in_flight, max_in_flight);
     stats_.read_ahead_samples += ahead.samples;
     stats_.read_ahead_bytes += ahead.bytes;
     stats_.read_ahead_ns += ahead_ns;
@@ -713,10 +725,7 @@ void Loader::WorkerLoop(DirectQueue* queue) {
       ++stats_.residency_probes;
       stats_.residency_misses += ahead.missed;
     }
-    --busy_;
-    if (!status.ok() && slot.status.ok()) slot.status = std::move(status);
-    if (--slot.pending == 0) ready_cv_.notify_all();
-    if (busy_ == 0) idle_cv_.notify_all();
+    FinishTaskLocked(slot, std::move(status));
   }
 }
 
@@ -802,8 +811,7 @@ Loader::ReadAheadResult Loader::AdviseAhead(const std::vector<uint64_t>& indices
 }
 
 Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
-                         std::vector<uint8_t>* scratch, uint64_t* augment_ns, DirectQueue* queue,
-                         uint64_t* direct_reads, uint64_t* direct_bytes, uint64_t* max_in_flight) {
+                         std::vector<uint8_t>* scratch, uint64_t* augment_ns) {
   const uint32_t begin = std::min(slot.size, chunk * chunk_samples_);
   const uint32_t end = std::min(slot.size, begin + chunk_samples_);
   if (begin == end) return Status::Ok();
@@ -813,21 +821,6 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
   const uint64_t out_bytes = out_schema_.sample_bytes();
   const bool augment = options_.augment.enabled();
   if (augment) scratch->resize(stored.sample_bytes());
-  // Crop and flip of sample k, decoded into `scratch`, into its place in the slot.
-  const auto augment_into_slot = [&](uint32_t k) {
-    const uint64_t index = slot.indices[k];
-    const AugmentParams params =
-        DrawAugmentParams(stored, options_.augment, options_.seed, sampler_.epoch(), index);
-    // Timing every 8th sample keeps clock reads off most samples; the sum is scaled by 8.
-    const bool timed = (k & 7) == 0;
-    const uint64_t augment_start = timed ? NowNs() : 0;
-    ApplyAugment(scratch->data(), stored, params, out_schema_, slot.data + k * out_bytes);
-    if (timed) *augment_ns += (NowNs() - augment_start) * 8;
-  };
-  if (queue != nullptr) {
-    return FillChunkDirect(slot, begin, end, decoder, scratch, augment_into_slot, queue,
-                           direct_reads, direct_bytes, max_in_flight);
-  }
   // Random reads miss the CPU cache: prefetch the index entry kEntryAhead samples ahead and the
   // payload kPayloadAhead samples ahead (its entry is in cache by then).
   constexpr uint32_t kEntryAhead = 8, kPayloadAhead = 4;
@@ -851,144 +844,21 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
     uint8_t* out = slot.data + k * out_bytes;
     KILN_RETURN_IF_ERROR(
         dataset_->ReadSample(index, decoder, augment ? scratch->data() : out, &slot.labels[k]));
-    if (augment) augment_into_slot(k);
+    if (augment) AugmentIntoSlot(slot, k, scratch->data(), augment_ns);
   }
   return Status::Ok();
 }
 
-}  // namespace kiln
-
-namespace kiln {
-
-Status Loader::FillChunkDirect(Slot& slot, uint32_t begin, uint32_t end, RecordDecoder* decoder,
-                               std::vector<uint8_t>* scratch,
-                               const std::function<void(uint32_t)>& augment_into_slot,
-                               DirectQueue* queue, uint64_t* direct_reads, uint64_t* direct_bytes,
-                               uint64_t* max_in_flight) {
-  const uint32_t depth = queue->depth();
-  // What each staging buffer's read is for. Allocated before the fault scope is armed.
-  struct Pending {
-    uint32_t k = 0;  // position in the batch
-    Dataset::StoredLocation location;
-    uint64_t start = 0;  // aligned offset the read starts at
-  };
-  std::vector<Pending> pending(depth);
-  std::vector<uint32_t> free_buffers;
-  free_buffers.reserve(depth);
-  for (uint32_t i = depth; i-- > 0;) free_buffers.push_back(i);
-  // LocateStored and DecodeStored read index entries from the mapping: a shrunken file faults.
-  MappedReadFaultScope fault_scope;
-  volatile uint32_t current = begin;
-  if (KILN_MAPPED_READ_FAULTED(fault_scope)) {
-    // Reads in flight still write into this queue's buffers: let them land first.
-    while (queue->in_flight() > 0) {
-      uint32_t buffer = 0;
-      int64_t result = 0;
-      if (!queue->Wait(&buffer, &result).ok()) break;
-    }
-    return Status::IOError(dataset_->SampleLocation(slot.indices[current]) +
-                           ": the mapped file could not be read (SIGBUS): it was truncated or "
-                           "replaced while open, or its storage failed");
-  }
-  // The loop's state lives in this lambda's frame, not in the one sigsetjmp returns to twice.
-  return [&]() -> Status {
-    const bool augment = options_.augment.enabled();
-    const uint64_t out_bytes = out_schema_.sample_bytes();
-    // The error of the lowest failing position, as the mapped path reports (it stops there):
-    // reads are issued in position order and none is issued after a failure, so every lower
-    // position has been read and checked by the time the queue drains.
-    Status error;
-    uint32_t error_k = UINT32_MAX;
-    const auto fail = [&](uint32_t k, Status status) {
-      if (k < error_k) {
-        error_k = k;
-        error = std::move(status);
-      }
-    };
-    uint32_t next = begin;
-    while (true) {
-      bool queued = false;
-      while (next < end && !free_buffers.empty() && error_k == UINT32_MAX) {
-        const uint32_t k = next++;
-        current = k;
-        const uint64_t index = slot.indices[k];
-        Dataset::StoredLocation loc;
-        uint64_t start = 0, length = 0;
-        if (dataset_->LocateStored(index, &loc)) {
-          const uint32_t align = direct_files_->alignment(loc.file);
-          start = loc.offset / align * align;
-          length = AlignUp(loc.offset + loc.size, align) - start;
-        }
-        if (length == 0 || length > queue->buffer_bytes()) {
-          // A damaged index entry (or a record larger than its raw size): the mapped read
-          // reports it by name, without touching the payload.
-          Status s = dataset_->ReadSample(index, decoder,
-                                          augment ? scratch->data() : slot.data + k * out_bytes,
-                                          &slot.labels[k]);
-          if (!s.ok()) {
-            fail(k, std::move(s));
-          } else if (augment) {
-            augment_into_slot(k);
-          }
-          continue;
-        }
-        const uint32_t buffer = free_buffers.back();
-        free_buffers.pop_back();
-        pending[buffer] = Pending{k, loc, start};
-        queue->Queue(buffer, direct_files_->fd(loc.file), start, static_cast<uint32_t>(length));
-        queued = true;
-      }
-      if (queued) {
-        *max_in_flight = std::max<uint64_t>(*max_in_flight, queue->in_flight());
-        Status s = queue->Submit();
-        if (!s.ok())
-          fail(next - 1, s.WithContext(dataset_->SampleLocation(slot.indices[next - 1])));
-      }
-      if (queue->in_flight() == 0) break;
-      uint32_t buffer = 0;
-      int64_t result = 0;
-      Status waited = queue->Wait(&buffer, &result);
-      if (!waited.ok()) {
-        // The ring itself failed: nothing more can be learnt from it (its reads may still land in
-        // its buffers, which only this queue uses).
-        return waited.WithContext(dataset_->SampleLocation(slot.indices[current]));
-      }
-      free_buffers.push_back(buffer);
-      const Pending& p = pending[buffer];
-      current = p.k;
-      const uint64_t index = slot.indices[p.k];
-      const uint64_t need = p.location.offset + p.location.size - p.start;
-      if (result < 0) {
-        fail(p.k,
-             Status::IOError(dataset_->SampleLocation(index) + ": read of " + std::to_string(need) +
-                             " bytes at offset " + std::to_string(p.start) + " of " +
-                             direct_files_->path(p.location.file) +
-                             " failed: " + std::strerror(static_cast<int>(-result))));
-        continue;
-      }
-      ++*direct_reads;
-      *direct_bytes += static_cast<uint64_t>(result);
-      if (static_cast<uint64_t>(result) < need) {
-        fail(p.k,
-             Status::IOError(dataset_->SampleLocation(index) + ": the file could not be read (" +
-                             std::to_string(result) + " of " + std::to_string(need) +
-                             " bytes at offset " + std::to_string(p.start) +
-                             "): it was truncated or replaced while open, or its storage "
-                             "failed"));
-        continue;
-      }
-      if (error_k < p.k) continue;  // the chunk fails at a lower position anyway
-      Status s = dataset_->DecodeStored(
-          index, queue->buffer(buffer) + (p.location.offset - p.start), p.location.size, decoder,
-          augment ? scratch->data() : slot.data + uint64_t{p.k} * out_bytes, &slot.labels[p.k]);
-      if (!s.ok()) {
-        fail(p.k, std::move(s));
-      } else if (augment) {
-        augment_into_slot(p.k);
-      }
-    }
-    return error;
-  }();
+void Loader::AugmentIntoSlot(Slot& slot, uint32_t k, const uint8_t* decoded,
+                             uint64_t* augment_ns) const {
+  const TensorSchema& stored = dataset_->schema();
+  const AugmentParams params =
+      DrawAugmentParams(stored, options_.augment, options_.seed, sampler_.epoch(), slot.indices[k]);
+  // Timing every 8th sample keeps clock reads off most samples; the sum is scaled by 8.
+  const bool timed = (k & 7) == 0;
+  const uint64_t augment_start = timed ? NowNs() : 0;
+  ApplyAugment(decoded, stored, params, out_schema_, slot.data + k * out_schema_.sample_bytes());
+  if (timed) *augment_ns += (NowNs() - augment_start) * 8;
 }
 
 }  // namespace kiln

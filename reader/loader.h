@@ -2,12 +2,13 @@
 // slots with a pool of fetch threads.
 //
 //   dataset (mapped) -> sampler (seed, epoch, rank) -> fetch threads -> batch slots -> Next()
+//   (or, with LoaderOptions::io kDirect, the files read by each fetch thread's io_uring)
 //
 // A Loader owns `num_threads` fetch threads (persistent across epochs) and `prefetch + 1` batch
 // slots allocated once at Create(): pinned memory when a CUDA device is present and pin_memory
 // is set, page-aligned host memory otherwise. Each sample's bytes are copied once, from the
-// mapping (or the zstd decoder) into its slot. Fetch threads fill up to `prefetch` batches ahead
-// of the one the consumer holds.
+// mapping or a direct read's staging buffer (or the zstd decoder) into its slot. Fetch threads fill
+// up to `prefetch` batches ahead of the one the consumer holds.
 //
 // Guarantees: batches arrive in sampler order; an epoch's batches are byte-identical whatever
 // num_threads and prefetch are; the order depends only on (seed, epoch); every rank gets
@@ -157,17 +158,20 @@ struct LoaderOptions {
   // buffers and checks and decodes it from there (reader/direct_reader.h): no page cache, no
   // page faults, no reclaim, so data larger than memory reads at the device's rate; but every
   // epoch reads from storage again. In flight: up to read_ahead_bytes of reads (at least one
-  // record per thread), issued ahead of the sample being decoded within each chunk a thread
-  // fills; that is also the staging memory the loader holds: max(read_ahead_bytes, threads x
-  // one record's aligned size), plus one descriptor per data file. kAuto picks kDirect when
+  // record per thread), each thread keeping its share full across chunks (it claims its next
+  // chunk while the last reads of the current one are in flight), in file order within a chunk
+  // so that neighbouring records merge into one device request; that is also the staging
+  // memory the loader holds: threads x depth x (one record's size rounded up to the alignment,
+  // plus one alignment unit), at most about read_ahead_bytes, at least one such buffer per
+  // thread; plus one descriptor per data file. kAuto picks kDirect when
   // the files' total size exceeds half the memory this process may use (MemoryLimitBytes in
   // reader/direct_reader.h: the smaller of the machine's RAM and the cgroup's memory limit),
   // every file accepts O_DIRECT and io_uring works; kMmap otherwise. kDirect falls back to
-  // kMmap, with one warning, where the backend reads through a library (LMDB; HDF5 here too)
-  // or io_uring is unavailable (built without liburing, seccomp, old kernels); where the
-  // filesystem refuses O_DIRECT (tmpfs) it reads buffered through io_uring. io_path() says
-  // which path a loader uses and why. Batches are byte-identical whichever path reads them.
-  // Default kAuto.
+  // kMmap, with one warning, where the backend has no direct reads (LMDB reads through its
+  // library; HDF5 files stay on their mapping) or io_uring is unavailable (built without liburing,
+  // seccomp, old kernels); where the filesystem refuses O_DIRECT (tmpfs) it reads buffered through
+  // io_uring. io_path() says which path a loader uses and why. Batches are byte-identical whichever
+  // path reads them. Default kAuto.
   IoMode io = IoMode::kAuto;
   // A state saved by Loader::state() (see "Checkpoint and resume" above): the first Next()
   // serves the batch after the saved position, in the saved epoch (start_epoch must then be 0
@@ -316,14 +320,19 @@ class Loader {
   Result<uint64_t> CheckResume(const ReaderState& state) const;
   void WorkerLoop(DirectQueue* queue);  // queue: this thread's, null on the mmap path
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
-                   std::vector<uint8_t>* scratch, uint64_t* augment_ns, DirectQueue* queue,
-                   uint64_t* direct_reads, uint64_t* direct_bytes, uint64_t* max_in_flight);
-  // FillChunk's direct path for positions [begin, end) of `slot` (indices already set): keeps
-  // up to queue->depth() reads in flight, decodes each as it completes.
-  Status FillChunkDirect(Slot& slot, uint32_t begin, uint32_t end, RecordDecoder* decoder,
-                         std::vector<uint8_t>* scratch,
-                         const std::function<void(uint32_t)>& augment_into_slot, DirectQueue* queue,
-                         uint64_t* direct_reads, uint64_t* direct_bytes, uint64_t* max_in_flight);
+                   std::vector<uint8_t>* scratch, uint64_t* augment_ns);
+  // Crops and flips sample k of `slot`, decoded (stored schema) at `decoded`, into its place.
+  void AugmentIntoSlot(Slot& slot, uint32_t k, const uint8_t* decoded, uint64_t* augment_ns) const;
+  // Task claiming, shared by both worker loops; all three require mu_ held.
+  bool TaskClaimableLocked() const;
+  // Claims the next task (batch, chunk) and, for chunk 0, prepares its slot. Requires
+  // TaskClaimableLocked(). The caller increments busy_.
+  void ClaimTaskLocked(uint64_t* batch, uint32_t* chunk);
+  // Records a filled chunk: its status, the slot's pending count, busy_, and wakes waiters.
+  void FinishTaskLocked(Slot& slot, Status status);
+  // The direct path's worker (reader/direct_reader.h): keeps its queue full across chunks by
+  // claiming the next chunk while the reads of the current one are finishing.
+  void DirectWorkerLoop(DirectQueue* queue);
   // Chooses the io path (options_.io) and sets up direct_files_ and direct_queues_.
   void ChooseIoPath(uint32_t threads);
   // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.

@@ -95,14 +95,16 @@ class LoaderDirectTest : public ::testing::TestWithParam<DirectCase> {};
 // Records of 192 bytes (21 to a 4 KiB block, most straddling none, some straddling two),
 // 12 KiB (every record straddles blocks) and zstd (records of varied stored size at 64-byte
 // offsets): every alignment case of the covering range.
-INSTANTIATE_TEST_SUITE_P(
-    Records, LoaderDirectTest,
-    ::testing::Values(
-        DirectCase{"raw_192B", testing::MakeSchema(8, 8, 3), Compression{}, 1000, 64 << 10},
-        DirectCase{"raw_12KiB", testing::MakeSchema(64, 64, 3), Compression{}, 300, 1 << 20},
-        DirectCase{"zstd_12KiB", testing::MakeSchema(64, 64, 3), Compression{Codec::kZstd, 3}, 300,
-                   4 << 10}),
-    [](const ::testing::TestParamInfo<DirectCase>& p) { return std::string(p.param.name); });
+INSTANTIATE_TEST_SUITE_P(Records, LoaderDirectTest,
+                         ::testing::Values(DirectCase{"raw_192B", testing::MakeSchema(8, 8, 3),
+                                                      Compression{}, 1000, 64 << 10},
+                                           DirectCase{"raw_12KiB", testing::MakeSchema(64, 64, 3),
+                                                      Compression{}, 300, 1 << 20},
+                                           DirectCase{"zstd_12KiB", testing::MakeSchema(64, 64, 3),
+                                                      Compression{Codec::kZstd, 3}, 300, 4 << 10}),
+                         [](const ::testing::TestParamInfo<DirectCase>& p) {
+                           return std::string(p.param.name);
+                         });
 
 TEST_P(LoaderDirectTest, BatchesAreByteIdenticalToTheMappedPath) {
   SKIP_WITHOUT_IO_URING();
