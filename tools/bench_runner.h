@@ -93,6 +93,9 @@ struct BenchReport {
   double consumer_ms = 0;
   std::string bottleneck;  // storage, decompression, copy, augment, upload or consumer
   std::string verdict;     // one line: the bottleneck and why
+  // A warning when the run is too short to measure the steady rate (fewer than 4x the prefetch
+  // + 1 batches the loader fills ahead); empty otherwise.
+  std::string short_run_note;
 };
 
 // Names the bottleneck of a finished run from its stage times (fills bottleneck and verdict).
