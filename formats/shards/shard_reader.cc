@@ -75,6 +75,11 @@ Status ShardReader::CheckRecord(uint64_t i) const {
 
 Status ShardReader::ReadRecord(uint64_t i, RecordDecoder* decoder, uint8_t* out,
                                int64_t* label) const {
+  return ReadRecordFrom(i, nullptr, 0, decoder, out, label);
+}
+
+Status ShardReader::ReadRecordFrom(uint64_t i, const uint8_t* bytes, uint64_t size,
+                                   RecordDecoder* decoder, uint8_t* out, int64_t* label) const {
   if (i >= record_count()) {
     return Status::OutOfRange(path() + ": record " + std::to_string(i) + " of " +
                               std::to_string(record_count()));
@@ -84,9 +89,16 @@ Status ShardReader::ReadRecord(uint64_t i, RecordDecoder* decoder, uint8_t* out,
   if (!problem.empty()) {
     return Status::Corruption(RecordLocation(i, EntryOffset(i)) + ": bad index entry: " + problem);
   }
+  if (bytes == nullptr) {  // ReadRecord: from the mapping
+    bytes = stored(e);
+  } else if (size != e.stored_size) {
+    return Status::Corruption(RecordLocation(i, e.offset) + ": " + std::to_string(size) +
+                              " stored bytes given, the index entry says " +
+                              std::to_string(e.stored_size));
+  }
   // One pass over a raw record: copy and checksum together (RecordDecoder::DecodeChecked).
-  Status s = decoder->DecodeChecked(stored(e), e.stored_size, e.codec, e.label, e.checksum, out,
-                                    e.raw_size);
+  Status s =
+      decoder->DecodeChecked(bytes, e.stored_size, e.codec, e.label, e.checksum, out, e.raw_size);
   if (!s.ok()) return s.WithContext(RecordLocation(i, e.offset));
   *label = e.label;
   return Status::Ok();
