@@ -666,6 +666,12 @@ PYBIND11_MODULE(_core, m) {
       .KILN_INT_FIELD("start_epoch", start_epoch, "The epoch the first batch belongs to.")
       .KILN_INT_FIELD("read_ahead_bytes", read_ahead_bytes,
                       "Read-ahead, [0, 4 GiB]. Default 16 MiB.")
+      .def_property(
+          "io", [](const LoaderOptions& o) { return std::string(kiln::IoModeName(o.io)); },
+          [](LoaderOptions& o, py::handle v) {
+            o.io = kiln::python::ValueOrThrow(kiln::ParseIoMode(ToString(v, "io")));
+          },
+          "'auto', 'mmap' or 'direct' (reader/loader.h, IoMode). Default 'auto'.")
       .KILN_INT_FIELD("device", device, "CUDA device for device batches; -1 = host. Default -1.")
       .def_property("resume", &kiln::python::ResumeBytes, &kiln::python::SetResume,
                     "A saved ReaderState (Loader.state()), or b'' / None for none.")

@@ -23,6 +23,7 @@ class LoaderOptions:
     flip: bool
     start_epoch: int
     read_ahead_bytes: int
+    io: str
     device: int
     resume: Optional[bytes]
     def __init__(self) -> None: ...

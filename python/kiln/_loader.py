@@ -82,7 +82,7 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
                    world_size: Optional[int] = None,
                    crop: Union[None, int, Sequence[int]] = None, flip: bool = False,
                    tail: str = "short", block_bytes: int = 4 << 20, window: int = 16,
-                   read_ahead_bytes: int = 16 << 20) -> "_core.LoaderOptions":
+                   read_ahead_bytes: int = 16 << 20, io: str = "auto") -> "_core.LoaderOptions":
     """Returns the ``kiln::LoaderOptions`` of ``kiln.Loader``'s keyword arguments (same names
     and defaults), checked field by field and then as a whole (``ValidateLoaderOptions``, the
     messages of ``kiln bench``). ``rank``/``world_size`` None: from the launcher's environment.
@@ -109,6 +109,7 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
     o.block_bytes = block_bytes
     o.shuffle_window = window
     o.read_ahead_bytes = read_ahead_bytes
+    o.io = io
     o.validate()
     return o
 
@@ -119,7 +120,7 @@ class Loader:
     ``Loader(path, batch_size=256, shuffle=True, seed=0, drop_last=False, num_threads=0,
     prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
     normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16,
-    read_ahead_bytes=16 << 20, dtype=None)``
+    read_ahead_bytes=16 << 20, dtype=None, io="auto")``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -191,7 +192,16 @@ class Loader:
             nothing. Bounds the page cache held by samples read ahead but not yet used to about
             this much (``shuffle="block"``: at least one window of blocks). Keep it well below
             the memory the process may use for page cache. 0 turns it off; 0 to 2**32.
-            Default 16 MiB. Shards and HDF5 only (LMDB ignores it).
+            Default 16 MiB. Shards and HDF5 only (LMDB ignores it). With ``io="direct"`` it
+            bounds the direct reads in flight (and their staging memory) instead.
+        io: how records are read. ``"mmap"``: copied from the file mappings, kept in the page
+            cache (data that fits in memory). ``"direct"``: O_DIRECT reads through io_uring,
+            bypassing the page cache (data larger than memory: every epoch reads storage at the
+            disk's rate); shards only, and where io_uring or O_DIRECT is unavailable (LMDB,
+            HDF5, seccomp'd containers) the loader reads through the mappings instead.
+            ``"auto"``: ``"direct"`` when the dataset exceeds half the memory the process may
+            use (RAM or its cgroup limit), else ``"mmap"``. Batches are identical either way.
+            Default ``"auto"``. See README, "Data larger than memory".
         seed: permutation and augmentation seed, identical on every rank. Default 0.
         drop_last: drop each rank's last partial batch. Default False.
         num_threads: fetch threads (threads, not processes; persistent across epochs);
@@ -271,7 +281,7 @@ class Loader:
                  flip: bool = False, normalize: Optional[Normalize] = None, copy: bool = False,
                  tail: str = "short", backend: Optional[str] = None, block_bytes: int = 4 << 20,
                  window: int = 16, read_ahead_bytes: int = 16 << 20,
-                 dtype: Any = None) -> None:
+                 dtype: Any = None, io: str = "auto") -> None:
         self.path = _fspath(path)
         if backend not in (None, "torch", "numpy"):
             raise ValueError(f"backend must be None, 'torch' or 'numpy', got {backend!r}")
@@ -282,7 +292,7 @@ class Loader:
             batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
             num_threads=num_threads, prefetch=prefetch, pin_memory=pin_memory, rank=rank,
             world_size=world_size, crop=crop, flip=flip, tail=tail, block_bytes=block_bytes,
-            window=window, read_ahead_bytes=read_ahead_bytes)
+            window=window, read_ahead_bytes=read_ahead_bytes, io=io)
         if not isinstance(copy, bool):
             raise ArgumentTypeError(f"copy must be a bool, got {type(copy).__name__}")
         self._device = self._check_device(device)
