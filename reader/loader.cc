@@ -443,10 +443,10 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
   Result<std::unique_ptr<HostBuffer>> buffer =
       HostBuffer::Allocate(slot_bytes * slot_count, options.pin_memory, options.device);
   if (!buffer.ok()) {
-    return Status::OutOfRange("Loader over " + loader->dataset_->dir() + ": " +
-                              buffer.status().message() + " (" + std::to_string(slot_count) +
-                              " slots = prefetch + 1, of " + std::to_string(slot_bytes) +
-                              " bytes each); lower prefetch or batch_size");
+    return Status::OutOfRange(
+        "Loader over " + loader->dataset_->dir() + ": " + buffer.status().message() + " (" +
+        std::to_string(slot_count) + " slots = prefetch + 1, of " + std::to_string(slot_bytes) +
+        " bytes each); lower prefetch or batch_size (kiln bench: --prefetch, --batch-size)");
   }
   loader->buffer_ = std::move(buffer).value();
   if (options.pin_memory && !loader->buffer_->pinned()) {
@@ -514,7 +514,8 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
           "Loader over " + loader->dataset_->dir() + ": cannot start fetch thread " +
           std::to_string(t + 1) + " of " + std::to_string(threads) + " (" + e.what() +
           "): the process or user thread limit (RLIMIT_NPROC, `ulimit -u`, a container's pids "
-          "limit) or the address-space limit (RLIMIT_AS) is reached; lower num_threads (" +
+          "limit) or the address-space limit (RLIMIT_AS) is reached; lower num_threads (kiln "
+          "bench: --threads; " +
           std::to_string(t) + " started)");
     }
   }

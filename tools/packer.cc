@@ -1,6 +1,7 @@
 #include "tools/packer.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/global_control.h>
@@ -12,12 +13,17 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <system_error>
 #include <thread>
+#include <vector>
 
 #include "formats/dataset_writer.h"
 #include "formats/version.h"
@@ -317,6 +323,77 @@ Result<OpenedWriter> OpenOrResumeWriter(const PackOptions& options, const PackIn
   return opened;
 }
 
+// oneTBB's worker stack size (its default, 4 MiB on 64-bit platforms).
+constexpr size_t kTbbWorkerStackBytes = size_t{4} << 20;
+
+// Returns an error naming --threads when `threads` - 1 worker threads (the caller is the
+// first) cannot all run at once: oneTBB starts its workers from inside its own threads and
+// aborts the process when one cannot be started, so the limit is probed here first, with
+// threads of oneTBB's stack size that start, wait for each other and end.
+// Threads of this process now (entries of /proc/self/task); 0 when unknown.
+size_t ProcessThreads() {
+  std::error_code ec;
+  size_t n = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++n;
+  }
+  return ec ? 0 : n;
+}
+
+Status CheckThreadsCanStart(uint32_t threads) {
+  if (threads <= 1) return Status::Ok();
+  const size_t before = ProcessThreads();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::vector<pthread_t> started;
+  int err = 0;
+  struct Probe {
+    std::mutex* mu;
+    std::condition_variable* cv;
+    bool* release;
+  } probe{&mu, &cv, &release};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kTbbWorkerStackBytes);
+  for (uint32_t t = 1; t < threads; ++t) {
+    pthread_t id;
+    err = pthread_create(
+        &id, &attr,
+        [](void* arg) -> void* {
+          auto* p = static_cast<Probe*>(arg);
+          std::unique_lock<std::mutex> lock(*p->mu);
+          p->cv->wait(lock, [p] { return *p->release; });
+          return nullptr;
+        },
+        &probe);
+    if (err != 0) break;
+    started.push_back(id);
+  }
+  pthread_attr_destroy(&attr);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (pthread_t id : started) pthread_join(id, nullptr);
+  // A joined thread still counts against RLIMIT_NPROC until the kernel reaps it, which
+  // happens before it leaves /proc/self/task: wait for that, or oneTBB's first workers could
+  // find the slots the probe just had still taken.
+  for (int i = 0; i < 1000 && before != 0 && ProcessThreads() > before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (err == 0) return Status::Ok();
+  return Status::IOError(
+      "cannot start " + std::to_string(threads - 1) + " worker threads for --threads " +
+      std::to_string(threads) + " (thread " + std::to_string(started.size() + 1) + ": " +
+      std::strerror(err) +
+      "): the process or user thread limit (RLIMIT_NPROC, `ulimit -u`, a container's pids "
+      "limit) or the address-space limit (RLIMIT_AS) is reached; lower --threads (" +
+      std::to_string(started.size() + 1) + " would run now)");
+}
+
 // The read -> decode -> preprocess -> encode -> ordered write pipeline over the listed items.
 // Items are processed in parallel; Write() runs on one thread at a time, in listing order.
 class PackPipeline {
@@ -348,19 +425,36 @@ class PackPipeline {
     const uint32_t threads = options_.threads != 0
                                  ? options_.threads
                                  : std::max(1u, std::thread::hardware_concurrency());
-    // --threads may exceed the core count (I/O-bound inputs); lift oneTBB's default cap.
-    tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads);
-    tbb::task_arena arena(static_cast<int>(threads));
-    arena.execute([&] {
-      tbb::parallel_pipeline(
-          size_t{4} * threads,
-          tbb::make_filter<void, Fetched>(tbb::filter_mode::serial_in_order,
-                                          [&](tbb::flow_control& fc) { return NextItem(fc); }) &
-              tbb::make_filter<Fetched, Work>(tbb::filter_mode::parallel,
-                                              [&](Fetched f) { return Process(std::move(f)); }) &
-              tbb::make_filter<Work, void>(tbb::filter_mode::serial_in_order,
-                                           [&](Work w) { Write(std::move(w)); }));
-    });
+    KILN_RETURN_IF_ERROR(CheckThreadsCanStart(threads));
+    // Exceptions out of the pipeline (memory that cannot be had in a decoder or a buffer; a
+    // thread oneTBB cannot start on the calling thread) end the pack with an error, and the
+    // staging directory goes with the writer.
+    try {
+      // --threads may exceed the core count (I/O-bound inputs); lift oneTBB's default cap.
+      tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads);
+      tbb::task_arena arena(static_cast<int>(threads));
+      arena.execute([&] {
+        tbb::parallel_pipeline(
+            size_t{4} * threads,
+            tbb::make_filter<void, Fetched>(tbb::filter_mode::serial_in_order,
+                                            [&](tbb::flow_control& fc) { return NextItem(fc); }) &
+                tbb::make_filter<Fetched, Work>(tbb::filter_mode::parallel,
+                                                [&](Fetched f) { return Process(std::move(f)); }) &
+                tbb::make_filter<Work, void>(tbb::filter_mode::serial_in_order,
+                                             [&](Work w) { Write(std::move(w)); }));
+      });
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfRange(
+          "out of memory while packing into " + options_.output + " with --threads " +
+          std::to_string(threads) +
+          " (each thread holds an image being decoded and its buffers): lower --threads, or "
+          "raise the memory limit (RLIMIT_AS, the container's memory)");
+    } catch (const std::exception& e) {
+      return Status::IOError("packing into " + options_.output + " with --threads " +
+                             std::to_string(threads) + " failed: " + e.what() +
+                             " (a thread or memory that cannot be had: RLIMIT_NPROC, "
+                             "`ulimit -u`, RLIMIT_AS); lower --threads");
+    }
     KILN_RETURN_IF_ERROR(fatal_);
     if (options_.cancel != nullptr && options_.cancel->load()) return Interrupted();
     return Status::Ok();
@@ -422,6 +516,9 @@ class PackPipeline {
       s = writer_->CloseShard();
       ++next_boundary_;
     }
+    // OutOfRange from the decoder is memory that cannot be had, not a bad file: it stops the
+    // pack (tools/image_decoder.h).
+    if (s.ok() && w.status.code() == StatusCode::kOutOfRange) s = w.status;
     if (s.ok()) s = w.status.ok() ? Append(w) : Reject(input_.items[w.item], w.status);
     if (!s.ok()) {
       fatal_ = s;
@@ -671,7 +768,7 @@ struct OutputLock {
   std::string path;
   std::unique_ptr<PartLock> lock;
   ~OutputLock() {
-    if (lock) ::unlink(path.c_str());
+    if (lock && !lock->is_lock_file()) ::unlink(path.c_str());  // a lock file removes itself
   }
 };
 

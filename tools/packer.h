@@ -143,7 +143,13 @@ using PackProgress = std::function<void(uint64_t done, uint64_t total)>;
 // Packs `options.input` into a dataset at `options.output`. Errors: NotFound for a missing
 // input; InvalidArgument for bad options or when no image is found ("0 images found under
 // ROOT ...") and for an existing non-empty output; Corruption under OnError::kFail for the
-// first bad input (naming the file and the reason); IOError naming the path (no space left).
+// first bad input (naming the file and the reason); IOError naming the path (no space left);
+// InvalidArgument "output OUT is being written by another process (host H pid P ...)" when
+// another pack or merge holds OUT's lock (tools/part_lock.h); IOError naming --threads when the
+// worker threads cannot be started (RLIMIT_NPROC, a pids limit, RLIMIT_AS: checked before any
+// is needed, since oneTBB aborts on a worker it cannot start); OutOfRange naming --threads when
+// decoder or buffer memory cannot be allocated. Every failure leaves no OUT.partial behind
+// (Cancelled keeps finished shards for --resume).
 // When Pack fails and `failed` is not null, *failed receives the counts as far as the pack got
 // (listed, rejected with the rejections, skipped; packed 0, since nothing is under the output
 // name), for `kiln pack --json`.

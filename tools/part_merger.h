@@ -68,7 +68,9 @@ struct MergeReport {
 // Merges as described above. Errors: NotFound "part 2 of 4 is missing (...)"; Corruption naming
 // the part and what disagrees (option by flag, classes, listing, versions, range, counts, a
 // damaged manifest or shard), or "part 2 of 4 is incomplete (... left ...partial): rerun it with
-// --resume"; IOError when a part's writer still holds its lock, or naming a path the system
+// --resume"; InvalidArgument naming the other writer when another merge or a `kiln pack` is
+// writing `output` (the lock `output.partial.lock`, tools/part_lock.h, held for the whole
+// merge); IOError when a part's writer still holds its lock, or naming a path the system
 // refused; InvalidArgument for an existing non-empty output, or an interrupted merge in
 // `output.partial` without `resume`.
 Result<MergeReport> MergeParts(const MergeOptions& options);
