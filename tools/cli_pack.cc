@@ -1,6 +1,4 @@
 // kiln pack: flags to PackOptions, a progress bar, Ctrl-C handling, the report.
-#include <unistd.h>
-
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -12,6 +10,8 @@
 #include "formats/format_registry.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_parsing.h"
+#include "tools/cli_progress.h"
+#include "tools/imaging_plugin.h"
 #include "tools/packer.h"
 #include "tools/partition.h"
 
@@ -20,35 +20,6 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void OnInterrupt(int) { g_interrupted.store(true); }
-
-// Draws a progress bar on a terminal, or a plain line every 10% elsewhere.
-class ProgressPrinter {
- public:
-  ProgressPrinter() : tty_(::isatty(STDERR_FILENO) != 0) {}
-  void operator()(uint64_t done, uint64_t total) {
-    if (tty_) {
-      if (done != total && done % 64 != 0) return;
-      const int width = 40;
-      const int filled = total ? static_cast<int>(width * done / total) : width;
-      std::fprintf(stderr, "\r[%s%s] %llu/%llu images", std::string(filled, '#').c_str(),
-                   std::string(width - filled, '.').c_str(), static_cast<unsigned long long>(done),
-                   static_cast<unsigned long long>(total));
-      if (done == total) std::fprintf(stderr, "\n");
-      return;
-    }
-    const uint64_t tenth = total ? done * 10 / total : 10;
-    if (tenth > last_tenth_) {
-      last_tenth_ = tenth;
-      std::fprintf(stderr, "kiln pack: %llu/%llu images (%llu%%)\n",
-                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
-                   static_cast<unsigned long long>(tenth * 10));
-    }
-  }
-
- private:
-  bool tty_;
-  uint64_t last_tenth_ = 0;
-};
 
 // The flags of `kiln pack` as typed; ParsePackFlags turns the compound ones into options.
 struct PackFlags {
@@ -68,7 +39,8 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_option("input", f->input,
                    "ImageFolder directory (one sub-folder per class) or list file")
       ->required();
-  pack->add_option("output", f->output, "Dataset directory to create")->required();
+  pack->add_option("output,-o,--output", f->output, "Dataset directory to create (OUTPUT or -o)")
+      ->required();
   pack->add_option("--root", f->root, "Root of the list file's paths (default: its directory)");
   pack->add_option("--size", f->size, "Final size H or HxW (default 224)");
   pack->add_option("--resize", f->resize, "Shorter side before the crop (default: cover --size)");
@@ -192,7 +164,7 @@ void PrintWarnings(const PackReport& report) {
   }
 }
 
-void PrintPackReport(const PackReport& report, bool json) {
+void PrintPackReport(const ImagingPlugin& plugin, const PackReport& report, bool json) {
   if (!report.resume_note.empty()) {
     std::fprintf(stderr, "kiln pack: --resume: %s\n", report.resume_note.c_str());
   } else if (report.resumed_inputs > 0) {
@@ -202,7 +174,7 @@ void PrintPackReport(const PackReport& report, bool json) {
   PrintWarnings(report);
   PrintRejections(report);
   if (json) {
-    std::cout << PackReportJson(report) << "\n";
+    std::cout << plugin.pack_report_json(report) << "\n";
     return;
   }
   const std::string skipped = report.skipped == 0
@@ -223,24 +195,29 @@ void PrintPackReport(const PackReport& report, bool json) {
 int RunPack(const PackFlags& flags) {
   Result<PackOptions> options = PackOptionsFromFlags(flags);
   if (!options.ok()) return FailCommand(options.status(), flags.json);
+  // The decoders live in the image plugin (tools/imaging_plugin.h), loaded only now.
+  Result<const ImagingPlugin*> plugin = LoadImagingPlugin();
+  if (!plugin.ok()) return FailCommand(plugin.status(), flags.json);
   // Ctrl-C or SIGTERM: stop between images and clean up, rather than die mid-write.
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);
   options->cancel = &g_interrupted;
-  ProgressPrinter printer;
   PackReport failed;
-  Result<PackReport> report = Pack(
-      *options, [&](uint64_t done, uint64_t total) { printer(done, total); }, &failed);
+  Result<PackReport> report = [&] {
+    ProgressPrinter printer("kiln pack", "images");
+    return (*plugin)->pack(
+        *options, [&](uint64_t done, uint64_t total) { printer.Update(done, total); }, &failed);
+  }();
   if (!report.ok()) {
     PrintWarnings(failed);
     // Scripts get the counts on every path (kiln pack --json), the failure included.
     if (!flags.json) return FailCommand(report.status(), false);
     std::fprintf(stderr, "kiln: %s\n", report.status().message().c_str());
     const int code = ExitCodeFor(report.status());
-    std::cout << PackFailureJson(report.status(), code, failed) << "\n";
+    std::cout << (*plugin)->pack_failure_json(report.status(), code, failed) << "\n";
     return code;
   }
-  PrintPackReport(*report, flags.json);
+  PrintPackReport(**plugin, *report, flags.json);
   return kExitOk;
 }
 
@@ -250,6 +227,17 @@ Subcommand AddPackCommand(CLI::App& app) {
   auto flags = std::make_shared<PackFlags>();
   CLI::App* pack = app.add_subcommand("pack", "Pack an image folder or list file into a dataset");
   DeclarePackFlags(pack, flags.get());
+  pack->footer(
+      HelpFooter(
+          {"0   packed (inputs that cannot be decoded are rejected and listed, not failures, under "
+           "--on-error skip)",
+           "1   an input is missing or unreadable, a bad input under --on-error fail, an I/O error",
+           "2   usage: bad flags, no image found, OUTPUT exists (without --overwrite)",
+           "130 interrupted (Ctrl-C, SIGTERM): nothing is left under OUTPUT; --resume continues"},
+          "ok, output, listed, packed, rejected, skipped, seconds, input_bytes, output_bytes, "
+          "images_per_s, mb_per_s, shards, rejections, skipped_files, warnings") +
+      "On failure: ok (false), error, exit_code, listed, packed, rejected, skipped, "
+      "rejections, skipped_files.\n");
   return {pack, [flags] { return RunPack(*flags); }};
 }
 
