@@ -278,10 +278,15 @@ def _decode_cv2(args):
     return im.shape[0]
 
 
-def _decode_pil(args):
+def _decode_pil(args, draft=False):
     from PIL import Image
     path, size, channels = args
-    im = Image.open(path).convert("L" if channels == 1 else "RGB")
+    im = Image.open(path)
+    if draft:  # JPEG IDCT scaling to at least twice the resize target, kiln's shrink-on-load rule
+        w, h = im.size
+        s = size / min(h, w)
+        im.draft("L" if channels == 1 else "RGB", (2 * max(size, round(w * s)), 2 * max(size, round(h * s))))
+    im = im.convert("L" if channels == 1 else "RGB")
     if im.size != (size, size):
         w, h = im.size
         s = size / min(h, w)
@@ -294,6 +299,10 @@ def _decode_pil(args):
     return a.tobytes()
 
 
+def _decode_pil_draft(args):
+    return _decode_pil(args, draft=True)
+
+
 def _init_worker():
     import cv2
     cv2.setNumThreads(1)
@@ -303,11 +312,13 @@ def cmd_convert(a):
     from multiprocessing import Pool
     files = list_images(a.src)
     args = [(p, a.size, a.channels) for p, _ in files]
+    fn = {"cv2": _decode_cv2, "pil": _decode_pil, "pil-draft": _decode_pil_draft}.get(a.tool, _decode_pil)
+    chunk = max(1, min(64, len(args) // (4 * WORKERS)))
     with Pool(WORKERS, initializer=_init_worker) as pool:
-        pool.map(_decode_cv2 if a.tool == "cv2" else _decode_pil, args[:WORKERS])  # warm up
+        pool.map(fn, args[:WORKERS])  # warm up
         t0 = time.perf_counter()  # started workers: the clock covers decode, resize and write
-        if a.tool == "cv2":
-            for _ in pool.imap(_decode_cv2, args, chunksize=64):
+        if a.tool in ("cv2", "pil", "pil-draft"):  # decode + resize + crop, nothing written
+            for _ in pool.imap(fn, args, chunksize=chunk):
                 pass
         elif a.tool == "pil-h5py":
             import h5py
@@ -357,7 +368,7 @@ def main():
     s.add_argument("path")
     s.add_argument("--seconds", type=float, default=15)
     s = sub.add_parser("convert")
-    s.add_argument("tool", choices=["cv2", "pil-h5py", "pil-lmdb"])
+    s.add_argument("tool", choices=["cv2", "pil", "pil-draft", "pil-h5py", "pil-lmdb"])
     s.add_argument("src")
     s.add_argument("out")
     s.add_argument("--size", type=int, required=True)

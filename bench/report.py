@@ -34,6 +34,40 @@ NAMES = {
     "dataloader-lmdb": "DataLoader + python3-lmdb", "ffcv-ndarray": "FFCV Loader, NDArrayField (raw tensors)",
     "ffcv-raw": "FFCV Loader, RGBImageField raw", "ffcv-jpg": "FFCV Loader, RGBImageField JPEG",
 }
+# ---- full-size photos: medians over the rounds, ratios to the OpenCV full-decode bound.
+def _median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+PHOTO_NAMES = [("kiln-shrink", "kiln pack, shrink-on-load (default), shards raw, 2 threads"),
+               ("kiln-exact", "kiln pack --exact-decode, shards raw, 2 threads"),
+               ("cv2", "OpenCV imread + INTER_AREA resize + crop, nothing written (full-decode bound), 2 processes"),
+               ("pil", "PIL open + convert + bilinear resize + crop, nothing written, 2 processes"),
+               ("pil-draft", "PIL with draft (IDCT scaling to 2x the target) + bilinear resize + crop, 2 processes"),
+               ("ffcv-raw", "FFCV DatasetWriter, RGB raw (PIL decode + resize), 2 workers"),
+               ("ffcv-jpg", "FFCV DatasetWriter, RGB JPEG (PIL decode + resize), 2 workers")]
+photo_rates = {}
+for tag, r in R.items():
+    if tag.startswith("photos/") and r:
+        photo_rates.setdefault(tag.split("/")[2], []).append(r.get("images_per_s") or r.get("samples_per_s") or 0)
+if photo_rates:
+    bound = _median(photo_rates.get("cv2", [0]))
+    w("### Converter: full-size photos (plasma-workspace-wallpapers) to 3x224x224")
+    w("")
+    w("| converter | images/s (median) | runs | / OpenCV full-decode bound |")
+    w("| --- | ---: | --- | ---: |")
+    for key, name in PHOTO_NAMES:
+        errs = [E[t] for t in E if t.startswith("photos/") and t.endswith("/" + key)]
+        if key not in photo_rates:
+            if errs:
+                w("| %s | failed | %s | |" % (name, errs[0].replace("\n", " ").replace("|", "/")[-200:]))
+            continue
+        xs = photo_rates[key]
+        med = _median(xs)
+        w("| %s | %.1f | %s | %.2fx |" % (name, med, ", ".join("%.1f" % x for x in xs), med / bound if bound else 0))
+    w("")
+
 DS = {"fm": "Fashion-MNIST, 70,000 x 1x28x28 uint8", "tiles": "photo tiles, 3x224x224 uint8"}
 charts = {}
 for d in ("fm", "tiles"):

@@ -9,7 +9,8 @@
 #
 # Env: KILN_BUILD_DIR (default build; must hold tools/kiln and bench/make_synthetic_dataset,
 # a Release build), BENCH_SECONDS (time limit per Python peer measurement, default 8),
-# BENCH_SKIP_SCALING=1 to skip the 10^3..10^6 runs.
+# BENCH_SKIP_SCALING=1 to skip the 10^3..10^6 runs, BENCH_ONLY=photos to run only the full-size
+# photo converters (shrink-on-load; BENCH_PHOTO_ROUNDS rounds, default 3).
 # Installs what it needs (scripts/setup.sh plus the peers: python3-ffcv python3-numba
 # python3-opencv python3-matplotlib plasma-workspace-wallpapers), as root or through sudo;
 # the wallpapers give the photo tiles (about 2,000 here).
@@ -66,6 +67,43 @@ open(sys.argv[1], "a").write(json.dumps({"tag": "machine", "result": {
     "load": open("/proc/loadavg").read().split()[:3], "torch": torch.__version__,
     "numpy": numpy.__version__, "ffcv": ffcv_version}}) + "\n")
 PY
+
+# ---- full-size photos (plasma-workspace-wallpapers, 22 photos of 1-15 MP, each 4 times) to
+# 3x224x224: kiln pack with shrink-on-load and with --exact-decode, against the OpenCV full
+# decode + resize bound, PIL without and with draft (the same IDCT scaling, to 2x the target) and
+# FFCV's writer (PIL decode and resize), 2 threads or processes each. Rounds alternate the
+# converters, so the load of this shared machine falls on all of them; report.py quotes medians.
+photos=$work/photos
+if [[ ! -f $photos/.complete ]]; then
+  rm -rf "$photos"
+  find /usr/share/wallpapers -type f -name '*.jpg' -size +100k | sort | while read -r f; do
+    name=$(echo "$f" | cut -d/ -f5)
+    mkdir -p "$photos/$name"
+    for copy in 0 1 2 3; do ln -f "$f" "$photos/$name/$copy-$(basename "$f")" 2>/dev/null || cp "$f" "$photos/$name/$copy-$(basename "$f")"; done
+  done
+  touch "$photos/.complete"
+fi
+echo "photos: $(find "$photos" -name '*.jpg' | wc -l)" >&2
+find "$photos" -type f -exec cat {} + > /dev/null
+for round in $(seq 1 "${BENCH_PHOTO_ROUNDS:-3}"); do
+  for m in shrink exact; do
+    rm -rf "$work/photos-$m"
+    record "photos/$round/kiln-$m" "$kiln" pack "$photos" "$work/photos-$m" --size 224 --layout chw \
+      --threads 2 --json $([[ $m == exact ]] && echo --exact-decode)
+  done
+  for t in cv2 pil pil-draft; do
+    record "photos/$round/$t" $py bench/peers.py convert $t "$photos" - --size 224 --channels 3
+  done
+done
+for m in raw jpg; do
+  rm -f "$work/photos-$m.beton"
+  record "photos/1/ffcv-$m" $py bench/peers.py ffcv-write $m "$photos" "$work/photos-$m.beton" --size 224
+done
+if [[ ${BENCH_ONLY:-} == photos ]]; then
+  $py bench/report.py "$res" "$work/report.md" bench/charts
+  echo "results: $res; report: $work/report.md" >&2
+  exit 0
+fi
 
 # ---- data
 if [[ ! -f $work/fashion-mnist/.complete ]]; then

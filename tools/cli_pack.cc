@@ -29,7 +29,7 @@ struct PackFlags {
   uint32_t channels = 3, resize = 0, threads = 0;
   uint64_t max_pixels = DecodeOptions{}.max_pixels;
   int64_t shuffle_seed = -1;
-  bool json = false, overwrite = false, resume = false;
+  bool json = false, overwrite = false, resume = false, exact_decode = false;
   std::string classes_file, classes_from;
   std::string part;  // "" (not a part), "auto", or the index
   uint32_t of = 0;   // 0 = not given
@@ -69,6 +69,9 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
                    "skip (report and go on) or fail (stop, write nothing)")
       ->check(CLI::IsMember({"skip", "fail"}));
   pack->add_option("--max-pixels", f->max_pixels, "Refuse images with more pixels (0: no limit)");
+  pack->add_flag("--exact-decode", f->exact_decode,
+                 "Decode JPEGs at full size (default: shrink on load, at the largest 1/2, 1/4 or "
+                 "1/8 IDCT scale that keeps twice the resize target; tools/decode_policy.md)");
   pack->add_flag("--overwrite", f->overwrite, "Replace an existing dataset at OUTPUT");
   pack->add_flag("--resume", f->resume,
                  "Continue an interrupted pack of the same inputs and options (shards format)");
@@ -127,6 +130,7 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   o.format = f.format;
   o.on_error = f.on_error == "fail" ? OnError::kFail : OnError::kSkip;
   o.decode.max_pixels = f.max_pixels;
+  o.exact_decode = f.exact_decode;
   if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
   KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
                                       f.mean, f.std_dev, f.shard_size, f.compress, &o));

@@ -120,7 +120,7 @@ Result<cv::Mat> Normalise(const cv::Mat& decoded, const std::string& path,
 }  // namespace
 
 Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
-                            const DecodeOptions& options) {
+                            const DecodeOptions& options, cv::Size* full_size) {
   if (options.channels != 1 && options.channels != 3) {
     return Status::InvalidArgument(path + ": DecodeOptions.channels is " +
                                    std::to_string(options.channels) + ", expected 1 or 3");
@@ -148,7 +148,8 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
   if (format == ImageFormat::kJpeg) {
     // libjpeg-turbo straight to RGB or grey, EXIF orientation applied: OpenCV's pixels without
     // its byte-order loops (tools/jpeg_decoder.h). CMYK and YCCK go on to OpenCV below.
-    Result<cv::Mat> jpeg = DecodeJpeg(bytes, path, options.channels, options.max_pixels);
+    Result<cv::Mat> jpeg = DecodeJpeg(bytes, path, options.channels, options.max_pixels,
+                                      options.min_width, options.min_height, full_size);
     if (jpeg.ok() || jpeg.status().code() != StatusCode::kNotSupported) return jpeg;
   }
   // CMYK / YCCK JPEG (DecodeJpeg decoded its scans and found no damage): IMREAD_COLOR converts
@@ -197,6 +198,7 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
   // Formats whose header is not parsed are checked here, after decoding.
   KILN_RETURN_IF_ERROR(CheckPixelLimit(decoded.cols, decoded.rows, options, path));
 
+  if (full_size != nullptr) *full_size = decoded.size();
   try {
     return Normalise(decoded, path, options);
   } catch (const cv::Exception& e) {

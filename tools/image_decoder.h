@@ -1,5 +1,6 @@
 // kiln::DecodeImage: the converter's decode stage. Turns the bytes of one encoded image file
-// into an upright 8-bit RGB or grey image, under the one decode policy that every kiln path
+// into an upright 8-bit RGB or grey image (at full size, or reduced in the IDCT for a JPEG when
+// DecodeOptions asks for shrink-on-load), under the one decode policy that every kiln path
 // uses (also written down in tools/decode_policy.md):
 //
 //   1. Refusals before decoding. Empty input is refused, and so is input that starts with no
@@ -60,6 +61,14 @@ struct DecodeOptions {
   uint64_t max_pixels = 178956970;
   // Grey level (0..255) that alpha is composited over. Default: 255 (white).
   uint8_t background = 255;
+  // Shrink-on-load (tools/decode_policy.md, "Shrink on load"): when both are > 0, a 1- or
+  // 3-component JPEG is decoded at the smallest of libjpeg-turbo's IDCT scales 1/8, 1/4, 1/2
+  // whose upright result is still at least min_width x min_height pixels (DecodeJpeg); other
+  // formats, and CMYK / YCCK JPEGs, are decoded at full size. The converter sets them to twice
+  // the resize target (tools/shrink_on_load.h); `kiln pack --exact-decode` leaves them 0.
+  // Default: 0 and 0, every image at full size.
+  uint32_t min_width = 0;
+  uint32_t min_height = 0;
 };
 
 // Decodes the encoded image (JPEG, PNG, BMP, TIFF, WebP, PPM/PGM/PBM/PAM: whatever this OpenCV
@@ -70,6 +79,8 @@ struct DecodeOptions {
 // CV_8UC3 with channels in R, G, B order when options.channels is 3, CV_8UC1 when it is 1.
 // Never returns an empty Mat. `bytes` is only read during the call. `path` is used only in
 // messages, which all start with "<path>: ".
+// `full_size`, when not null, receives the upright size at full scale: the result's size,
+// unless options.min_width / min_height let a JPEG be decoded smaller.
 // Errors:
 //   InvalidArgument  "empty file"; options.channels not 1 or 3;
 //                    "W x H = P pixels exceeds the limit of L (raise --max-pixels)".
@@ -82,7 +93,7 @@ struct DecodeOptions {
 //                    channels; PFM, OpenEXR and Radiance HDR files before decoding), or an
 //                    input of 2 GiB or more.
 Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
-                            const DecodeOptions& options);
+                            const DecodeOptions& options, cv::Size* full_size = nullptr);
 
 }  // namespace kiln
 

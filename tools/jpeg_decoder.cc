@@ -68,7 +68,7 @@ enum class Outcome { kDecoded, kHeaderOnly, kFourComponents, kTooLarge, kError, 
 // in the frame that longjmp unwinds.
 struct Decoded {
   cv::Mat image;       // R, G, B or grey, as stored (orientation not applied)
-  uint64_t width = 0;  // from the header
+  uint64_t width = 0;  // from the header (full size, stored orientation)
   uint64_t height = 0;
   int orientation = 1;  // EXIF orientation of the first Exif APP1 segment (OrientationFromApp1)
   cv::Mat cmyk_row;     // scratch row for four-component files
@@ -102,10 +102,11 @@ int OrientationFromApp1(const uint8_t* app1, size_t size) {
 }
 
 // Reads the header and, when `pixels`, the image of `bytes` (channels 1 or 3) into `out`,
-// unless it has more than `max_pixels` pixels (0: no limit).
+// unless it has more than `max_pixels` pixels (0: no limit), scaled down in the IDCT as far as
+// `min_width` x `min_height` (upright) allows (JpegScaleDenominator).
 // Only plain data lives in this frame between setjmp and longjmp.
 Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels, uint64_t max_pixels,
-                   Decoded* out) {
+                   uint32_t min_width, uint32_t min_height, Decoded* out) {
   jpeg_decompress_struct cinfo;
   cinfo.err = jpeg_std_error(&out->error.pub);
   out->error.pub.error_exit = ErrorExit;
@@ -157,6 +158,12 @@ Outcome RunLibjpeg(const uint8_t* data, size_t size, int channels, bool pixels, 
     return Outcome::kFourComponents;
   }
   const bool grey = cinfo.jpeg_color_space == JCS_GRAYSCALE;
+  // Shrink-on-load: the minimum is upright, the scale applies to the stored image, which
+  // orientations 5..8 turn by 90 degrees.
+  const bool turned = out->orientation >= 5;
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = JpegScaleDenominator(out->width, out->height, turned ? min_height : min_width,
+                                           turned ? min_width : min_height);
   // A colour JPEG asked for grey is decoded to RGB and converted as OpenCV converts BGR.
   cinfo.out_color_space = channels == 1 && grey ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&cinfo);
@@ -206,21 +213,32 @@ cv::Mat ApplyExifOrientation(const cv::Mat& image, int o) {
   return out;
 }
 
+uint32_t JpegScaleDenominator(uint64_t width, uint64_t height, uint32_t min_width,
+                              uint32_t min_height) {
+  if (min_width == 0 || min_height == 0) return 1;
+  for (const uint32_t d : {8u, 4u, 2u}) {
+    // libjpeg's output size at scale 1/d: ceil(size / d) (jdiv_round_up in jdmaster.c).
+    if ((width + d - 1) / d >= min_width && (height + d - 1) / d >= min_height) return d;
+  }
+  return 1;
+}
+
 int JpegExifOrientation(std::string_view bytes) {
   Decoded d;
-  const Outcome o =
-      RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 3, false, 0, &d);
+  const Outcome o = RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 3,
+                               false, 0, 0, 0, &d);
   return o == Outcome::kError ? 1 : d.orientation;
 }
 
 Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint32_t channels,
-                           uint64_t max_pixels) {
+                           uint64_t max_pixels, uint32_t min_width, uint32_t min_height,
+                           cv::Size* full_size) {
   if (channels != 1 && channels != 3) {
     return Status::NotSupported(path + ": " + std::to_string(channels) + " channels");
   }
   Decoded d;
   switch (RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                     static_cast<int>(channels), true, max_pixels, &d)) {
+                     static_cast<int>(channels), true, max_pixels, min_width, min_height, &d)) {
     case Outcome::kError:
       return Status::Corruption(
           path + ": truncated or invalid (libjpeg: " + std::string(d.error.message) + ")");
@@ -237,6 +255,10 @@ Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint
     case Outcome::kHeaderOnly:
     case Outcome::kDecoded:
       break;
+  }
+  if (full_size != nullptr) {
+    const int w = static_cast<int>(d.width), h = static_cast<int>(d.height);
+    *full_size = d.orientation >= 5 ? cv::Size(h, w) : cv::Size(w, h);
   }
   cv::Mat image = ApplyExifOrientation(d.image, d.orientation);
   if (channels == 1 && image.channels() == 3) {

@@ -26,6 +26,12 @@
 // them from no data. Neither is the picture, and DecodeImage refuses such files (no
 // end-of-image marker, policy step 1) before either decoder runs.
 //
+// Shrink-on-load: given a minimum upright size, DecodeJpeg decodes at the smallest of
+// libjpeg-turbo's IDCT scales 1/8, 1/4, 1/2 (scale_num / scale_denom) whose result is still at
+// least that size on both sides (JpegScaleDenominator), as image servers do; the pixels then
+// differ from a full decode followed by a resize by what tools/decode_policy.md, "Shrink on
+// load", measures. Without a minimum (the default) the decode is at full size, as above.
+//
 // Thread safety: DecodeJpeg is reentrant.
 #ifndef KILN_TOOLS_JPEG_DECODER_H_
 #define KILN_TOOLS_JPEG_DECODER_H_
@@ -42,6 +48,11 @@ namespace kiln {
 // Decodes the JPEG file `bytes` into a new continuous upright CV_8UC3 image in R, G, B order
 // (channels 3; a grey JPEG is replicated) or CV_8UC1 (channels 1; colour becomes grey with
 // cv::COLOR_RGB2GRAY). `path` is used only in messages, which start with "<path>: ".
+// `min_width` x `min_height` (upright pixels, both > 0 to take effect; default 0, full size):
+// the image is decoded at 1 / JpegScaleDenominator(stored size, the minimum in stored
+// orientation), so the result is at least that size (or at full size when the file is
+// smaller). `full_size`, when not null, receives the upright size at full scale (the header's
+// size, turned for orientations 5..8), whatever the scale.
 // Errors:
 //   InvalidArgument  the header's size exceeds `max_pixels` (0: no limit), checked before any
 //                 pixel memory is allocated: "W x H = P pixels exceeds the limit of L (raise
@@ -54,7 +65,15 @@ namespace kiln {
 //                 data (for example "Corrupt JPEG data: premature end of data segment"), in a
 //                 file of 1, 3 or 4 components.
 Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint32_t channels,
-                           uint64_t max_pixels);
+                           uint64_t max_pixels, uint32_t min_width = 0, uint32_t min_height = 0,
+                           cv::Size* full_size = nullptr);
+
+// Returns the IDCT scale denominator for a JPEG of `width` x `height` (stored orientation):
+// the largest d of 8, 4, 2 with ceil(width / d) >= min_width and ceil(height / d) >= min_height
+// (libjpeg-turbo's output size at scale 1/d), else 1; 1 when min_width or min_height is 0.
+// Example: 5120 x 2880 with a minimum of 796 x 448 gives 4 (1280 x 720).
+uint32_t JpegScaleDenominator(uint64_t width, uint64_t height, uint32_t min_width,
+                              uint32_t min_height);
 
 // Returns the EXIF orientation (1..8) that DecodeJpeg applies to the JPEG `bytes`, or 1 when
 // it applies none (no Exif APP1, no tag, a value outside 1..8, unreadable EXIF or header).

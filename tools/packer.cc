@@ -27,6 +27,7 @@
 #include "tools/pack_journal.h"
 #include "tools/part_lock.h"
 #include "tools/partition.h"
+#include "tools/shrink_on_load.h"
 #include "tools/source_listing.h"
 #include "tools/tool_versions.h"
 
@@ -122,6 +123,7 @@ std::string PreprocessingJson(const PackOptions& o) {
   j["mean"] = {p.mean[0], p.mean[1], p.mean[2]};
   j["std"] = {p.std[0], p.std[1], p.std[2]};
   j["decode_policy"] = "tools/decode_policy.md";
+  j["jpeg_decode"] = o.exact_decode ? "exact" : "shrink-on-load";
   j["alpha_background"] = o.decode.background;
   j["max_pixels"] = o.decode.max_pixels;
   return j.dump();
@@ -371,13 +373,18 @@ class PackPipeline {
     w.status = ReadImageFile(item.path, &bytes);
     if (!w.status.ok()) return w;
     w.input_bytes = bytes.size();
-    Result<cv::Mat> image = DecodeImage(bytes, item.path, decode_);
+    cv::Size full_size;
+    Result<cv::Mat> image = DecodeImage(
+        bytes, item.path,
+        options_.exact_decode ? decode_
+                              : ShrinkOnLoadDecodeOptions(bytes, decode_, options_.preprocess),
+        &full_size);
     if (!image.ok()) {
       w.status = image.status();
       return w;
     }
     std::vector<uint8_t>& raw = raw_buffers_.local();
-    w.status = Preprocess(*image, options_.preprocess, item.path, raw.data());
+    w.status = Preprocess(*image, options_.preprocess, item.path, raw.data(), full_size);
     if (!w.status.ok()) return w;
     w.status = encoders_.local().Encode(raw.data(), raw.size(), item.label, item.key, &w.record);
     return w;
@@ -539,6 +546,7 @@ std::string PartOptionsJson(const PackOptions& o) {
   j["--shuffle-seed"] = o.shuffle_seed ? nlohmann::ordered_json(*o.shuffle_seed) : nullptr;
   j["--max-pixels"] = o.decode.max_pixels;
   j["--on-error"] = o.on_error == OnError::kFail ? "fail" : "skip";
+  j["--exact-decode"] = o.exact_decode;
   j["alpha background"] = o.decode.background;
   j["resized max pixels"] = p.max_pixels;
   return j.dump();

@@ -42,9 +42,15 @@ struct PackOptions {
   // Root that list-file paths are relative to. Default: the list file's directory. Ignored for
   // directories.
   std::string root;
-  std::string output;                               // the dataset directory to create
-  PreprocessOptions preprocess;                     // final schema, resize, crop, mean/std
-  DecodeOptions decode;                             // channels are taken from preprocess.schema
+  std::string output;            // the dataset directory to create
+  PreprocessOptions preprocess;  // final schema, resize, crop, mean/std
+  // channels are taken from preprocess.schema; min_width / min_height are set per image by
+  // shrink-on-load unless exact_decode.
+  DecodeOptions decode;
+  // Decodes every JPEG at full size (`kiln pack --exact-decode`) instead of at the largest IDCT
+  // reduction that keeps twice the resize target (tools/shrink_on_load.h). Default false:
+  // shrink-on-load, faster on large photos, pixels within what decode_policy.md measures.
+  bool exact_decode = false;
   Compression compression;                          // per-record. Default none.
   uint64_t shard_size_bytes = uint64_t{128} << 20;  // Default 128 MiB.
   // "shards", "lmdb" (formats/lmdb/lmdb_format.md) or "hdf5" (formats/hdf5/hdf5_format.md). Default

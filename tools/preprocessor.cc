@@ -152,20 +152,12 @@ Status ValidatePreprocessOptions(const PreprocessOptions& options) {
   return Status::Ok();
 }
 
-Status Preprocess(const cv::Mat& image, const PreprocessOptions& options, const std::string& path,
-                  uint8_t* out) {
-  Status valid = ValidatePreprocessOptions(options);
-  if (!valid.ok()) return valid.WithContext(path);
+Result<cv::Size> ResizedSize(uint64_t src_w, uint64_t src_h, const PreprocessOptions& options,
+                             const std::string& path) {
   const TensorSchema& schema = options.schema;
-  if (image.empty() || image.depth() != CV_8U ||
-      static_cast<uint32_t>(image.channels()) != schema.channels) {
-    return Status::InvalidArgument(path + ": preprocess expects a non-empty 8-bit image with " +
-                                   std::to_string(schema.channels) + " channels, got " +
-                                   cv::typeToString(image.type()) + " of " +
-                                   SizeString(image.cols, image.rows));
+  if (src_w == 0 || src_h == 0) {
+    return Status::InvalidArgument(path + ": image of " + SizeString(src_w, src_h));
   }
-  const uint64_t src_w = static_cast<uint64_t>(image.cols);
-  const uint64_t src_h = static_cast<uint64_t>(image.rows);
 
   // Size after the resize, before the crop.
   uint64_t new_w = schema.width;
@@ -204,6 +196,25 @@ Status Preprocess(const cv::Mat& image, const PreprocessOptions& options, const 
                                    " is smaller than the crop of " +
                                    SizeString(schema.width, schema.height));
   }
+  return cv::Size(static_cast<int>(new_w), static_cast<int>(new_h));
+}
+
+Status Preprocess(const cv::Mat& image, const PreprocessOptions& options, const std::string& path,
+                  uint8_t* out, cv::Size full_size) {
+  Status valid = ValidatePreprocessOptions(options);
+  if (!valid.ok()) return valid.WithContext(path);
+  const TensorSchema& schema = options.schema;
+  if (image.empty() || image.depth() != CV_8U ||
+      static_cast<uint32_t>(image.channels()) != schema.channels) {
+    return Status::InvalidArgument(path + ": preprocess expects a non-empty 8-bit image with " +
+                                   std::to_string(schema.channels) + " channels, got " +
+                                   cv::typeToString(image.type()) + " of " +
+                                   SizeString(image.cols, image.rows));
+  }
+  const uint64_t src_w = full_size.empty() ? image.cols : full_size.width;
+  const uint64_t src_h = full_size.empty() ? image.rows : full_size.height;
+  KILN_ASSIGN_OR_RETURN(const cv::Size resized_size, ResizedSize(src_w, src_h, options, path));
+  const uint64_t new_w = resized_size.width, new_h = resized_size.height;
   try {
     const cv::Mat resized = ResizeTo(image, static_cast<int>(new_w), static_cast<int>(new_h));
     const int x0 = static_cast<int>((new_w - schema.width) / 2);

@@ -59,6 +59,15 @@ struct PreprocessOptions {
 // or std that is not finite, a std of 0.
 Status ValidatePreprocessOptions(const PreprocessOptions& options);
 
+// Returns the size (width, height) that Preprocess resizes an upright image of `src_width` x
+// `src_height` pixels to, before the centre crop (tools/decode_policy.md, "Preprocessing",
+// step 1: torchvision's Resize(resize_shorter), the smallest cover of the crop, or the schema's
+// size for CropMode::kNone). `path` is used only in messages.
+// Errors: InvalidArgument when a side is 0, when the result exceeds options.max_pixels or
+// INT_MAX per side, or when it is smaller than the crop (the message gives both sizes).
+Result<cv::Size> ResizedSize(uint64_t src_width, uint64_t src_height,
+                             const PreprocessOptions& options, const std::string& path);
+
 // Writes exactly options.schema.sample_bytes() bytes at `out`: the sample tensor of `image` in
 // the schema's layout (HWC or CHW) and dtype (uint8 0..255; float16 / float32 little-endian
 // IEEE 754, normalised as documented on PreprocessOptions::mean).
@@ -66,6 +75,10 @@ Status ValidatePreprocessOptions(const PreprocessOptions& options);
 // `image` is an upright 8-bit image as DecodeImage returns it (CV_8UC3 in R, G, B order or
 // CV_8UC1) whose channel count equals schema.channels; it is not modified. `out` must not
 // overlap `image`. `path` is used only in messages, which start with "<path>: ".
+// `full_size`: the upright size the image has at full scale, when `image` was decoded smaller
+// (shrink-on-load, DecodeImage's full_size); the resize target and the crop are computed from it
+// (ResizedSize), so that the output has the same geometry as from the full decode, and `image`
+// is resampled to that target. Empty (the default): image.size().
 // Errors:
 //   InvalidArgument  options fail ValidatePreprocessOptions; `image` empty, not 8-bit or with
 //                    the wrong channel count; the resized image exceeds options.max_pixels;
@@ -75,7 +88,7 @@ Status ValidatePreprocessOptions(const PreprocessOptions& options);
 //   Internal         OpenCV failed (a kiln bug).
 // On error the bytes at `out` are unspecified.
 Status Preprocess(const cv::Mat& image, const PreprocessOptions& options, const std::string& path,
-                  uint8_t* out);
+                  uint8_t* out, cv::Size full_size = cv::Size());
 
 }  // namespace kiln
 

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -499,6 +501,76 @@ TEST(PackerTest, ResumeWithOtherOptionsStartsOver) {
       << report->resume_note;
   EXPECT_EQ(report->resumed_inputs, 0u);
   EXPECT_TRUE(VerifyDataset(out, {}).ok());
+}
+
+// Shrink-on-load (tools/shrink_on_load.h) is the default for JPEG; --exact-decode gives the
+// bytes of the full decode: OpenCV's pixels (cv::imdecode, RGB), area-resized to the target and
+// centre-cropped, computed here without kiln's decoder.
+TEST(PackerTest, ExactDecodeGivesTheFullDecodeAndShrinkOnLoadIsTheDefault) {
+  const std::string data = "/usr/share/doc/opencv-doc/examples/data/";
+  const std::vector<std::string> names = {"aloeL.jpg",  "board.jpg",   "building.jpg",
+                                          "fruits.jpg", "leuvenA.jpg", "baboon.jpg"};
+  for (const std::string& n : names) {
+    if (!fs::exists(data + n)) GTEST_SKIP() << "opencv-doc is not installed";
+  }
+  const std::string in = FreshDir("shrink_in");
+  fs::create_directories(in + "/photos");
+  for (const std::string& n : names) fs::copy_file(data + n, in + "/photos/" + n);
+  PackOptions o;
+  o.input = in;
+  o.threads = 2;
+  o.preprocess.schema = {DType::kUint8, Layout::kCHW, 64, 64, 3};
+  PackOptions exact = o;
+  exact.exact_decode = true;
+  o.output = FreshDir("shrink_default");
+  exact.output = FreshDir("shrink_exact");
+  Result<PackReport> a = Pack(o), b = Pack(exact);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_NE(a->manifest.preprocessing_json.find("\"jpeg_decode\":\"shrink-on-load\""),
+            std::string::npos);
+  EXPECT_NE(b->manifest.preprocessing_json.find("\"jpeg_decode\":\"exact\""), std::string::npos);
+  auto da = Dataset::Open(o.output), db = Dataset::Open(exact.output);
+  ASSERT_TRUE(da.ok() && db.ok());
+  ASSERT_EQ((*db)->num_samples(), names.size());
+  RecordDecoder decoder;
+  const size_t bytes = 3 * 64 * 64;
+  std::vector<uint8_t> shrunk(bytes), full(bytes);
+  size_t differ = 0;
+  for (uint64_t i = 0; i < names.size(); ++i) {
+    const std::string key = *(*db)->Key(i);
+    SCOPED_TRACE(key);
+    int64_t label = -1;
+    ASSERT_TRUE((*da)->ReadSample(i, &decoder, shrunk.data(), &label).ok());
+    ASSERT_TRUE((*db)->ReadSample(i, &decoder, full.data(), &label).ok());
+    cv::Mat rgb;
+    cv::cvtColor(cv::imread(in + "/" + key, cv::IMREAD_COLOR), rgb, cv::COLOR_BGR2RGB);
+    cv::Size target(64, 64);
+    if (rgb.cols >= rgb.rows) {
+      target.width = static_cast<int>(int64_t{rgb.cols} * 64 / rgb.rows);
+    } else {
+      target.height = static_cast<int>(int64_t{rgb.rows} * 64 / rgb.cols);
+    }
+    cv::Mat resized;
+    cv::resize(rgb, resized, target, 0, 0, cv::INTER_AREA);
+    const cv::Mat crop =
+        resized(cv::Rect((target.width - 64) / 2, (target.height - 64) / 2, 64, 64));
+    double sq = 0;
+    for (int y = 0; y < 64; ++y) {
+      for (int x = 0; x < 64; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          const uint8_t want = crop.at<cv::Vec3b>(y, x)[c];
+          ASSERT_EQ(full[(c * 64 + y) * 64 + x], want) << "x " << x << " y " << y << " c " << c;
+          const double d = double{shrunk[(c * 64 + y) * 64 + x]} - want;
+          sq += d * d;
+        }
+      }
+    }
+    if (sq > 0) ++differ;
+    EXPECT_GE(10 * std::log10(255.0 * 255.0 * bytes / std::max(sq, 1.0)), 27.0);
+  }
+  // Each of these photos (512 x 512 to 1282 x 1110) is decoded at 1/4 to 64 x 64.
+  EXPECT_EQ(differ, names.size());
 }
 
 }  // namespace
