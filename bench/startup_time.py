@@ -3,7 +3,7 @@
 whole process, and the median wall and CPU time (user + sys, from the kernel's rusage) of each
 with the median of the per-pair ratios A/B.
 
-  bench/startup_time.py OLD_KILN NEW_KILN [--rounds 40] [--] ARGS...
+  bench/startup_time.py [--rounds 40] OLD_KILN NEW_KILN -- ARGS...
   bench/startup_time.py /tmp/old/kiln build/tools/kiln -- inspect /tmp/fm
 
 Prints one table; the command's own output is discarded (it must exit 0).
@@ -35,9 +35,12 @@ def main():
     parser.add_argument("old")
     parser.add_argument("new")
     parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("args", nargs=argparse.REMAINDER)
-    opts = parser.parse_args()
-    args = opts.args[1:] if opts.args[:1] == ["--"] else opts.args
+    argv = sys.argv[1:]
+    if "--" not in argv:
+        parser.error("give the subcommand to time after --")
+    split = argv.index("--")
+    opts = parser.parse_args(argv[:split])
+    args = argv[split + 1:]
     for binary in (opts.old, opts.new):  # warm-up: page cache, dynamic loader cache
         run_once(binary, args)
     old, new = [], []
