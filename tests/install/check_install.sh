@@ -12,8 +12,8 @@ cmake --install "$build_dir" --prefix "$work/prefix" > /dev/null
 test -x "$work/prefix/bin/kiln"
 # The image plugin that the installed kiln opens for pack and show (found from bin/ through the
 # libdir), and the bash completion where bash-completion looks for it.
-ls "$work"/prefix/lib*/kiln/kiln_imaging.so "$work"/prefix/lib/*/kiln/kiln_imaging.so 2>/dev/null |
-  grep -q . || { echo "kiln_imaging.so not installed"; exit 1; }
+find "$work/prefix" -path "*/kiln/kiln_imaging.so" | grep -q . ||
+  { echo "kiln_imaging.so not installed"; exit 1; }
 completion="$work/prefix/share/bash-completion/completions/kiln"
 bash --norc --noprofile -c 'source "$1" && complete -p kiln' _ "$completion" | grep -q "_kiln"
 test -f "$work/prefix/include/kiln/reader/loader.h"
