@@ -193,7 +193,16 @@ class PyLoader {
     state_->loader = ValueOrThrow(std::move(loader));
   }
 
+  // Raises NotSupportedError in a process forked after the loader was created (reader/loader.h,
+  // "Processes"). Called first by every method that would lock state_->mu, which the forked
+  // copy may hold locked.
+  void CheckProcess() const {
+    const Status status = state_->loader->CheckProcess();
+    if (!status.ok()) ThrowStatus(status);
+  }
+
   void SetEpoch(uint64_t epoch) {
+    CheckProcess();
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->has_batch = false;
@@ -202,6 +211,7 @@ class PyLoader {
 
   // Returns (images, labels) for the next batch, or None at the end of the epoch.
   py::object Next(bool copy, bool dlpack) {
+    CheckProcess();
     Status status;
     bool more = false;
     Batch batch;
@@ -253,6 +263,7 @@ class PyLoader {
 
   // Returns a copy of the dataset indices (int64 [size]) of the batch last returned, or None.
   py::object Indices() {
+    CheckProcess();
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->has_batch) return py::none();
     const Batch& b = state_->batch;
@@ -264,6 +275,7 @@ class PyLoader {
 
   // Returns a copy of the padding flags (bool [size]) of the batch last returned, or None.
   py::object IsPadding() {
+    CheckProcess();
     std::lock_guard<std::mutex> lock(state_->mu);
     if (!state_->has_batch) return py::none();
     const Batch& b = state_->batch;
@@ -274,6 +286,7 @@ class PyLoader {
 
   // The loader's ReaderState in its binary form (reader/reader_state.md).
   py::bytes State() {
+    CheckProcess();
     std::lock_guard<std::mutex> lock(state_->mu);
     return py::bytes(state_->loader->state().Encode());
   }
@@ -442,6 +455,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("resume") = py::bytes(), py::arg("read_ahead_bytes") = uint64_t{16} << 20)
       .def("state", &PyLoader::State, "The ReaderState's 96 bytes (reader/reader_state.md).")
       .def("set_epoch", &PyLoader::SetEpoch, py::arg("epoch"))
+      .def("check_process", &PyLoader::CheckProcess,
+           "Raises NotSupportedError in a process forked after the loader was created.")
       .def("next", &PyLoader::Next, py::arg("copy"), py::arg("dlpack"),
            "(images, labels) as DLPack capsules or NumPy arrays, or None at the epoch's end. "
            "Releases the GIL while waiting.")

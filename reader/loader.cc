@@ -1,11 +1,15 @@
 #include "reader/loader.h"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <new>
 #include <set>
+#include <system_error>
 
 #include "formats/fault_guard.h"
 #include "formats/manifest.h"
@@ -210,19 +214,33 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   const uint64_t label_bytes = AlignUp(slot_samples * sizeof(int64_t), kSlotAlign);
   const uint64_t slot_bytes = data_bytes + label_bytes;
   const size_t slot_count = options.prefetch + 1;
-  KILN_ASSIGN_OR_RETURN(loader->buffer_,
-                        HostBuffer::Allocate(slot_bytes * slot_count, options.pin_memory));
+  Result<std::unique_ptr<HostBuffer>> buffer =
+      HostBuffer::Allocate(slot_bytes * slot_count, options.pin_memory);
+  if (!buffer.ok()) {
+    return Status::OutOfRange("Loader over " + loader->dataset_->dir() + ": " +
+                              buffer.status().message() + " (" + std::to_string(slot_count) +
+                              " slots = prefetch + 1, of " + std::to_string(slot_bytes) +
+                              " bytes each); lower prefetch or batch_size");
+  }
+  loader->buffer_ = std::move(buffer).value();
   if (options.pin_memory && !loader->buffer_->pinned()) {
     WarnOnce("pinned memory unavailable (" + loader->buffer_->fallback_reason() +
              "); batch slots use page-aligned host memory");
   }
-  loader->slots_.resize(slot_count);
-  for (size_t s = 0; s < slot_count; ++s) {
-    Loader::Slot& slot = loader->slots_[s];
-    slot.data = loader->buffer_->data() + s * slot_bytes;
-    slot.labels = reinterpret_cast<int64_t*>(slot.data + data_bytes);
-    slot.indices.resize(slot_samples);
-    slot.is_padding.resize(slot_samples);
+  try {
+    loader->slots_.resize(slot_count);
+    for (size_t s = 0; s < slot_count; ++s) {
+      Loader::Slot& slot = loader->slots_[s];
+      slot.data = loader->buffer_->data() + s * slot_bytes;
+      slot.labels = reinterpret_cast<int64_t*>(slot.data + data_bytes);
+      slot.indices.resize(slot_samples);
+      slot.is_padding.resize(slot_samples);
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfRange(
+        "Loader over " + loader->dataset_->dir() + ": cannot allocate the sample lists of " +
+        std::to_string(slot_count) + " batch slots of " + std::to_string(slot_samples) +
+        " samples; lower prefetch or batch_size");
   }
   if (options.device >= 0) {
     std::string reason;
@@ -250,7 +268,17 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
     loader->StartEpochLocked(start_epoch, lock, start_consumed);
   }
   for (uint32_t t = 0; t < threads; ++t) {
-    loader->threads_.emplace_back([l = loader.get()] { l->WorkerLoop(); });
+    try {
+      loader->threads_.emplace_back([l = loader.get()] { l->WorkerLoop(); });
+    } catch (const std::system_error& e) {
+      // The destructor (on return) stops and joins the threads already started.
+      return Status::IOError(
+          "Loader over " + loader->dataset_->dir() + ": cannot start fetch thread " +
+          std::to_string(t + 1) + " of " + std::to_string(threads) + " (" + e.what() +
+          "): the process or user thread limit (RLIMIT_NPROC, `ulimit -u`, a container's pids "
+          "limit) or the address-space limit (RLIMIT_AS) is reached; lower num_threads (" +
+          std::to_string(t) + " started)");
+    }
   }
   return loader;
 }
@@ -260,9 +288,36 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& opti
     : dataset_(std::move(dataset)),
       options_(options),
       sampler_(std::move(sampler)),
-      out_schema_(out_schema) {}
+      out_schema_(out_schema),
+      owner_pid_(::getpid()) {}
+
+bool Loader::Forked() const { return ::getpid() != owner_pid_; }
+
+Status Loader::CheckProcess() const {
+  const pid_t pid = ::getpid();
+  if (pid == owner_pid_) return Status::Ok();
+  return Status::NotSupported(
+      "kiln Loader over " + dataset_->dir() + " was created in process " +
+      std::to_string(owner_pid_) + " and is used in process " + std::to_string(pid) +
+      ", a child forked after the loader started its fetch threads: the child has none of them "
+      "and its batch slots hold the parent's batches. Create the Loader in the process that "
+      "reads from it (in a PyTorch DataLoader worker: in worker_init_fn or on first use in the "
+      "worker), start workers with the 'spawn' or 'forkserver' method, or read in the parent "
+      "with num_workers=0 (the loader's own threads already read in parallel)");
+}
 
 Loader::~Loader() {
+  if (Forked()) {
+    // A forked child's copy: its threads do not exist here, its mutex may be locked and its
+    // condition variables may count waiters that will never wake (pthread_cond_destroy would
+    // wait for them), and pinned or device memory belongs to the parent's CUDA context. Leave
+    // all of that to the process's end; what remains is ordinary memory and the dataset.
+    (void)new std::vector<std::thread>(std::move(threads_));  // never joined nor destroyed
+    (void)sync_.release();
+    (void)device_.release();
+    if (buffer_ != nullptr && buffer_->pinned()) (void)buffer_.release();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -385,7 +440,9 @@ ReaderState Loader::state() const {
   ReaderState s;
   s.order_version = kSamplerOrderVersion;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    // A forked child has no fetch threads: read the copy without its (possibly locked) mutex.
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    if (!Forked()) lock.lock();
     if (epoch_started_) {
       s.epoch = epoch_;
       s.samples_consumed = sampler_.ConsumedAfter(next_batch_);
@@ -413,7 +470,8 @@ ReaderState Loader::state() const {
 }
 
 uint64_t Loader::batches_in_epoch() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (!Forked()) lock.lock();  // as in state()
   return sampler_.batches_in_epoch();
 }
 
@@ -445,22 +503,26 @@ void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock
 }
 
 void Loader::SetEpoch(uint64_t epoch) {
+  if (Forked()) return;  // Next() reports it (CheckProcess)
   std::unique_lock<std::mutex> lock(mu_);
   if (epoch_started_ && epoch_ == epoch && next_batch_ == 0) return;
   StartEpochLocked(epoch, lock);
 }
 
 uint64_t Loader::epoch() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (!Forked()) lock.lock();  // as in state()
   return epoch_;
 }
 
 LoaderStats Loader::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (!Forked()) lock.lock();  // as in state()
   return stats_;
 }
 
 Result<bool> Loader::Next(Batch* batch) {
+  KILN_RETURN_IF_ERROR(CheckProcess());  // before mu_, which a forked copy may hold locked
   std::unique_lock<std::mutex> lock(mu_);
   if (holding_) {
     ReleaseDeviceSlotLocked((next_batch_ - 1) % slots_.size());  // before the host slot is free
@@ -592,18 +654,22 @@ void Loader::WorkerLoop() {
                                      ? AccessAdvice::kRandom
                                      : AccessAdvice::kSequential);
         });
-        if (options_.shuffle == ShuffleMode::kBlock) {
-          ahead_indices.clear();
-          for (uint64_t j = ahead_begin; j < ahead_end; ++j) {
-            const SampleRange r = sampler_.RankBlock(j);
-            for (uint64_t i = 0; i < r.count; ++i) ahead_indices.push_back(r.begin + i);
+        try {
+          if (options_.shuffle == ShuffleMode::kBlock) {
+            ahead_indices.clear();
+            for (uint64_t j = ahead_begin; j < ahead_end; ++j) {
+              const SampleRange r = sampler_.RankBlock(j);
+              for (uint64_t i = 0; i < r.count; ++i) ahead_indices.push_back(r.begin + i);
+            }
+          } else {
+            PositionIndices(ahead_begin, ahead_end, &ahead_indices, &ahead_padding);
           }
-        } else {
-          PositionIndices(ahead_begin, ahead_end, &ahead_indices, &ahead_padding);
+          const ReadAheadResult advised = AdviseAhead(ahead_indices);
+          ahead.samples = advised.samples;
+          ahead.bytes = advised.bytes;
+        } catch (const std::bad_alloc&) {
+          ahead_indices.clear();  // advice is an optimisation: go without it
         }
-        const ReadAheadResult advised = AdviseAhead(ahead_indices);
-        ahead.samples = advised.samples;
-        ahead.bytes = advised.bytes;
       }
       ahead_ns = NowNs() - ahead_start;
     }
@@ -612,7 +678,17 @@ void Loader::WorkerLoop() {
     const uint64_t zstd_ns_before = decoder.zstd_ns();
     const uint64_t zstd_records_before = decoder.zstd_records();
     uint64_t augment_ns = 0;
-    Status status = FillChunk(slot, b, chunk, &decoder, &scratch, &augment_ns);
+    Status status;
+    try {
+      status = FillChunk(slot, b, chunk, &decoder, &scratch, &augment_ns);
+    } catch (const std::bad_alloc&) {
+      status =
+          Status::OutOfRange("Loader over " + dataset_->dir() + ": out of memory filling batch " +
+                             std::to_string(b) + " of epoch " + std::to_string(sampler_.epoch()) +
+                             " (augmentation or decompression buffers of " +
+                             std::to_string(dataset_->schema().sample_bytes()) +
+                             " bytes a thread); lower num_threads or raise the memory limit");
+    }
     const uint64_t cpu_ns = ThreadCpuNs() - cpu_start;
     const uint64_t fetch_ns = NowNs() - fetch_start;
     lock.lock();

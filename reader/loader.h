@@ -33,6 +33,25 @@
 // restored with another world size or batch size mid-epoch, or a start_epoch other than 0 or
 // the state's epoch; OutOfRange for a position past the end of its epoch.
 //
+// Processes: a Loader belongs to the process that created it. fork() copies its memory but
+// not its fetch threads, and the batch slots of the copy hold the parent's batches, so a
+// forked child cannot use it: in a child, Next() returns NotSupported at once (naming both
+// processes and the cures: create the Loader in the process that reads from it, e.g. in a
+// PyTorch DataLoader worker's worker_init_fn or lazily on its first use there; start
+// workers with the `spawn` or `forkserver` method; or read in the parent, whose fetch threads
+// already read in parallel), SetEpoch() does nothing, state()/epoch()/stats() return the copy's
+// values without waiting, and the destructor releases nothing it would have to wait for (the
+// threads, their mutex and condition variables, pinned and device memory stay as the copy
+// holds them; the parent's Loader is unaffected). CheckProcess() tells a caller beforehand.
+// Never hang, never serve the parent's batches: the check is a getpid() per Next().
+//
+// Threads and memory: Create() returns an error instead of aborting when a fetch thread cannot
+// be started (IOError naming the thread, the OS error and the limits that cause it:
+// RLIMIT_NPROC / `ulimit -u`, a container's pids limit, RLIMIT_AS; lower num_threads) or when
+// slot memory cannot be allocated (OutOfRange naming the bytes; lower prefetch or
+// batch_size). The threads already started are stopped and joined first. Memory a fetch
+// thread cannot allocate later (augmentation scratch, read-ahead lists) is that batch's error.
+//
 // Thread safety: one consumer thread calls SetEpoch/Next/state; the fetch threads are internal.
 // Lifetimes: a Batch's pointers stay valid until the next call to Next() or SetEpoch(), or the
 // Loader's destruction, whichever comes first. Copy what you keep.
@@ -68,6 +87,8 @@
 // batch it holds (its `released` event) before freeing device memory.
 #ifndef KILN_READER_LOADER_H_
 #define KILN_READER_LOADER_H_
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -227,7 +248,9 @@ class Loader {
   // Waits for the next batch of the current epoch and points `*batch` at it (releasing the
   // previous batch). Returns true with a batch, false at the end of the epoch; the call after
   // the end starts epoch + 1. Errors: the stored failure of a fetch thread for this batch
-  // (Corruption naming file, record and offset; IOError).
+  // (Corruption naming file, record and offset; IOError; OutOfRange for memory it could not
+  // allocate); NotSupported in a process forked after Create() (see "Processes" above).
+  // `*batch` is untouched by an error of CheckProcess().
   Result<bool> Next(Batch* batch);
 
   // Returns the position of the batch the next Next() serves: the current epoch and the
@@ -235,6 +258,10 @@ class Loader {
   // consumed), or (epoch + 1, 0) once Next() has returned false at the end of an epoch.
   // Save it after the training step that used the last batch. O(1).
   ReaderState state() const;
+
+  // Returns OK in the process that created the loader, NotSupported (the message of Next() in a
+  // forked child) in any other. O(1): one getpid().
+  Status CheckProcess() const;
 
   uint64_t epoch() const;
   // Batches of a whole epoch (the same on every rank); a resumed epoch serves
@@ -302,18 +329,31 @@ class Loader {
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
 
-  mutable std::mutex mu_;
-  std::condition_variable work_cv_;   // workers: a task became claimable, or stop
-  std::condition_variable ready_cv_;  // consumer: a batch finished
-  std::condition_variable idle_cv_;   // epoch switch: the last busy worker finished
-  uint64_t epoch_ = 0;                // guarded by mu_
-  bool epoch_started_ = false;        // guarded by mu_: tasks of epoch_ are being handed out
-  uint64_t next_task_ = 0;            // guarded by mu_
-  uint64_t total_tasks_ = 0;          // guarded by mu_
-  uint64_t released_ = 0;             // guarded by mu_: batches the consumer has released
-  uint64_t next_batch_ = 0;           // guarded by mu_: the batch Next() returns next
-  bool holding_ = false;              // guarded by mu_: the consumer holds batch next_batch_ - 1
-  uint32_t busy_ = 0;                 // guarded by mu_: workers filling a chunk
+  // Synchronisation, on the heap so that a forked child's destructor can leave it alone: the
+  // copy's mutex may be locked and its condition variables may count waiters that do not
+  // exist in the child (pthread_cond_destroy would wait for them forever).
+  struct Sync {
+    std::mutex mu;
+    std::condition_variable work_cv;   // workers: a task became claimable, or stop
+    std::condition_variable ready_cv;  // consumer: a batch finished
+    std::condition_variable idle_cv;   // epoch switch: the last busy worker finished
+  };
+  const pid_t owner_pid_;  // the process that created the loader and its threads
+  // True in a process other than owner_pid_ (a forked child).
+  bool Forked() const;
+  std::unique_ptr<Sync> sync_ = std::make_unique<Sync>();
+  std::mutex& mu_ = sync_->mu;
+  std::condition_variable& work_cv_ = sync_->work_cv;
+  std::condition_variable& ready_cv_ = sync_->ready_cv;
+  std::condition_variable& idle_cv_ = sync_->idle_cv;
+  uint64_t epoch_ = 0;          // guarded by mu_
+  bool epoch_started_ = false;  // guarded by mu_: tasks of epoch_ are being handed out
+  uint64_t next_task_ = 0;      // guarded by mu_
+  uint64_t total_tasks_ = 0;    // guarded by mu_
+  uint64_t released_ = 0;       // guarded by mu_: batches the consumer has released
+  uint64_t next_batch_ = 0;     // guarded by mu_: the batch Next() returns next
+  bool holding_ = false;        // guarded by mu_: the consumer holds batch next_batch_ - 1
+  uint32_t busy_ = 0;           // guarded by mu_: workers filling a chunk
   uint64_t read_ahead_samples_window_ = 0;  // read_ahead_bytes in samples; 0 = off
   uint64_t epoch_positions_ = 0;   // guarded by mu_: samples of this rank's epoch, in order
   uint64_t read_ahead_until_ = 0;  // guarded by mu_: positions (kBlock: this rank's dealt

@@ -22,6 +22,8 @@ KILN_DEBIAN_PACKAGES=(
   libjpeg62-turbo-dev libexif-dev
   # first frames of GIF and animated WebP (tools/first_frame_decoder.h)
   libgif-dev libwebp-dev
+  # WebDataset tar shards as converter input (tools/tar_source.h)
+  libarchive-dev
   # real data for tests and samples (see DATA.md)
   dataset-fashion-mnist opencv-doc golang-1.19-src golang-github-disintegration-imaging-dev
   # tools the data scripts use

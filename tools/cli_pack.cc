@@ -1,4 +1,5 @@
 // kiln pack: flags to PackOptions, a progress bar, Ctrl-C handling, the report.
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -31,6 +32,7 @@ struct PackFlags {
   int64_t shuffle_seed = -1;
   bool json = false, overwrite = false, resume = false, exact_decode = false;
   std::string classes_file, classes_from;
+  std::string image_ext, label_from = "cls";
   std::string part;  // "" (not a part), "auto", or the index
   uint32_t of = 0;   // 0 = not given
 };
@@ -72,6 +74,12 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_flag("--exact-decode", f->exact_decode,
                  "Decode JPEGs at full size (default: shrink on load, at the largest 1/2, 1/4 or "
                  "1/8 IDCT scale that keeps twice the resize target; tools/decode_policy.md)");
+  pack->add_option("--image-ext", f->image_ext,
+                   "Tar shards: extensions of the members that hold images, e.g. jpg,png,webp "
+                   "(default: the ImageFolder extensions)");
+  pack->add_option("--label-from", f->label_from,
+                   "Tar shards: cls (KEY.cls, default), json:FIELD (KEY.json's FIELD) or "
+                   "class-folder (the key's first directory)");
   pack->add_flag("--overwrite", f->overwrite, "Replace an existing dataset at OUTPUT");
   pack->add_flag("--resume", f->resume,
                  "Continue an interrupted pack of the same inputs and options (shards format)");
@@ -131,6 +139,18 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   o.on_error = f.on_error == "fail" ? OnError::kFail : OnError::kSkip;
   o.decode.max_pixels = f.max_pixels;
   o.exact_decode = f.exact_decode;
+  o.tar.label_from = f.label_from;
+  if (!f.image_ext.empty()) {
+    o.tar.image_exts.clear();
+    size_t from = 0;
+    while (from <= f.image_ext.size()) {
+      const size_t comma = std::min(f.image_ext.find(',', from), f.image_ext.size());
+      std::string ext = f.image_ext.substr(from, comma - from);
+      if (!ext.empty() && ext[0] == '.') ext.erase(0, 1);
+      if (!ext.empty()) o.tar.image_exts.push_back(ext);
+      from = comma + 1;
+    }
+  }
   if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
   KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
                                       f.mean, f.std_dev, f.shard_size, f.compress, &o));
@@ -202,6 +222,8 @@ int RunPack(const PackFlags& flags) {
   // The decoders live in the image plugin (tools/imaging_plugin.h), loaded only now.
   Result<const ImagingPlugin*> plugin = LoadImagingPlugin();
   if (!plugin.ok()) return FailCommand(plugin.status(), flags.json);
+  Status tar_options = (*plugin)->validate_tar_list_options(options->tar);
+  if (!tar_options.ok()) return FailCommand(tar_options, flags.json);
   // Ctrl-C or SIGTERM: stop between images and clean up, rather than die mid-write.
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);

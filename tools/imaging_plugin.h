@@ -41,7 +41,7 @@ inline std::string ImagingPluginAbiKey() {
 }
 
 // The plugin's functions; each is the library function of the same name (tools/packer.h,
-// tools/sample_renderer.h) with its contract.
+// tools/sample_renderer.h, tools/tar_source.h) with its contract.
 struct ImagingPlugin {
   const char* abi_key;  // ImagingPluginAbiKey() of the plugin's build; stays first
   Result<PackReport> (*pack)(const PackOptions& options, const PackProgress& progress,
@@ -51,6 +51,7 @@ struct ImagingPlugin {
   std::vector<uint64_t> (*evenly_spaced_indices)(uint64_t num_samples, uint64_t count);
   Status (*render_samples)(const std::string& dir, const std::vector<uint64_t>& indices,
                            uint32_t columns, const std::string& png_path);
+  Status (*validate_tar_list_options)(const TarListOptions& options);  // tools/tar_source.h
 };
 
 // Returns the plugin, opening it on the first call. Errors: NotFound naming every path looked

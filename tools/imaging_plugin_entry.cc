@@ -3,6 +3,7 @@
 #include "tools/imaging_plugin.h"
 #include "tools/packer.h"
 #include "tools/sample_renderer.h"
+#include "tools/tar_source.h"
 
 namespace {
 
@@ -10,9 +11,13 @@ namespace {
 const kiln::ImagingPlugin* MakePlugin() {
   static const std::string* abi_key = new std::string(kiln::ImagingPluginAbiKey());
   static const kiln::ImagingPlugin plugin = {
-      abi_key->c_str(),           &kiln::Pack,
-      &kiln::PackReportJson,      &kiln::PackFailureJson,
-      &kiln::EvenlySpacedIndices, &kiln::RenderSamples,
+      abi_key->c_str(),
+      &kiln::Pack,
+      &kiln::PackReportJson,
+      &kiln::PackFailureJson,
+      &kiln::EvenlySpacedIndices,
+      &kiln::RenderSamples,
+      &kiln::ValidateTarListOptions,
   };
   return &plugin;
 }

@@ -17,6 +17,7 @@ uint64_t PackFingerprint(const PackOptions& o, const std::vector<std::string>& c
                  p.schema.height, p.schema.width, p.schema.channels};
   j["preprocess"] = {p.resize_shorter, static_cast<int>(p.crop), p.mean, p.std, p.max_pixels};
   j["decode"] = {o.decode.max_pixels, o.decode.background, o.exact_decode};
+  j["tar"] = {o.tar.image_exts, o.tar.label_from};
   j["compression"] = o.compression.ToString();
   j["shard_size"] = o.shard_size_bytes;
   j["shuffle_seed"] = o.shuffle_seed ? static_cast<int64_t>(*o.shuffle_seed) : -1;

@@ -29,6 +29,7 @@
 #include "tools/partition.h"
 #include "tools/shrink_on_load.h"
 #include "tools/source_listing.h"
+#include "tools/tar_source.h"
 #include "tools/tool_versions.h"
 
 namespace kiln {
@@ -129,6 +130,15 @@ std::string PreprocessingJson(const PackOptions& o) {
   return j.dump();
 }
 
+// What the serial input stage hands to the parallel stage: the item, and for tar input its
+// bytes, read in stream order.
+struct Fetched {
+  size_t item = 0;
+  bool read = false;  // bytes / status hold the item's bytes (tar input)
+  Status status;
+  std::string bytes;
+};
+
 // What the parallel stage hands to the ordered writer.
 struct Work {
   size_t item = 0;
@@ -139,8 +149,10 @@ struct Work {
 
 // The listed input of one pack, in write order (after the write-time shuffle).
 struct PackInput {
-  bool is_dir = false;  // an ImageFolder tree, else a list file
-  std::string root;     // what list-file paths are relative to (the folder for a tree)
+  bool is_dir = false;              // an ImageFolder tree, else a list file (or tar shards)
+  bool is_tar = false;              // WebDataset tar shards (tools/tar_source.h)
+  std::vector<std::string> shards;  // the tar shards, in order
+  std::string root;                 // what list-file paths are relative to (the folder for a tree)
   std::vector<SourceItem> items;
   std::vector<std::string> classes;
   uint64_t listing_problems = 0;  // the first rejections, found while listing
@@ -200,25 +212,47 @@ Result<std::vector<SourceItem>> ShuffleItems(std::vector<SourceItem> items, uint
 Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   std::error_code ec;
   PackInput input;
-  input.is_dir = std::filesystem::is_directory(options.input, ec);
-  if (!input.is_dir && !std::filesystem::exists(options.input, ec)) {
+  if (IsTarInput(options.input)) {
+    input.is_tar = true;
+    KILN_ASSIGN_OR_RETURN(input.shards, ExpandShardInput(options.input));
+    if (options.shuffle_seed) {
+      return Status::InvalidArgument(
+          "--shuffle-seed is not supported for tar shards, which are read in stream order; "
+          "shuffle when reading (kiln's reader shuffles by default)");
+    }
+  }
+  input.is_dir = !input.is_tar && std::filesystem::is_directory(options.input, ec);
+  // (ExpandShardInput has found every shard.)
+  if (!input.is_tar && !input.is_dir && !std::filesystem::exists(options.input, ec)) {
     return Status::NotFound("input " + options.input + " does not exist");
   }
-  if (!input.is_dir && HasImageExtension(options.input)) {
+  if (!input.is_tar && !input.is_dir && HasImageExtension(options.input)) {
     return Status::InvalidArgument("input " + options.input +
                                    " is an image file; pass the folder that holds one sub-folder "
                                    "per class, or a list file of `path label` lines");
   }
   input.root = options.input;
-  if (!input.is_dir && options.root.empty()) {
+  if (input.is_tar) {
+    input.root = std::filesystem::path(input.shards.front()).parent_path().string();
+    if (input.root.empty()) input.root = ".";
+  } else if (!input.is_dir && options.root.empty()) {
     input.root = std::filesystem::path(options.input).parent_path().string();
     if (input.root.empty()) input.root = ".";
   } else if (!input.is_dir) {
     input.root = options.root;
   }
-  KILN_RETURN_IF_ERROR(CheckOutputApart(input.root, options.output));
+  if (input.is_tar) {
+    // Shards may sit beside the output; none may be inside it (--overwrite would delete it).
+    for (const std::string& shard : input.shards) {
+      KILN_RETURN_IF_ERROR(CheckOutputApart(shard, options.output));
+    }
+  } else {
+    KILN_RETURN_IF_ERROR(CheckOutputApart(input.root, options.output));
+  }
   SourceListing listing;
-  if (input.is_dir) {
+  if (input.is_tar) {
+    KILN_ASSIGN_OR_RETURN(listing, ListTarShards(input.shards, options.tar));
+  } else if (input.is_dir) {
     KILN_ASSIGN_OR_RETURN(listing, ListImageFolder(options.input));
   } else {
     KILN_ASSIGN_OR_RETURN(listing, ReadListFile(options.input, input.root));
@@ -342,10 +376,10 @@ class PackPipeline {
     arena.execute([&] {
       tbb::parallel_pipeline(
           size_t{4} * threads,
-          tbb::make_filter<void, size_t>(tbb::filter_mode::serial_in_order,
-                                         [&](tbb::flow_control& fc) { return NextItem(fc); }) &
-              tbb::make_filter<size_t, Work>(tbb::filter_mode::parallel,
-                                             [&](size_t i) { return Process(i); }) &
+          tbb::make_filter<void, Fetched>(tbb::filter_mode::serial_in_order,
+                                          [&](tbb::flow_control& fc) { return NextItem(fc); }) &
+              tbb::make_filter<Fetched, Work>(tbb::filter_mode::parallel,
+                                              [&](Fetched f) { return Process(std::move(f)); }) &
               tbb::make_filter<Work, void>(tbb::filter_mode::serial_in_order,
                                            [&](Work w) { Write(std::move(w)); }));
     });
@@ -355,22 +389,32 @@ class PackPipeline {
   }
 
  private:
-  size_t NextItem(tbb::flow_control& fc) {
+  Fetched NextItem(tbb::flow_control& fc) {
+    Fetched f;
     if (next_item_ >= input_.items.size() || stop_.load() ||
         (options_.cancel != nullptr && options_.cancel->load())) {
       fc.stop();
-      return 0;
+      return f;
     }
-    return next_item_++;
+    f.item = next_item_++;
+    if (input_.is_tar) {
+      // A tar shard is a stream: its members are read here, in order, and decoded in parallel.
+      if (!tar_reader_) tar_reader_ = std::make_unique<TarSampleReader>(input_.shards);
+      const SourceItem& item = input_.items[f.item];
+      f.read = true;
+      f.status = tar_reader_->Read(item.tar_shard, item.tar_member, &f.bytes);
+      if (f.status.ok() && f.bytes.empty()) f.status = Status::InvalidArgument("empty member");
+    }
+    return f;
   }
 
   // The parallel stage: reads, decodes, preprocesses and encodes item `i`.
-  Work Process(size_t i) {
+  Work Process(Fetched f) {
     Work w;
-    w.item = i;
-    const SourceItem& item = input_.items[i];
-    std::string bytes;
-    w.status = ReadImageFile(item.path, &bytes);
+    w.item = f.item;
+    const SourceItem& item = input_.items[f.item];
+    std::string bytes = std::move(f.bytes);
+    w.status = f.read ? f.status : ReadImageFile(item.path, &bytes);
     if (!w.status.ok()) return w;
     w.input_bytes = bytes.size();
     cv::Size full_size;
@@ -474,6 +518,7 @@ class PackPipeline {
   Status fatal_;
   std::atomic<bool> stop_{false};
   size_t next_item_ = 0;
+  std::unique_ptr<TarSampleReader> tar_reader_;  // tar input: touched by NextItem only
   uint64_t done_ = 0;
   size_t journaled_files_ = 0;
   uint64_t journaled_items_ = 0;  // the listed items the finished shards cover (for --resume)
@@ -511,13 +556,13 @@ std::string SourceJson(const PackOptions& options, const PackInput& input,
                        const PackReport& report) {
   PackSource source;
   source.input = options.input;
-  source.kind = input.is_dir ? "imagefolder" : "list";
-  if (!input.is_dir) source.root = input.root;
+  source.kind = input.is_tar ? "webdataset" : input.is_dir ? "imagefolder" : "list";
+  if (!input.is_dir && !input.is_tar) source.root = input.root;
   source.listed = report.listed;
   source.packed = report.packed;
   source.rejected = report.rejected;
   if (!options.class_map.empty()) source.class_map = options.class_map_origin;
-  if (input.is_dir) {
+  if (input.is_dir || input.is_tar) {
     source.skipped = report.skipped;
     source.skipped_list = report.skipped > 0;
   }
@@ -547,6 +592,8 @@ std::string PartOptionsJson(const PackOptions& o) {
   j["--max-pixels"] = o.decode.max_pixels;
   j["--on-error"] = o.on_error == OnError::kFail ? "fail" : "skip";
   j["--exact-decode"] = o.exact_decode;
+  j["--image-ext"] = o.tar.image_exts;
+  j["--label-from"] = o.tar.label_from;
   j["alpha background"] = o.decode.background;
   j["resized max pixels"] = p.max_pixels;
   return j.dump();

@@ -28,6 +28,7 @@
 #include "tools/partition.h"
 #include "tools/preprocessor.h"
 #include "tools/source_listing.h"
+#include "tools/tar_source.h"
 
 namespace kiln {
 
@@ -37,8 +38,12 @@ enum class OnError {
 };
 
 struct PackOptions {
-  // An ImageFolder directory (one sub-folder per class), or a list file of `path label` lines.
+  // An ImageFolder directory (one sub-folder per class), a list file of `path label` lines, or
+  // WebDataset tar shards: a .tar file, a directory of them, or a pattern such as
+  // "shards/{000000..000099}.tar" (tools/tar_source.h: IsTarInput, ExpandShardInput).
   std::string input;
+  // Tar input only: which members hold the image and the label (`--image-ext`, `--label-from`).
+  TarListOptions tar;
   // Root that list-file paths are relative to. Default: the list file's directory. Ignored for
   // directories.
   std::string root;

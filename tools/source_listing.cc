@@ -324,6 +324,10 @@ struct LineBuffer {
 
 }  // namespace
 
+bool IsValidUtf8Key(std::string_view s) { return IsValidUtf8(s); }
+
+std::string PrintableName(std::string_view s) { return Printable(s); }
+
 bool HasImageExtension(std::string_view filename) {
   const size_t slash = filename.rfind('/');
   if (slash != std::string_view::npos) filename.remove_prefix(slash + 1);

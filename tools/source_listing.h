@@ -44,6 +44,10 @@ struct SourceItem {
   int64_t label = 0;
   // 1-based line in the list file; 0 for ImageFolder.
   uint64_t line = 0;
+  // WebDataset tar input only (tools/tar_source.h): the shard's index in the expanded input
+  // and the image member's position among that shard's entries. 0 otherwise.
+  uint32_t tar_shard = 0;
+  uint64_t tar_member = 0;
 };
 
 // An input that cannot become a sample, found while listing: a malformed list line, a special
@@ -185,6 +189,13 @@ Status PinClasses(const std::vector<std::string>& class_map, const std::string& 
 // component's first character (".jpg" alone is a hidden file without extension). "IMG_0001.JPG" and
 // "c.Jpeg" match; "a.jpg.txt", "a.jpg " and "jpg" do not.
 bool HasImageExtension(std::string_view filename);
+
+// Returns true when `s` is valid UTF-8 (keys must be: the manifest and every format store them
+// as UTF-8).
+bool IsValidUtf8Key(std::string_view s);
+
+// Returns `s` for a message: valid UTF-8 as is, other bytes as \xNN escapes.
+std::string PrintableName(std::string_view s);
 
 }  // namespace kiln
 

@@ -177,7 +177,22 @@ class Loader:
 
     Threads. The GIL is released while a step waits for its batch (and while copying), so
     Python threads run in parallel with the fetch threads. Use one loader from one thread at a
-    time.
+    time. A fetch thread that cannot be started (a process or thread limit: ``ulimit -u``, a
+    container's pids limit, an address-space limit) raises ``kiln.KilnIOError`` naming the
+    limit and saying to lower ``num_threads``; batch slots that cannot be allocated raise
+    ``kiln.OutOfRangeError`` saying to lower ``prefetch`` or ``batch_size``.
+
+    Processes. A loader belongs to the process that created it: ``os.fork()`` copies its
+    memory but not its fetch threads. In a forked child (``multiprocessing`` with the ``fork``
+    start method, the workers of ``torch.utils.data.DataLoader(num_workers>0)`` on Linux) every
+    step raises ``kiln.NotSupportedError`` (a ``RuntimeError``) at once, naming both processes;
+    it never hangs and never yields the parent's batches. The parent's loader is unaffected.
+    Cures: create the loader in the process that reads from it (in a ``DataLoader`` worker, in
+    ``worker_init_fn`` or on first use inside the worker, with ``rank``/``world_size`` from
+    ``torch.utils.data.get_worker_info()`` to split the samples among workers); use the
+    ``spawn`` or ``forkserver`` start method; or, simplest, ``num_workers=0``: the loader's own
+    threads already read in parallel. A loader cannot be pickled (``TypeError``), so the
+    ``spawn`` method refuses to send one to a child: send its path and options instead.
     """
 
     def __init__(self, path, batch_size=256, shuffle=True, seed=0, drop_last=False,
@@ -231,6 +246,12 @@ class Loader:
         self._active = False       # a loop over the current epoch is in progress
         self._resumed_epoch = None  # load_state_dict's epoch, until the next loop starts
         self._lock = threading.Lock()
+
+    def __reduce__(self):
+        raise TypeError(
+            "a kiln.Loader cannot be pickled: it owns fetch threads and batch memory of this "
+            "process. Send the dataset path and options to the other process and create the "
+            "Loader there (for a DataLoader: on first use inside the worker, or num_workers=0)")
 
     # -- configuration --------------------------------------------------------------------
 
@@ -382,6 +403,7 @@ class Loader:
         checksum), and the versions ``kiln_reader_state`` and ``order_version``. The binary
         form of the same state is 96 bytes (``reader/reader_state.md``).
         """
+        self._core.check_process()
         with self._lock:
             active, resumed = self._active, self._resumed_epoch
             next_epoch = self._next_epoch
@@ -429,6 +451,7 @@ class Loader:
     # -- iteration ------------------------------------------------------------------------
 
     def __iter__(self):
+        self._core.check_process()  # in a forked child, before self._lock (the copy may hold it)
         with self._lock:
             epoch = self._next_epoch
             self._next_epoch = epoch + 1
@@ -488,6 +511,7 @@ class _EpochIterator:
         if self._generation != loader._generation:
             raise RuntimeError(f"this iterator over epoch {self._epoch} was superseded by a "
                                "newer iter(loader); one loop at a time per loader")
+        loader._core.check_process()  # a forked child: raise before touching CUDA or locks
         if self._pending is not None:
             self._pending.synchronize()  # the slot's copy to the GPU has finished
             self._pending = None

@@ -74,6 +74,7 @@ struct TestDatasetOptions {
   // format's layout); 0 to use shard_size_bytes instead. Default 0.
   uint64_t samples_per_shard = 0;
   uint64_t shard_size_bytes = uint64_t{128} << 20;  // Default 128 MiB: one shard.
+  std::string format = "shards";                    // a format registry name. Default shards.
 };
 
 class TestDataset {
@@ -121,6 +122,7 @@ class TestDataset {
     DatasetWriterOptions wo;
     wo.schema = options_.schema;
     wo.shard_size_bytes = options_.shard_size_bytes;
+    wo.format = options_.format;
     if (options_.samples_per_shard != 0) {
       // A shard of k raw records with 8-byte keys: 64-byte header, k records each padded to the
       // record alignment, k 40-byte index entries, k keys, the 64-byte footer.

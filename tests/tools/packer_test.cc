@@ -561,7 +561,7 @@ TEST(PackerTest, ExactDecodeGivesTheFullDecodeAndShrinkOnLoadIsTheDefault) {
         for (int c = 0; c < 3; ++c) {
           const uint8_t want = crop.at<cv::Vec3b>(y, x)[c];
           ASSERT_EQ(full[(c * 64 + y) * 64 + x], want) << "x " << x << " y " << y << " c " << c;
-          const double d = double{shrunk[(c * 64 + y) * 64 + x]} - want;
+          const double d = static_cast<double>(shrunk[(c * 64 + y) * 64 + x]) - want;
           sq += d * d;
         }
       }

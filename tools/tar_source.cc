@@ -1,0 +1,542 @@
+#include "tools/tar_source.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <glob.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
+#include <system_error>
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kMaxLabelMemberBytes = size_t{1} << 20;
+constexpr uint64_t kMaxBraceNames = 10000000;
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+bool HasTarName(std::string_view name) {
+  const std::string n = Lower(name);
+  for (const char* ext : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2"}) {
+    if (EndsWith(n, ext)) return true;
+  }
+  return false;
+}
+
+bool HasPattern(std::string_view s) { return s.find_first_of("{*?[") != std::string_view::npos; }
+bool HasGlob(std::string_view s) { return s.find_first_of("*?[") != std::string_view::npos; }
+
+// Expands the first (outermost, leftmost) brace expression of `s`, then the rest recursively.
+Status ExpandBraces(const std::string& s, std::vector<std::string>* out) {
+  const size_t open = s.find('{');
+  if (open == std::string::npos) {
+    if (s.find('}') != std::string::npos) {
+      return Status::InvalidArgument("unbalanced '}' in shard pattern " + s);
+    }
+    out->push_back(s);
+    return Status::Ok();
+  }
+  int depth = 0;
+  size_t close = std::string::npos;
+  std::vector<size_t> commas;
+  for (size_t i = open; i < s.size(); ++i) {
+    if (s[i] == '{') ++depth;
+    if (s[i] == '}' && --depth == 0) {
+      close = i;
+      break;
+    }
+    if (s[i] == ',' && depth == 1) commas.push_back(i);
+  }
+  if (close == std::string::npos) {
+    return Status::InvalidArgument("unbalanced '{' in shard pattern " + s);
+  }
+  const std::string head = s.substr(0, open), tail = s.substr(close + 1);
+  const std::string body = s.substr(open + 1, close - open - 1);
+  std::vector<std::string> alternatives;
+  const size_t dots = body.find("..");
+  if (commas.empty() && dots != std::string::npos) {
+    const std::string a = body.substr(0, dots), b = body.substr(dots + 2);
+    const bool digits =
+        !a.empty() && !b.empty() && a.find_first_not_of("0123456789") == std::string::npos &&
+        b.find_first_not_of("0123456789") == std::string::npos && a.size() <= 18 && b.size() <= 18;
+    if (!digits) return Status::InvalidArgument("brace range {" + body + "} is not {N..M}");
+    const uint64_t lo = std::stoull(a), hi = std::stoull(b);
+    const size_t width = std::max(a.size(), b.size());
+    if ((hi >= lo ? hi - lo : lo - hi) >= kMaxBraceNames) {
+      return Status::InvalidArgument("brace range {" + body + "} names over 10,000,000 shards");
+    }
+    for (uint64_t v = lo;; v = hi >= lo ? v + 1 : v - 1) {
+      std::string n = std::to_string(v);
+      const bool padded =
+          (a.size() > 1 && a[0] == '0') || (b.size() > 1 && b[0] == '0') || a.size() == b.size();
+      if (padded && n.size() < width) {
+        n.insert(0, width - n.size(), '0');
+      }
+      alternatives.push_back(n);
+      if (v == hi) break;
+    }
+  } else if (!commas.empty()) {
+    size_t from = open + 1;
+    for (const size_t c : commas) {
+      alternatives.push_back(s.substr(from, c - from));
+      from = c + 1;
+    }
+    alternatives.push_back(s.substr(from, close - from));
+  } else {
+    alternatives.push_back("{" + body + "}");  // a literal brace pair, as the shell keeps it
+    out->push_back(head + alternatives[0] + tail);
+    return Status::Ok();
+  }
+  for (const std::string& alt : alternatives) {
+    KILN_RETURN_IF_ERROR(ExpandBraces(head + alt + tail, out));
+  }
+  return Status::Ok();
+}
+
+// libarchive reader over one shard, for tar in any of its compressions.
+struct ArchiveCloser {
+  void operator()(archive* a) const { archive_read_free(a); }
+};
+using ArchivePtr = std::unique_ptr<archive, ArchiveCloser>;
+
+Result<ArchivePtr> OpenShard(const std::string& path) {
+  ArchivePtr a(archive_read_new());
+  if (!a) return Status::Internal(path + ": archive_read_new failed");
+  archive_read_support_format_tar(a.get());
+  archive_read_support_filter_all(a.get());
+  if (archive_read_open_filename(a.get(), path.c_str(), size_t{1} << 16) != ARCHIVE_OK) {
+    const int err = archive_errno(a.get());
+    const std::string msg = archive_error_string(a.get()) ? archive_error_string(a.get()) : "?";
+    if (err == ENOENT) return Status::NotFound(path + ": " + msg);
+    return Status::IOError(path + ": cannot open as a tar archive (libarchive: " + msg + ")");
+  }
+  return a;
+}
+
+std::string ArchiveError(archive* a) {
+  const char* msg = archive_error_string(a);
+  return msg ? msg : "unknown error";
+}
+
+std::string EntryName(archive_entry* e) {
+  const char* utf8 = archive_entry_pathname_utf8(e);
+  if (utf8 != nullptr) return utf8;
+  const char* raw = archive_entry_pathname(e);
+  return raw ? raw : "";
+}
+
+// Reads the data of the current entry into `out`, at most `limit` bytes (0: no limit).
+Status ReadEntryData(archive* a, const std::string& what, size_t limit, std::string* out) {
+  out->clear();
+  char buf[1 << 16];
+  for (;;) {
+    const la_ssize_t n = archive_read_data(a, buf, sizeof(buf));
+    if (n == 0) return Status::Ok();
+    if (n < 0) {
+      return Status::Corruption("truncated or damaged tar member " + what +
+                                " (libarchive: " + ArchiveError(a) + ")");
+    }
+    out->append(buf, static_cast<size_t>(n));
+    if (limit != 0 && out->size() > limit) {
+      return Status::InvalidArgument("member " + what + " is over 1 MiB");
+    }
+  }
+}
+
+struct Member {
+  std::string name;
+  std::string ext;  // lower case
+  uint64_t index = 0;
+  int64_t offset = 0;
+  bool image = false;
+  bool label = false;
+  std::string label_text;
+  Status label_status;
+};
+
+struct Group {
+  std::string key;
+  std::vector<Member> members;
+};
+
+// Parses a label as WebDataset writers store it: decimal text, blanks around it allowed.
+bool ParseInteger(std::string_view text, int64_t* out) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
+  if (text.empty() || text.size() > 19) return false;
+  size_t i = text[0] == '-' || text[0] == '+' ? 1 : 0;
+  if (i == text.size()) return false;
+  int64_t v = 0;
+  for (; i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+    v = v * 10 + (text[i] - '0');
+  }
+  *out = text[0] == '-' ? -v : v;
+  return true;
+}
+
+class Lister {
+ public:
+  Lister(const std::vector<std::string>& shards, const TarListOptions& options)
+      : shards_(shards), options_(options) {
+    if (options.label_from.rfind("json:", 0) == 0) {
+      label_ext_ = "json";
+      json_field_ = options.label_from.substr(5);
+    } else if (options.label_from == "cls") {
+      label_ext_ = "cls";
+    }
+    for (const std::string& e : options.image_exts) image_exts_.insert(Lower(e));
+  }
+
+  Result<SourceListing> Run() {
+    if (!shards_.empty()) {
+      listing_.root = fs::path(shards_[0]).parent_path().string();
+      if (listing_.root.empty()) listing_.root = ".";
+    }
+    for (uint32_t s = 0; s < shards_.size(); ++s) KILN_RETURN_IF_ERROR(ListShard(s));
+    if (options_.label_from == "class-folder") AssignClassFolders();
+    std::map<std::string, uint64_t> seen;
+    for (const SourceItem& item : listing_.items) {
+      if (++seen[item.key] == 2) {
+        listing_.warnings.push_back("key " + item.key + " names more than one sample (in shards " +
+                                    item.path + " and before); all are packed");
+      }
+    }
+    listing_.ignored_files = listing_.skipped.size();
+    return std::move(listing_);
+  }
+
+ private:
+  void Skip(uint32_t shard, const std::string& member, const std::string& reason) {
+    listing_.skipped.push_back({shards_[shard] + ":" + member, reason});
+  }
+
+  void Problem(uint32_t shard, const std::string& key, const std::string& reason) {
+    listing_.problems.push_back({shards_[shard] + ":" + key, 0, reason});
+  }
+
+  static std::string Offset(int64_t offset) { return "at byte offset " + std::to_string(offset); }
+
+  Status ListShard(uint32_t s) {
+    const std::string& path = shards_[s];
+    KILN_ASSIGN_OR_RETURN(ArchivePtr a, OpenShard(path));
+    Group group;
+    uint64_t index = 0;
+    for (;; ++index) {
+      archive_entry* e = nullptr;
+      const int64_t offset = archive_read_header_position(a.get());
+      const int r = archive_read_next_header(a.get(), &e);
+      if (r == ARCHIVE_EOF) break;
+      if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+        Flush(s, &group);
+        listing_.problems.push_back({path, 0,
+                                     "damaged or truncated tar archive after " +
+                                         std::to_string(index) + " members, " + Offset(offset) +
+                                         " (libarchive: " + ArchiveError(a.get()) +
+                                         "); the rest of "
+                                         "this shard is not read"});
+        return Status::Ok();
+      }
+      const std::string name = EntryName(e);
+      if (archive_entry_filetype(e) != AE_IFREG) {
+        Skip(s, name,
+             archive_entry_filetype(e) == AE_IFDIR ? "directory entry"
+                                                   : "not a regular file member");
+        continue;
+      }
+      const size_t slash = name.rfind('/');
+      const size_t base = slash == std::string::npos ? 0 : slash + 1;
+      const size_t dot = name.find('.', base);
+      if (dot == std::string::npos || dot == base) {
+        Flush(s, &group);
+        Skip(s, name, "no KEY.EXTENSION name (WebDataset members are named key.extension)");
+        continue;
+      }
+      const std::string key = name.substr(0, dot);
+      if (key != group.key) Flush(s, &group);
+      group.key = key;
+      Member m;
+      m.name = name;
+      m.ext = Lower(name.substr(dot + 1));
+      m.index = index;
+      m.offset = offset;
+      m.image = image_exts_.count(m.ext) != 0;
+      m.label = !m.image && !label_ext_.empty() && m.ext == label_ext_;
+      if (m.label) {
+        m.label_status = ReadEntryData(a.get(), name + " " + Offset(offset), kMaxLabelMemberBytes,
+                                       &m.label_text);
+      } else if (archive_read_data_skip(a.get()) != ARCHIVE_OK) {
+        group.members.push_back(std::move(m));
+        group.members.back().label_status =
+            Status::Corruption("truncated or damaged tar member " + name + " " + Offset(offset) +
+                               " (libarchive: " + ArchiveError(a.get()) + ")");
+        group.members.back().label = true;  // reported by Flush
+        Flush(s, &group);
+        return Status::Ok();
+      }
+      if (m.label && m.label_status.code() == StatusCode::kCorruption) {
+        group.members.push_back(std::move(m));
+        Flush(s, &group);
+        return Status::Ok();
+      }
+      group.members.push_back(std::move(m));
+    }
+    Flush(s, &group);
+    return Status::Ok();
+  }
+
+  // Turns a finished group into an item, or a problem; its unused members are skipped.
+  void Flush(uint32_t s, Group* group) {
+    if (group->members.empty()) return;
+    const std::string key = group->key;
+    std::vector<const Member*> images;
+    const Member* label = nullptr;
+    std::string names;
+    for (const Member& m : group->members) {
+      names += (names.empty() ? "" : ", ") + m.name;
+      if (m.image) images.push_back(&m);
+      if (m.label && label == nullptr) label = &m;
+    }
+    auto done = [&] {
+      for (const Member& m : group->members) {
+        if (!m.image && !m.label) {
+          Skip(s, m.name, "not an image or label member of sample " + key);
+        }
+      }
+      group->members.clear();
+      group->key.clear();
+    };
+    for (const Member& m : group->members) {
+      if (!m.label_status.ok() && m.label_status.code() == StatusCode::kCorruption) {
+        Problem(s, key, "sample " + key + ": " + m.label_status.message());
+        return done();
+      }
+    }
+    if (!IsValidUtf8Key(key)) {
+      Problem(s, key, "key is not valid UTF-8 ('" + PrintableName(key) + "')");
+      return done();
+    }
+    if (images.empty()) {
+      std::string exts;
+      for (const std::string& e : options_.image_exts) exts += (exts.empty() ? "" : " ") + e;
+      Problem(
+          s, key,
+          "sample " + key + " has no image member (extensions " + exts + "); members: " + names);
+      return done();
+    }
+    if (images.size() > 1) {
+      Problem(s, key,
+              "sample " + key + " has " + std::to_string(images.size()) + " image members (" +
+                  names + "); one is needed");
+      return done();
+    }
+    SourceItem item;
+    item.path = shards_[s] + ":" + images[0]->name;
+    item.key = key;
+    item.tar_shard = s;
+    item.tar_member = images[0]->index;
+    if (options_.label_from == "class-folder") {
+      const size_t slash = key.find('/');
+      if (slash == std::string::npos || slash == 0) {
+        Problem(s, key,
+                "sample " + key +
+                    " has no class folder in its key (--label-from "
+                    "class-folder needs keys CLASS/NAME)");
+        return done();
+      }
+      class_of_.push_back(key.substr(0, slash));
+    } else {
+      const std::string wanted = key + "." + label_ext_;
+      if (label == nullptr) {
+        Problem(s, key,
+                "sample " + key + " has no " + wanted + " member (--label-from " +
+                    options_.label_from + "); members: " + names);
+        return done();
+      }
+      if (!label->label_status.ok()) {
+        Problem(s, key, "sample " + key + ": " + label->label_status.message());
+        return done();
+      }
+      if (label_ext_ == "cls") {
+        if (!ParseInteger(label->label_text, &item.label)) {
+          Problem(s, key,
+                  label->name + " " + Offset(label->offset) + " holds '" +
+                      PrintableName(label->label_text.substr(0, 40)) + "', not an integer label");
+          return done();
+        }
+      } else {
+        const nlohmann::json j = nlohmann::json::parse(label->label_text, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) {
+          Problem(s, key, label->name + " " + Offset(label->offset) + " is not a JSON object");
+          return done();
+        }
+        const auto it = j.find(json_field_);
+        if (it == j.end() || !it->is_number_integer()) {
+          Problem(s, key,
+                  label->name + " " + Offset(label->offset) + " has no integer field \"" +
+                      json_field_ + "\"");
+          return done();
+        }
+        item.label = it->get<int64_t>();
+      }
+    }
+    listing_.items.push_back(std::move(item));
+    done();
+  }
+
+  void AssignClassFolders() {
+    std::vector<std::string> classes(class_of_.begin(), class_of_.end());
+    std::sort(classes.begin(), classes.end());
+    classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
+    for (size_t i = 0; i < listing_.items.size(); ++i) {
+      listing_.items[i].label =
+          std::lower_bound(classes.begin(), classes.end(), class_of_[i]) - classes.begin();
+    }
+    listing_.classes = std::move(classes);
+  }
+
+  const std::vector<std::string>& shards_;
+  const TarListOptions& options_;
+  std::set<std::string> image_exts_;
+  std::string label_ext_;
+  std::string json_field_;
+  std::vector<std::string> class_of_;  // per item, for class-folder
+  SourceListing listing_;
+};
+
+}  // namespace
+
+bool IsTarInput(const std::string& input) {
+  if (HasPattern(input)) return HasTarName(input);
+  std::error_code ec;
+  if (fs::is_directory(input, ec)) {
+    bool any = false;
+    for (const auto& e : fs::directory_iterator(input, ec)) {
+      if (e.is_directory(ec)) return false;
+      any = any || HasTarName(e.path().filename().string());
+    }
+    return any;
+  }
+  return HasTarName(input);
+}
+
+Result<std::vector<std::string>> ExpandShardInput(const std::string& input) {
+  std::vector<std::string> shards;
+  std::error_code ec;
+  if (!HasPattern(input)) {
+    if (fs::is_directory(input, ec)) {
+      for (const auto& e : fs::directory_iterator(input, ec)) {
+        if (e.is_regular_file(ec) && HasTarName(e.path().filename().string())) {
+          shards.push_back(e.path().string());
+        }
+      }
+      std::sort(shards.begin(), shards.end());
+      if (shards.empty()) return Status::NotFound("no tar shards in " + input);
+      return shards;
+    }
+    if (!fs::exists(input, ec)) return Status::NotFound("shard " + input + " does not exist");
+    return std::vector<std::string>{input};
+  }
+  std::vector<std::string> names;
+  KILN_RETURN_IF_ERROR(ExpandBraces(input, &names));
+  for (const std::string& name : names) {
+    if (!HasGlob(name)) {
+      if (!fs::exists(name, ec)) {
+        return Status::NotFound("shard " + name + " (from " + input + ") does not exist");
+      }
+      shards.push_back(name);
+      continue;
+    }
+    glob_t g{};
+    const int r = ::glob(name.c_str(), 0, nullptr, &g);
+    if (r != 0) {
+      ::globfree(&g);
+      return Status::NotFound("no shard matches " + name + " (from " + input + ")");
+    }
+    std::vector<std::string> matched(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    ::globfree(&g);
+    std::sort(matched.begin(), matched.end());
+    shards.insert(shards.end(), matched.begin(), matched.end());
+  }
+  return shards;
+}
+
+Status ValidateTarListOptions(const TarListOptions& options) {
+  const std::string& l = options.label_from;
+  if (l != "cls" && l != "class-folder" && !(l.rfind("json:", 0) == 0 && l.size() > 5)) {
+    return Status::InvalidArgument("--label-from " + l +
+                                   ": expected cls, json:FIELD or class-folder");
+  }
+  if (options.image_exts.empty()) return Status::InvalidArgument("--image-ext is empty");
+  return Status::Ok();
+}
+
+Result<SourceListing> ListTarShards(const std::vector<std::string>& shards,
+                                    const TarListOptions& options) {
+  KILN_RETURN_IF_ERROR(ValidateTarListOptions(options));
+  Lister lister(shards, options);
+  return lister.Run();
+}
+
+struct TarSampleReader::State {
+  ArchivePtr archive;
+  uint32_t shard = 0;
+  uint64_t next_entry = 0;
+};
+
+TarSampleReader::TarSampleReader(std::vector<std::string> shards)
+    : shards_(std::move(shards)), state_(std::make_unique<State>()) {}
+
+TarSampleReader::~TarSampleReader() = default;
+
+Status TarSampleReader::Read(uint32_t shard, uint64_t member, std::string* out) {
+  if (shard >= shards_.size()) return Status::Internal("shard index out of range");
+  const std::string& path = shards_[shard];
+  if (!state_->archive || state_->shard != shard || member < state_->next_entry) {
+    state_->archive.reset();
+    KILN_ASSIGN_OR_RETURN(state_->archive, OpenShard(path));
+    state_->shard = shard;
+    state_->next_entry = 0;
+  }
+  archive* a = state_->archive.get();
+  for (;;) {
+    archive_entry* e = nullptr;
+    const int64_t offset = archive_read_header_position(a);
+    const int r = archive_read_next_header(a, &e);
+    if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+      const Status s = r == ARCHIVE_EOF
+                           ? Status::Internal(path + ": member " + std::to_string(member) +
+                                              " is gone (the shard changed since listing)")
+                           : Status::Corruption("truncated or damaged tar archive at byte offset " +
+                                                std::to_string(offset) +
+                                                " (libarchive: " + ArchiveError(a) + ")");
+      state_->archive.reset();
+      return s;
+    }
+    if (state_->next_entry++ != member) continue;
+    Status s = ReadEntryData(a, EntryName(e) + " at byte offset " + std::to_string(offset), 0, out);
+    if (!s.ok()) state_->archive.reset();
+    return s;
+  }
+}
+
+}  // namespace kiln
