@@ -25,7 +25,10 @@
 #include "formats/verifier.h"
 #include "formats/version.h"
 #include "python/py_status.h"
+#include "reader/cuda_handles.h"
+#include "reader/host_buffer.h"
 #include "reader/loader.h"
+#include "reader/normalize_kernel.h"
 #include "reader/world.h"
 
 namespace py = pybind11;
@@ -41,6 +44,18 @@ struct LoaderState {
   std::mutex mu;           // serialises SetEpoch/Next: the Loader serves one consumer thread
   Batch batch;             // guarded by mu: the batch the last Next() returned
   bool has_batch = false;  // guarded by mu
+  // device="cuda:N" with normalize: the fused kernel (its device memory is on loader's device).
+  std::unique_ptr<NormalizeKernel> kernel;
+  ~LoaderState() {
+    // Any thread may run this (a DLPack deleter, the garbage collector): free device memory
+    // with the loader's device current, creating no context on another GPU.
+    if (kernel != nullptr && loader != nullptr && !loader->CheckProcess().ok()) {
+      (void)kernel.release();  // a forked child's copy: the memory is the parent's context's
+    } else if (kernel != nullptr && loader != nullptr && loader->device_batches()) {
+      CudaDeviceGuard guard(loader->options().device);
+      kernel.reset();
+    }
+  }
 };
 
 std::shared_ptr<uint8_t> AllocateAligned(uint64_t bytes) {
@@ -163,9 +178,17 @@ class PyLoader {
            bool drop_last, uint32_t num_threads, uint32_t prefetch, bool pin_memory, uint32_t rank,
            uint32_t world_size, uint32_t crop_height, uint32_t crop_width, bool flip,
            const std::string& tail, uint64_t start_epoch, uint64_t block_bytes,
-           uint32_t shuffle_window, const py::bytes& resume, uint64_t read_ahead_bytes)
+           uint32_t shuffle_window, const py::bytes& resume, uint64_t read_ahead_bytes, int device)
       : state_(std::make_shared<LoaderState>()) {
     LoaderOptions o;
+    o.device = device;
+    if (device >= 0) {
+      std::string why;
+      if (!CudaDeviceAvailable(&why)) {
+        ThrowStatus(Status::NotSupported("kiln.Loader(device='cuda:" + std::to_string(device) +
+                                         "'): no GPU: " + why));
+      }
+    }
     o.read_ahead_bytes = read_ahead_bytes;
     o.batch_size = batch_size;
     o.shuffle = ValueOrThrow(ParseShuffleMode(shuffle));
@@ -191,6 +214,79 @@ class PyLoader {
       loader = Loader::Open(path, o);
     }
     state_->loader = ValueOrThrow(std::move(loader));
+  }
+
+  // device="cuda" with normalize: the fused kernel for this loader's stored samples, with the
+  // crop and flip drawn from `seed` (the loader itself then does no crop). Returns the output
+  // sample shape (C, H, W).
+  py::tuple SetNormalize(const std::vector<float>& mean, const std::vector<float>& std,
+                         const std::string& dtype, uint32_t crop_height, uint32_t crop_width,
+                         bool flip, uint64_t seed) {
+    CheckProcess();
+    NormalizeOptions no;
+    no.out_dtype = dtype == "float16" ? DType::kFloat16 : DType::kFloat32;
+    const TensorSchema& stored = loader().sample_schema();
+    for (uint32_t c = 0; c < kMaxNormalizeChannels; ++c) {
+      if (c < mean.size()) no.mean[c] = mean[c];
+      if (c < std.size()) no.std[c] = std[c];
+    }
+    AugmentOptions aug;
+    aug.crop_height = crop_height;
+    aug.crop_width = crop_width;
+    aug.flip = flip;
+    CudaDeviceGuard guard(loader().options().device);
+    if (!guard.status().ok()) ThrowStatus(guard.status());
+    state_->kernel = ValueOrThrow(NormalizeKernel::Create(
+        stored, aug, no, std::max<uint32_t>(1, loader().options().batch_size), seed));
+    const TensorSchema& out = state_->kernel->output_schema();
+    return py::make_tuple(out.channels, out.height, out.width);
+  }
+
+  // device="cuda": the next batch written, on torch's stream `stream` (a cudaStream_t as an
+  // integer; 0 the legacy default stream), into torch-allocated device memory `images` and
+  // `labels` (room for batch_size samples): normalised by the kernel when SetNormalize was
+  // called, else the uploaded bytes copied. Ordered after kiln's upload by Batch::WaitOn on
+  // `stream`, which is also the stream the loader waits for before reusing its device buffer;
+  // no host synchronisation. Returns the batch's size, or -1 at the end of the epoch.
+  int64_t NextDevice(uintptr_t stream, uintptr_t images, uintptr_t labels) {
+    CheckProcess();
+    Status status;
+    int64_t size = -1;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->has_batch = false;
+      Batch batch;
+      Result<bool> r = state_->loader->Next(&batch);
+      if (!r.ok()) {
+        status = r.status();
+      } else if (*r) {
+        state_->batch = batch;
+        state_->has_batch = true;
+        status = batch.device_data == nullptr
+                     ? Status::Internal("kiln.Loader: batch without a device copy")
+                     : Status::Ok();
+        CudaDeviceGuard guard(batch.device);
+        if (status.ok()) status = guard.status();
+        auto* s = reinterpret_cast<cudaStream_t>(stream);
+        if (status.ok() && state_->kernel != nullptr) {
+          status = state_->kernel->Run(batch, reinterpret_cast<void*>(images), s);
+        } else if (status.ok()) {
+          status = batch.WaitOn(s);
+          if (status.ok()) {
+            status = CudaCopyDeviceToDeviceAsync(reinterpret_cast<void*>(images), batch.device_data,
+                                                 batch.bytes(), s);
+          }
+        }
+        if (status.ok()) {
+          status = CudaCopyDeviceToDeviceAsync(reinterpret_cast<void*>(labels), batch.device_labels,
+                                               uint64_t{batch.size} * sizeof(int64_t), s);
+        }
+        size = batch.size;
+      }
+    }
+    if (!status.ok()) ThrowStatus(status);
+    return size;
   }
 
   // Raises NotSupportedError in a process forked after the loader was created (reader/loader.h,
@@ -444,15 +540,17 @@ PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = kiln::kVersionString;
 
   py::class_<PyLoader>(m, "Loader")
-      .def(py::init<const std::string&, uint32_t, const std::string&, uint64_t, bool, uint32_t,
-                    uint32_t, bool, uint32_t, uint32_t, uint32_t, uint32_t, bool,
-                    const std::string&, uint64_t, uint64_t, uint32_t, const py::bytes&, uint64_t>(),
-           py::arg("path"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"),
-           py::arg("drop_last"), py::arg("num_threads"), py::arg("prefetch"), py::arg("pin_memory"),
-           py::arg("rank"), py::arg("world_size"), py::arg("crop_height"), py::arg("crop_width"),
-           py::arg("flip"), py::arg("tail"), py::arg("start_epoch"),
-           py::arg("block_bytes") = uint64_t{4} << 20, py::arg("shuffle_window") = 16u,
-           py::arg("resume") = py::bytes(), py::arg("read_ahead_bytes") = uint64_t{16} << 20)
+      .def(
+          py::init<const std::string&, uint32_t, const std::string&, uint64_t, bool, uint32_t,
+                   uint32_t, bool, uint32_t, uint32_t, uint32_t, uint32_t, bool, const std::string&,
+                   uint64_t, uint64_t, uint32_t, const py::bytes&, uint64_t, int>(),
+          py::arg("path"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"),
+          py::arg("drop_last"), py::arg("num_threads"), py::arg("prefetch"), py::arg("pin_memory"),
+          py::arg("rank"), py::arg("world_size"), py::arg("crop_height"), py::arg("crop_width"),
+          py::arg("flip"), py::arg("tail"), py::arg("start_epoch"),
+          py::arg("block_bytes") = uint64_t{4} << 20, py::arg("shuffle_window") = 16u,
+          py::arg("resume") = py::bytes(), py::arg("read_ahead_bytes") = uint64_t{16} << 20,
+          py::arg("device") = -1)
       .def("state", &PyLoader::State, "The ReaderState's 96 bytes (reader/reader_state.md).")
       .def("set_epoch", &PyLoader::SetEpoch, py::arg("epoch"))
       .def("check_process", &PyLoader::CheckProcess,
@@ -464,6 +562,13 @@ PYBIND11_MODULE(_core, m) {
       .def("is_padding", &PyLoader::IsPadding)
       .def("key", &PyLoader::Key, py::arg("index"))
       .def("stats", &PyLoader::Stats)
+      .def("set_normalize", &PyLoader::SetNormalize, py::arg("mean"), py::arg("std"),
+           py::arg("dtype"), py::arg("crop_height"), py::arg("crop_width"), py::arg("flip"),
+           py::arg("seed"))
+      .def("next_device", &PyLoader::NextDevice, py::arg("stream"), py::arg("images"),
+           py::arg("labels"))
+      .def_property_readonly("device_batches",
+                             [](const PyLoader& l) { return l.loader().device_batches(); })
       .def("__len__", [](const PyLoader& l) { return l.loader().batches_per_epoch(); })
       .def_property_readonly("samples_per_epoch",
                              [](const PyLoader& l) { return l.loader().samples_per_epoch(); })
@@ -480,6 +585,10 @@ PYBIND11_MODULE(_core, m) {
         return kiln::python::SchemaDict(l.loader().sample_schema());
       });
 
+  m.def("cuda_unavailable_reason", [] {
+    std::string why;
+    return kiln::CudaDeviceAvailable(&why) ? std::string() : why;
+  });
   m.def("state_to_dict", &kiln::python::StateToDict, py::arg("blob"));
   m.def("state_from_dict", &kiln::python::StateFromDict, py::arg("state"));
   m.def("inspect_json", &kiln::python::InspectJson, py::arg("path"));

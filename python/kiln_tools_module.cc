@@ -22,7 +22,8 @@ std::string PackJson(const std::string& input, const std::string& output, const 
                      const std::string& mean, const std::string& std_dev, const std::string& format,
                      const std::string& shard_size, const std::string& compress, uint32_t threads,
                      int64_t shuffle_seed, const std::string& on_error, int64_t max_pixels,
-                     bool overwrite) {
+                     bool overwrite, bool exact_decode, const std::string& image_ext,
+                     const std::string& label_from) {
   PackOptions o;
   o.input = input;
   o.output = output;
@@ -36,6 +37,10 @@ std::string PackJson(const std::string& input, const std::string& output, const 
   o.on_error = on_error == "fail" ? OnError::kFail : OnError::kSkip;
   if (max_pixels >= 0) o.decode.max_pixels = static_cast<uint64_t>(max_pixels);
   if (shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(shuffle_seed);
+  o.exact_decode = exact_decode;
+  o.tar.label_from = label_from;
+  if (!image_ext.empty()) o.tar.image_exts = ValueOrThrow(ParseImageExtensions(image_ext));
+  if (Status t = ValidateTarListOptions(o.tar); !t.ok()) ThrowStatus(t);
   Status s = ParsePackFlags(size, resize, crop, channels, layout, dtype, mean, std_dev, shard_size,
                             compress, &o);
   if (!s.ok()) ThrowStatus(s);
@@ -56,5 +61,6 @@ PYBIND11_MODULE(_tools, m) {
         py::arg("size"), py::arg("resize"), py::arg("crop"), py::arg("channels"), py::arg("layout"),
         py::arg("dtype"), py::arg("mean"), py::arg("std"), py::arg("format"), py::arg("shard_size"),
         py::arg("compress"), py::arg("threads"), py::arg("shuffle_seed"), py::arg("on_error"),
-        py::arg("max_pixels"), py::arg("overwrite"));
+        py::arg("max_pixels"), py::arg("overwrite"), py::arg("exact_decode"), py::arg("image_ext"),
+        py::arg("label_from"));
 }

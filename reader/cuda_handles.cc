@@ -23,10 +23,20 @@ Status CudaStatus(int error, const char* call) {
       return Status::OutOfRange(std::move(msg));
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
-      return Status::NotSupported(std::move(msg));
+      return Status::NotSupported(std::move(msg) + ": " + CudaUnavailableReason());
     default:
       return Status::Internal(std::move(msg));
   }
+}
+
+Status CudaCheckDevice(int device) {
+  int count = 0;
+  KILN_RETURN_IF_ERROR(CudaStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount"));
+  if (device < 0 || device >= count) {
+    return Status::InvalidArgument("device " + std::to_string(device) + ": no such CUDA device (" +
+                                   std::to_string(count) + " devices)");
+  }
+  return Status::Ok();
 }
 
 Status CudaSetDevice(int device) {
@@ -39,6 +49,61 @@ Status CudaSetDevice(int device) {
   return CudaStatus(cudaSetDevice(device), "cudaSetDevice");
 }
 
+std::string CudaUnavailableReason() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err == cudaSuccess) return count > 0 ? std::string() : std::string("no CUDA device found");
+  (void)cudaGetLastError();
+  auto version = [](int v) {
+    return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  };
+  int driver = 0;
+  (void)cudaDriverGetVersion(&driver);  // 0 when no driver is loadable
+  if (err == cudaErrorInsufficientDriver && driver == 0) {
+    return "no NVIDIA driver/GPU found (libcuda.so.1 cannot be loaded)";
+  }
+  if (err == cudaErrorNoDevice) return "no NVIDIA GPU found (cudaErrorNoDevice)";
+  if (err == cudaErrorInsufficientDriver) {
+    return "the NVIDIA driver supports CUDA " + version(driver) +
+           ", older than kiln's CUDA runtime " + version(CUDART_VERSION) +
+           " (cudaErrorInsufficientDriver)";
+  }
+  return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err) + " (" +
+         cudaGetErrorName(err) + ")";
+}
+
+bool CudaPrimaryContextActive(int device) {
+  using GetState = int (*)(int, unsigned int*, int*);  // cuDevicePrimaryCtxGetState
+  static GetState get_state = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 12000,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<GetState>(nullptr);
+    }
+    return reinterpret_cast<GetState>(fn);
+  }();
+  if (get_state == nullptr || device < 0) return false;
+  unsigned int flags = 0;
+  int active = 0;
+  return get_state(device, &flags, &active) == 0 && active != 0;
+}
+
+CudaDeviceGuard::CudaDeviceGuard(int device) {
+  int current = -1;
+  status_ = CudaStatus(cudaGetDevice(&current), "cudaGetDevice");
+  if (!status_.ok() || current == device) return;
+  previous_ = current;
+  status_ = CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+  changed_ = status_.ok();
+}
+
+CudaDeviceGuard::~CudaDeviceGuard() {
+  if (changed_ && CudaPrimaryContextActive(previous_)) (void)cudaSetDevice(previous_);
+}
+
 Status CudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event) {
   return CudaStatus(cudaStreamWaitEvent(stream, event, 0), "cudaStreamWaitEvent");
 }
@@ -49,6 +114,11 @@ Status CudaStreamSynchronize(cudaStream_t stream) {
 
 Status CudaCopyToDeviceAsync(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream),
+                    "cudaMemcpyAsync");
+}
+
+Status CudaCopyDeviceToDeviceAsync(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  return CudaStatus(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
                     "cudaMemcpyAsync");
 }
 
@@ -102,10 +172,7 @@ Status CudaEvent::Synchronize() const {
 Result<bool> CudaEvent::Query() const {
   const cudaError_t err = cudaEventQuery(event_);
   if (err == cudaSuccess) return true;
-  if (err == cudaErrorNotReady) {
-    (void)cudaGetLastError();  // cudaErrorNotReady is not sticky, but clear it for callers.
-    return false;
-  }
+  if (err == cudaErrorNotReady) return false;  // not an error, and not recorded as one
   return CudaStatus(err, "cudaEventQuery");
 }
 
@@ -114,7 +181,7 @@ Result<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
   const size_t size = bytes == 0 ? 1 : bytes;
   const cudaError_t err = cudaMalloc(&b.data_, size);
   if (err == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
+    (void)cudaGetLastError();  // kiln's own failed call: clear it so later calls don't see it
     return Status::OutOfRange("cudaMalloc: cannot allocate " + std::to_string(size) +
                               " bytes of device memory (out of memory)");
   }
@@ -138,14 +205,22 @@ Status NoCuda(const char* call) {
 }  // namespace
 
 bool CudaRuntimeAvailable() { return false; }
+std::string CudaUnavailableReason() { return "kiln was built without the CUDA runtime"; }
+bool CudaPrimaryContextActive(int) { return false; }
+CudaDeviceGuard::CudaDeviceGuard(int) : status_(NoCuda("cudaSetDevice")) {}
+CudaDeviceGuard::~CudaDeviceGuard() = default;
 Status CudaStatus(int error, const char* call) { return error == 0 ? Status::Ok() : NoCuda(call); }
 Status CudaSetDevice(int) { return NoCuda("cudaSetDevice"); }
+Status CudaCheckDevice(int) { return NoCuda("cudaGetDeviceCount"); }
 Status CudaStreamWaitEvent(cudaStream_t, cudaEvent_t) { return NoCuda("cudaStreamWaitEvent"); }
 Status CudaStreamSynchronize(cudaStream_t) { return NoCuda("cudaStreamSynchronize"); }
 Status CudaCopyToDeviceAsync(void*, const void*, size_t, cudaStream_t) {
   return NoCuda("cudaMemcpyAsync");
 }
 Status CudaCopyToHostAsync(void*, const void*, size_t, cudaStream_t) {
+  return NoCuda("cudaMemcpyAsync");
+}
+Status CudaCopyDeviceToDeviceAsync(void*, const void*, size_t, cudaStream_t) {
   return NoCuda("cudaMemcpyAsync");
 }
 Result<CudaStream> CudaStream::Create(int) { return NoCuda("cudaStreamCreateWithFlags"); }

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "formats/status.h"
 
@@ -45,6 +46,42 @@ Status CudaStatus(int error, const char* call);
 // CudaStatus errors otherwise; NotSupported without the CUDA runtime.
 Status CudaSetDevice(int device);
 
+// Makes `device` current on the calling thread for the guard's lifetime (cudaGetDevice, then
+// cudaSetDevice when it differs) and restores the previous device on destruction, but only when
+// the previous device's primary context is active: restoring a device the thread never used
+// would create a context on it (cudaSetDevice initialises the primary context since CUDA 12),
+// which is how a process meant for GPU N ends up holding memory on GPU 0. Costs about a
+// microsecond when the device is already current. status() is the error of the switch
+// (CudaStatus("cudaSetDevice")); NotSupported without the CUDA runtime.
+class CudaDeviceGuard {
+ public:
+  explicit CudaDeviceGuard(int device);
+  ~CudaDeviceGuard();
+  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
+  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  bool changed_ = false;
+  Status status_;
+};
+
+// True when `device`'s primary context is active in this process (cuDevicePrimaryCtxGetState
+// through cudaGetDriverEntryPointByVersion); false without the CUDA runtime or on any error.
+bool CudaPrimaryContextActive(int device);
+
+// Describes why the CUDA runtime cannot be used when cudaGetDeviceCount fails or finds nothing:
+// "no NVIDIA driver/GPU found (...)" when no driver is loadable (the runtime reports that as
+// cudaErrorInsufficientDriver, "CUDA driver version is insufficient", which misleads), the
+// driver's and the runtime's CUDA versions when the driver really is too old, else the error.
+// Empty when a device is usable.
+std::string CudaUnavailableReason();
+
+// OK when `device` is a CUDA device index of this machine: InvalidArgument naming the device
+// and the count otherwise; CudaStatus("cudaGetDeviceCount") errors. Creates no context.
+Status CudaCheckDevice(int device);
+
 // Orders all future work on `stream` after `event` completes (cudaStreamWaitEvent); no host
 // synchronisation. Errors: CudaStatus("cudaStreamWaitEvent").
 Status CudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event);
@@ -57,6 +94,10 @@ Status CudaStreamSynchronize(cudaStream_t stream);
 // asynchronous only when `src` is pinned; `src` must stay unchanged until the copy completes.
 // Errors: CudaStatus("cudaMemcpyAsync").
 Status CudaCopyToDeviceAsync(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+
+// Enqueues a device-to-device copy (cudaMemcpyAsync) on `stream`.
+// Errors: CudaStatus("cudaMemcpyAsync").
+Status CudaCopyDeviceToDeviceAsync(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 
 // Enqueues a device-to-host copy (cudaMemcpyAsync) on `stream`; `dst` is valid after the stream
 // is synchronised. Errors: CudaStatus("cudaMemcpyAsync").

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "reader/cuda_handles.h"
+
 #ifdef KILN_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -20,16 +22,8 @@ bool CudaDeviceAvailable(std::string* reason) {
   static std::string why;
   std::call_once(once, [] {
 #ifdef KILN_HAVE_CUDA
-    int count = 0;
-    const cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) {
-      why =
-          std::string("no usable CUDA device: cudaGetDeviceCount says ") + cudaGetErrorString(err);
-    } else if (count == 0) {
-      why = "no CUDA device found";
-    } else {
-      available = true;
-    }
+    why = CudaUnavailableReason();
+    available = why.empty();
 #else
     why = "kiln was built without the CUDA runtime";
 #endif
@@ -38,7 +32,7 @@ bool CudaDeviceAvailable(std::string* reason) {
   return available;
 }
 
-Result<std::unique_ptr<HostBuffer>> HostBuffer::Allocate(size_t bytes, bool pinned) {
+Result<std::unique_ptr<HostBuffer>> HostBuffer::Allocate(size_t bytes, bool pinned, int device) {
   std::unique_ptr<HostBuffer> buffer(new HostBuffer());
   const size_t size = (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
   buffer->size_ = size;
@@ -46,6 +40,8 @@ Result<std::unique_ptr<HostBuffer>> HostBuffer::Allocate(size_t bytes, bool pinn
     std::string reason;
     if (CudaDeviceAvailable(&reason)) {
 #ifdef KILN_HAVE_CUDA
+      std::unique_ptr<CudaDeviceGuard> guard;
+      if (device >= 0) guard = std::make_unique<CudaDeviceGuard>(device);
       void* p = nullptr;
       const cudaError_t err =
           cudaHostAlloc(&p, size == 0 ? kPageBytes : size, cudaHostAllocDefault);

@@ -23,7 +23,10 @@ class HostBuffer {
   // Allocates `bytes` (rounded up to a 4096-byte multiple). With `pinned` true, tries pinned
   // memory first and falls back to page-aligned memory when no CUDA device or runtime is there
   // (fallback_reason() then says why). Errors: OutOfRange naming the size when memory is short.
-  static Result<std::unique_ptr<HostBuffer>> Allocate(size_t bytes, bool pinned);
+  // `device` >= 0: the CUDA device made current (CudaDeviceGuard) while the pinned memory is
+  // allocated, so the allocation creates no context on another device (the memory is usable
+  // from every device either way, under unified addressing); -1: the current device.
+  static Result<std::unique_ptr<HostBuffer>> Allocate(size_t bytes, bool pinned, int device = -1);
   ~HostBuffer();
   HostBuffer(const HostBuffer&) = delete;
   HostBuffer& operator=(const HostBuffer&) = delete;

@@ -13,6 +13,7 @@
 
 #include "formats/fault_guard.h"
 #include "formats/manifest.h"
+#include "reader/device_ops.h"
 
 namespace kiln {
 
@@ -45,98 +46,229 @@ void WarnOnce(const std::string& message) {
   if (printed->insert(message).second) std::fprintf(stderr, "kiln: %s\n", message.c_str());
 }
 
+constexpr uint32_t kMaxConsumerStreams = 4;  // distinct streams Batch::WaitOn accepts per batch
+
 // Device state of one slot (LoaderOptions::device >= 0). Touched only by the consumer thread
-// (Next, SetEpoch, Batch::WaitOn) and the destructor.
+// (Next, SetEpoch, Release, Batch::WaitOn) and the destructor, never under the loader's mutex.
 struct DeviceSlotState {
-  DeviceBuffer memory;             // data_bytes of samples, then the labels
-  CudaEvent copied;                // recorded on the upload stream after the batch's copies
-  CudaEvent released;              // recorded on the consumer stream when the batch is released
-  bool copy_issued = false;        // `copied` recorded for the batch now held
-  bool released_recorded = false;  // `released` recorded at least once
-  cudaStream_t consumer_stream = nullptr;  // from the last WaitOn; nullptr = legacy default
+  DeviceOps* ops = nullptr;
+  int device = -1;
+  void* memory = nullptr;        // data_bytes of samples, then the labels
+  cudaEvent_t copied = nullptr;  // recorded on the upload stream after the batch's copies
+  // Recorded on each consumer stream when the batch is released; the next upload into this
+  // device buffer waits for the first released_count of them.
+  cudaEvent_t released[kMaxConsumerStreams] = {};
+  uint32_t released_count = 0;
+  uint64_t uploaded_batch = UINT64_MAX;  // the batch whose copy was issued (this epoch)
+  bool copy_pending = false;  // copies may read the host slot: not yet seen complete on the host
+  uint64_t generation = 0;    // bumped at every upload; a Batch remembers the one it saw
+  cudaStream_t consumers[kMaxConsumerStreams] = {};  // from WaitOn, for the batch now held
+  uint32_t consumer_count = 0;
 };
 
 }  // namespace
 
 struct Loader::DeviceRing {
+  std::shared_ptr<DeviceOps> ops;
   int device = -1;
-  uint64_t data_bytes = 0;  // offset of the labels in each slot's device memory
-  CudaStream stream;        // the upload stream (non-blocking)
+  uint64_t data_bytes = 0;        // offset of the labels in each slot's device memory
+  cudaStream_t stream = nullptr;  // the upload stream (non-blocking)
   std::vector<DeviceSlotState> slots;
   Status error;  // a failure at a release, returned by the next Next()
+  std::atomic<uint64_t> uploads{0}, upload_bytes{0}, upload_wait_ns{0};
+
+  // Frees every handle (the device must be current); safe on a half-built ring.
+  void Destroy() {
+    for (DeviceSlotState& st : slots) {
+      if (st.memory != nullptr) ops->Free(st.memory);
+      if (st.copied != nullptr) ops->DestroyEvent(st.copied);
+      for (cudaEvent_t e : st.released) {
+        if (e != nullptr) ops->DestroyEvent(e);
+      }
+      st = DeviceSlotState{};
+    }
+    if (stream != nullptr) ops->DestroyStream(stream);
+    stream = nullptr;
+  }
 };
 
 Status Batch::WaitOn(cudaStream_t consumer_stream) const {
-  if (device_slot_ == nullptr) {
-    return Status::InvalidArgument("Batch::WaitOn: batch " + std::to_string(index) + " of epoch " +
-                                   std::to_string(epoch) +
-                                   " has no device copy (LoaderOptions::device is -1, the loader "
-                                   "fell back to host batches, or the batch failed)");
-  }
   auto* state = static_cast<DeviceSlotState*>(device_slot_);
-  KILN_RETURN_IF_ERROR(CudaStreamWaitEvent(consumer_stream, state->copied.get()));
-  state->consumer_stream = consumer_stream;
+  if (state == nullptr || state->generation != device_generation_ ||
+      state->uploaded_batch == UINT64_MAX) {
+    return Status::InvalidArgument(
+        "Batch::WaitOn: batch " + std::to_string(index) + " of epoch " + std::to_string(epoch) +
+        (state == nullptr ? " has no device copy (LoaderOptions::device is -1, the loader fell "
+                            "back to host batches, or the batch failed)"
+                          : " was already released (by Next, SetEpoch or Release)"));
+  }
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceOps::Scope> scope,
+                        state->ops->EnterDevice(state->device));
+  for (uint32_t i = 0; i < state->consumer_count; ++i) {
+    if (state->consumers[i] == consumer_stream) {
+      return state->ops->StreamWaitEvent(consumer_stream, state->copied);
+    }
+  }
+  if (state->consumer_count == kMaxConsumerStreams) {
+    return Status::InvalidArgument(
+        "Batch::WaitOn: batch " + std::to_string(index) + " is already read on " +
+        std::to_string(kMaxConsumerStreams) +
+        " streams; join the others into one of them (cudaStreamWaitEvent) and pass that one");
+  }
+  KILN_RETURN_IF_ERROR(state->ops->StreamWaitEvent(consumer_stream, state->copied));
+  state->consumers[state->consumer_count++] = consumer_stream;
   return Status::Ok();
 }
 
-Status Loader::CreateDeviceRing(uint64_t data_bytes, uint64_t label_bytes) {
+Status Loader::CreateDeviceRing(std::shared_ptr<DeviceOps> ops, uint64_t data_bytes,
+                                uint64_t label_bytes) {
   auto ring = std::make_unique<DeviceRing>();
+  ring->ops = std::move(ops);
   ring->device = options_.device;
   ring->data_bytes = data_bytes;
-  KILN_ASSIGN_OR_RETURN(ring->stream, CudaStream::Create(options_.device));  // sets the device
   ring->slots.resize(slots_.size());
-  for (DeviceSlotState& state : ring->slots) {
-    KILN_ASSIGN_OR_RETURN(state.memory, DeviceBuffer::Allocate(data_bytes + label_bytes));
-    KILN_ASSIGN_OR_RETURN(state.copied, CudaEvent::Create());
-    KILN_ASSIGN_OR_RETURN(state.released, CudaEvent::Create());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceOps::Scope> scope,
+                        ring->ops->EnterDevice(options_.device));
+  Status status = [&]() -> Status {
+    KILN_ASSIGN_OR_RETURN(ring->stream, ring->ops->CreateStream());
+    for (DeviceSlotState& st : ring->slots) {
+      st.ops = ring->ops.get();
+      st.device = options_.device;
+      KILN_ASSIGN_OR_RETURN(st.memory, ring->ops->Allocate(data_bytes + label_bytes));
+      KILN_ASSIGN_OR_RETURN(st.copied, ring->ops->CreateEvent());
+      for (cudaEvent_t& e : st.released) {
+        KILN_ASSIGN_OR_RETURN(e, ring->ops->CreateEvent());
+      }
+    }
+    return Status::Ok();
+  }();
+  if (!status.ok()) {
+    ring->Destroy();
+    return status;
   }
   device_ = std::move(ring);
   return Status::Ok();
 }
 
-Status Loader::UploadLocked(size_t slot_index, uint32_t size, Batch* batch) {
-  DeviceSlotState& state = device_->slots[slot_index];
+Status Loader::UploadSlot(size_t slot_index, uint64_t batch, uint32_t size) {
+  DeviceSlotState& st = device_->slots[slot_index];
+  DeviceOps& ops = *device_->ops;
   const Slot& slot = slots_[slot_index];
-  cudaStream_t stream = device_->stream.get();
-  // Step 1: the device buffer's previous batch must be finished with on the consumer's stream.
-  if (state.released_recorded) {
-    KILN_RETURN_IF_ERROR(CudaStreamWaitEvent(stream, state.released.get()));
+  const std::string what =
+      "uploading batch " + std::to_string(batch) + " (slot " + std::to_string(slot_index) + ")";
+  // Step 1: the device buffer's previous batch must be finished with on its consumer streams.
+  for (uint32_t i = 0; i < st.released_count; ++i) {
+    KILN_RETURN_IF_ERROR(ops.StreamWaitEvent(device_->stream, st.released[i]).WithContext(what));
   }
-  auto* memory = static_cast<uint8_t*>(state.memory.data());
-  KILN_RETURN_IF_ERROR(CudaCopyToDeviceAsync(memory, slot.data,
-                                             uint64_t{size} * out_schema_.sample_bytes(), stream));
-  KILN_RETURN_IF_ERROR(CudaCopyToDeviceAsync(memory + device_->data_bytes, slot.labels,
-                                             uint64_t{size} * sizeof(int64_t), stream));
-  KILN_RETURN_IF_ERROR(state.copied.Record(stream));
-  state.copy_issued = true;
-  state.consumer_stream = nullptr;
-  batch->device_data = memory;
-  batch->device_labels = reinterpret_cast<const int64_t*>(memory + device_->data_bytes);
-  batch->ready_event = state.copied.get();
-  batch->device = device_->device;
-  batch->device_slot_ = &state;
+  // From the first copy on, the GPU may read the host slot until the copies complete.
+  st.copy_pending = true;
+  auto* memory = static_cast<uint8_t*>(st.memory);
+  const uint64_t data = uint64_t{size} * out_schema_.sample_bytes();
+  Status status = ops.CopyToDevice(memory, slot.data, data, device_->stream);
+  if (status.ok()) {
+    status = ops.CopyToDevice(memory + device_->data_bytes, slot.labels,
+                              uint64_t{size} * sizeof(int64_t), device_->stream);
+  }
+  if (status.ok()) status = ops.Record(st.copied, device_->stream);
+  if (!status.ok()) {
+    // A half-issued upload (the data copy enqueued, then a failure): without a recorded
+    // `copied` the release could not wait for it, so wait for the whole stream now, before the
+    // host slot can go back to the fetch threads.
+    (void)ops.StreamSynchronize(device_->stream);
+    st.copy_pending = false;
+    st.uploaded_batch = UINT64_MAX;
+    return status.WithContext(what);
+  }
+  st.uploaded_batch = batch;
+  st.consumer_count = 0;
+  ++st.generation;
+  device_->uploads.fetch_add(1, std::memory_order_relaxed);
+  device_->upload_bytes.fetch_add(data, std::memory_order_relaxed);
   return Status::Ok();
 }
 
-void Loader::ReleaseDeviceSlotLocked(size_t slot_index) {
-  if (device_ == nullptr) return;
-  DeviceSlotState& state = device_->slots[slot_index];
-  if (!state.copy_issued) return;
-  state.copy_issued = false;
-  // Step 2: later uploads into this device buffer wait for the consumer's work enqueued so far.
-  Status status = state.released.Record(state.consumer_stream);
-  if (status.ok()) {
-    state.released_recorded = true;
-  } else {
-    // Without the event, wait for the consumer's stream on the host instead.
-    status = status.WithContext("releasing batch slot " + std::to_string(slot_index));
-    (void)CudaStreamSynchronize(state.consumer_stream);
+void Loader::FinishCopy(size_t slot_index) {
+  DeviceSlotState& st = device_->slots[slot_index];
+  if (!st.copy_pending) return;
+  const uint64_t start = NowNs();
+  Status status = device_->ops->EventSynchronize(st.copied);
+  device_->upload_wait_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
+  if (!status.ok()) {
+    (void)device_->ops->StreamSynchronize(device_->stream);
+    status = status.WithContext("waiting for the upload of slot " + std::to_string(slot_index));
+    if (device_->error.ok()) device_->error = std::move(status);
   }
+  st.copy_pending = false;
+}
+
+void Loader::ReleaseDeviceSlot(size_t slot_index) {
+  if (device_ == nullptr) return;
+  DeviceSlotState& st = device_->slots[slot_index];
+  if (st.uploaded_batch == UINT64_MAX) {
+    FinishCopy(slot_index);
+    return;
+  }
+  // Step 2: later uploads into this device buffer wait for the consumer's work enqueued so far
+  // on every stream that waited on the batch (the legacy default stream when none did).
+  const cudaStream_t legacy = nullptr;
+  const cudaStream_t* streams = st.consumer_count > 0 ? st.consumers : &legacy;
+  const uint32_t n = std::max<uint32_t>(1, st.consumer_count);
+  Status status;
+  st.released_count = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    Status recorded = device_->ops->Record(st.released[st.released_count], streams[i]);
+    if (recorded.ok()) {
+      ++st.released_count;
+    } else {
+      // Without the event, wait for the consumer's stream on the host instead.
+      if (status.ok()) {
+        status = recorded.WithContext("releasing batch slot " + std::to_string(slot_index));
+      }
+      (void)device_->ops->StreamSynchronize(streams[i]);
+    }
+  }
+  st.uploaded_batch = UINT64_MAX;
+  st.consumer_count = 0;
   // Step 3: the host slot is refilled only after its copy has completed.
-  Status copied = state.copied.Synchronize();
-  if (!copied.ok() && status.ok())
-    status = copied.WithContext("waiting for the upload of slot " + std::to_string(slot_index));
+  FinishCopy(slot_index);
   if (!status.ok() && device_->error.ok()) device_->error = std::move(status);
+}
+
+void Loader::DrainDeviceUploads() {
+  if (device_ == nullptr) return;
+  for (size_t s = 0; s < device_->slots.size(); ++s) {
+    FinishCopy(s);
+    device_->slots[s].uploaded_batch = UINT64_MAX;
+    device_->slots[s].consumer_count = 0;
+  }
+}
+
+void Loader::ReleaseHeld() {
+  size_t held = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!holding_) return;
+    held = (next_batch_ - 1) % slots_.size();
+  }
+  ReleaseDeviceSlot(held);  // without the mutex: the fetch threads go on meanwhile
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    holding_ = false;
+    ++released_;
+  }
+  work_cv_.notify_all();
+}
+
+Result<std::unique_ptr<DeviceOps::Scope>> Loader::EnterDevice() {
+  if (device_ == nullptr) return std::unique_ptr<DeviceOps::Scope>();
+  return device_->ops->EnterDevice(device_->device);
+}
+
+void Loader::Release() {
+  if (Forked()) return;  // Next() reports it (CheckProcess)
+  Result<std::unique_ptr<DeviceOps::Scope>> scope = EnterDevice();
+  if (!scope.ok() && device_ != nullptr && device_->error.ok()) device_->error = scope.status();
+  ReleaseHeld();
 }
 
 Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
@@ -146,6 +278,12 @@ Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const Loade
 
 Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> dataset,
                                                const LoaderOptions& options) {
+  return CreateWithDeviceOps(std::move(dataset), options, nullptr);
+}
+
+Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<const Dataset> dataset,
+                                                            const LoaderOptions& options,
+                                                            std::shared_ptr<DeviceOps> ops) {
   if (!dataset) return Status::InvalidArgument("Loader::Create: null dataset");
   if (options.prefetch < 1 || options.prefetch > 64) {
     return Status::InvalidArgument("prefetch " + std::to_string(options.prefetch) +
@@ -215,7 +353,7 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   const uint64_t slot_bytes = data_bytes + label_bytes;
   const size_t slot_count = options.prefetch + 1;
   Result<std::unique_ptr<HostBuffer>> buffer =
-      HostBuffer::Allocate(slot_bytes * slot_count, options.pin_memory);
+      HostBuffer::Allocate(slot_bytes * slot_count, options.pin_memory, options.device);
   if (!buffer.ok()) {
     return Status::OutOfRange("Loader over " + loader->dataset_->dir() + ": " +
                               buffer.status().message() + " (" + std::to_string(slot_count) +
@@ -244,8 +382,17 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   }
   if (options.device >= 0) {
     std::string reason;
-    if (CudaDeviceAvailable(&reason)) {
-      KILN_RETURN_IF_ERROR(loader->CreateDeviceRing(data_bytes, label_bytes));
+    if (ops != nullptr) {
+      KILN_RETURN_IF_ERROR(loader->CreateDeviceRing(std::move(ops), data_bytes, label_bytes));
+    } else if (CudaDeviceAvailable(&reason)) {
+      KILN_RETURN_IF_ERROR(CudaCheckDevice(options.device));
+      KILN_RETURN_IF_ERROR(loader->CreateDeviceRing(CudaDeviceOps(), data_bytes, label_bytes));
+      if (!loader->buffer_->pinned()) {
+        WarnOnce(
+            "device batches from unpinned (pageable) slots: each upload's cudaMemcpyAsync "
+            "blocks the consumer thread until the copy is done (pin_memory is off or "
+            "cudaHostAlloc failed)");
+      }
     } else {
       WarnOnce("device " + std::to_string(options.device) + " requested but " + reason +
                "; the loader serves host batches");
@@ -326,11 +473,19 @@ Loader::~Loader() {
   for (std::thread& t : threads_) t.join();
   if (device_ != nullptr) {
     // Device memory is freed only after the uploads and the consumer's work on it finished.
-    if (holding_) ReleaseDeviceSlotLocked((next_batch_ - 1) % slots_.size());
-    (void)device_->stream.Synchronize();
-    for (DeviceSlotState& state : device_->slots) {
-      if (state.released_recorded) (void)state.released.Synchronize();
+    // The fetch threads are gone: no lock is needed.
+    Result<std::unique_ptr<DeviceOps::Scope>> scope = EnterDevice();
+    if (holding_) ReleaseDeviceSlot((next_batch_ - 1) % slots_.size());
+    holding_ = false;
+    DrainDeviceUploads();
+    (void)device_->ops->StreamSynchronize(device_->stream);
+    for (DeviceSlotState& st : device_->slots) {
+      for (uint32_t i = 0; i < st.released_count; ++i) {
+        (void)device_->ops->EventSynchronize(st.released[i]);
+      }
     }
+    device_->Destroy();
+    device_.reset();
   }
 }
 
@@ -477,8 +632,8 @@ uint64_t Loader::batches_in_epoch() const {
 
 void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock,
                               uint64_t consumed) {
-  // The abandoned batch the consumer holds: its host slot is about to be refilled.
-  if (holding_) ReleaseDeviceSlotLocked((next_batch_ - 1) % slots_.size());
+  // The caller released the held batch and drained the device uploads (ReleaseHeld,
+  // DrainDeviceUploads) before taking the lock: every slot is free to be refilled.
   // No new claims, then wait for chunks in flight: they write slots and read the permutation.
   total_tasks_ = 0;
   idle_cv_.wait(lock, [this] { return busy_ == 0; });
@@ -504,8 +659,17 @@ void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock
 
 void Loader::SetEpoch(uint64_t epoch) {
   if (Forked()) return;  // Next() reports it (CheckProcess)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (epoch_started_ && epoch_ == epoch && next_batch_ == 0) return;
+  }
+  Result<std::unique_ptr<DeviceOps::Scope>> scope = EnterDevice();
+  if (!scope.ok() && device_ != nullptr && device_->error.ok()) device_->error = scope.status();
+  // The abandoned batch the consumer holds, and uploads issued ahead: their host slots are
+  // about to be refilled. Waited for without the mutex.
+  ReleaseHeld();
+  DrainDeviceUploads();
   std::unique_lock<std::mutex> lock(mu_);
-  if (epoch_started_ && epoch_ == epoch && next_batch_ == 0) return;
   StartEpochLocked(epoch, lock);
 }
 
@@ -516,26 +680,36 @@ uint64_t Loader::epoch() const {
 }
 
 LoaderStats Loader::stats() const {
-  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-  if (!Forked()) lock.lock();  // as in state()
-  return stats_;
+  LoaderStats st;
+  {
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    if (!Forked()) lock.lock();  // as in state()
+    st = stats_;
+  }
+  if (device_ != nullptr) {
+    st.uploads = device_->uploads.load(std::memory_order_relaxed);
+    st.upload_bytes = device_->upload_bytes.load(std::memory_order_relaxed);
+    st.upload_wait_ns = device_->upload_wait_ns.load(std::memory_order_relaxed);
+  }
+  return st;
 }
 
 Result<bool> Loader::Next(Batch* batch) {
   KILN_RETURN_IF_ERROR(CheckProcess());  // before mu_, which a forked copy may hold locked
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceOps::Scope> scope, EnterDevice());
+  ReleaseHeld();  // the device release (an event wait) runs without the mutex
   std::unique_lock<std::mutex> lock(mu_);
-  if (holding_) {
-    ReleaseDeviceSlotLocked((next_batch_ - 1) % slots_.size());  // before the host slot is free
-    holding_ = false;
-    ++released_;
-    work_cv_.notify_all();
-  }
   if (device_ != nullptr && !device_->error.ok()) {
     Status error = std::move(device_->error);
     device_->error = Status::Ok();
     return error;
   }
-  if (!epoch_started_) StartEpochLocked(epoch_ + 1, lock);
+  if (!epoch_started_) {
+    lock.unlock();
+    DrainDeviceUploads();  // nothing is in flight at an epoch's end; kept for certainty
+    lock.lock();
+    StartEpochLocked(epoch_ + 1, lock);
+  }
   if (next_batch_ >= sampler_.batches_in_epoch()) {
     epoch_started_ = false;  // The next call starts epoch_ + 1.
     return false;
@@ -561,11 +735,46 @@ Result<bool> Loader::Next(Batch* batch) {
   batch->ready_event = nullptr;
   batch->device = -1;
   batch->device_slot_ = nullptr;
+  batch->device_generation_ = 0;
   if (!slot.status.ok()) return slot.status;
-  if (device_ != nullptr) KILN_RETURN_IF_ERROR(UploadLocked(b % slots_.size(), slot.size, batch));
   ++stats_.batches;
   stats_.samples += slot.size;
   stats_.bytes += batch->bytes();
+  if (device_ == nullptr) return true;
+  // Uploads are issued as soon as the consumer thread sees a batch filled: this one if its
+  // copy was not issued yet, then every filled batch after it (in order, up to the ring's
+  // size), so a copy overlaps the step that runs on the batch before it even when the host
+  // waits for every step. Each copy waits on the GPU for its device buffer's release.
+  struct Ahead {
+    size_t slot;
+    uint64_t batch;
+    uint32_t size;
+  };
+  Ahead ahead[64];
+  size_t n_ahead = 0;
+  const uint64_t end = std::min<uint64_t>(b + slots_.size(), sampler_.batches_in_epoch());
+  for (uint64_t n = b + 1; n < end && n_ahead < 64; ++n) {
+    const Slot& next = slots_[n % slots_.size()];
+    if (next.batch != n || next.pending != 0 || !next.status.ok()) break;
+    ahead[n_ahead++] = Ahead{n % slots_.size(), n, next.size};
+  }
+  const uint32_t size = slot.size;
+  lock.unlock();
+  const size_t s = b % slots_.size();
+  DeviceSlotState& st = device_->slots[s];
+  if (st.uploaded_batch != b) KILN_RETURN_IF_ERROR(UploadSlot(s, b, size));
+  batch->device_data = st.memory;
+  batch->device_labels =
+      reinterpret_cast<const int64_t*>(static_cast<uint8_t*>(st.memory) + device_->data_bytes);
+  batch->ready_event = st.copied;
+  batch->device = device_->device;
+  batch->device_slot_ = &st;
+  batch->device_generation_ = st.generation;
+  for (size_t i = 0; i < n_ahead; ++i) {
+    if (device_->slots[ahead[i].slot].uploaded_batch == ahead[i].batch) continue;
+    // A failure here is not this batch's: Next() of that batch issues the upload again.
+    if (!UploadSlot(ahead[i].slot, ahead[i].batch, ahead[i].size).ok()) break;
+  }
   return true;
 }
 

@@ -52,39 +52,65 @@
 // batch_size). The threads already started are stopped and joined first. Memory a fetch
 // thread cannot allocate later (augmentation scratch, read-ahead lists) is that batch's error.
 //
-// Thread safety: one consumer thread calls SetEpoch/Next/state; the fetch threads are internal.
-// Lifetimes: a Batch's pointers stay valid until the next call to Next() or SetEpoch(), or the
-// Loader's destruction, whichever comes first. Copy what you keep.
+// Thread safety: one consumer thread calls SetEpoch/Next/Release/state; the fetch threads are
+// internal.
+// Lifetimes: a Batch's pointers stay valid until the next call to Next(), SetEpoch() or
+// Release(), or the Loader's destruction, whichever comes first. Copy what you keep. For device
+// batches "valid" means: GPU work that reads the batch must be *enqueued* (on a stream given to
+// WaitOn) before that call; it may run later, the loader waits for it on the GPU. Work enqueued
+// after the call (the common prefetcher pattern: fetch batch b + 1, then run the backward pass
+// whose first layer still reads batch b) reads a buffer that is being reused.
 //
 // Device batches (LoaderOptions::device >= 0, kiln built with the CUDA runtime, a device
 // present): the loader also owns one non-blocking CUDA stream (the upload stream), one device
 // buffer per slot (the same ring: batch b uses host slot and device buffer b % (prefetch + 1)),
-// and per slot a `copied` event and a `released` event. Next() issues the upload of the batch it
-// hands out: cudaMemcpyAsync of data and labels, host slot -> device buffer, on the upload
-// stream, then records `copied` on it; it never synchronises the host with the copy. The
-// consumer orders its work after the copy with Batch::WaitOn(stream) (cudaStreamWaitEvent: no
-// host synchronisation) and enqueues kernels that read batch.device_data on that stream.
+// and per slot a `copied` event and up to 4 `released` events (blocking-sync events: host waits
+// sleep instead of spinning a core). An upload is cudaMemcpyAsync of data and labels, host
+// slot -> device buffer, on the upload stream, then `copied` recorded on it; nothing
+// synchronises the host with the copy. Uploads are issued as soon as the consumer thread sees a
+// batch filled: Next(b) issues b's upload if it was not issued yet, then those of the filled
+// batches after b (in order), so a copy overlaps the step on the batch before it even when the
+// training loop synchronises the host every step (loss.item()). The consumer orders its work
+// after the copy with Batch::WaitOn(stream) (cudaStreamWaitEvent: no host synchronisation) and
+// enqueues kernels that read batch.device_data on that stream.
 //
 // The protocol that keeps a slow training step correct (steps are enqueued asynchronously, so
 // the GPU may still be reading batch b when the host asks for batch b + 1):
-//   1. Upload of batch b, on the upload stream: wait for `released[s]` (the consumer's work on
-//      the batch that last used device buffer s), copy, record `copied[s]`.
-//   2. Release of batch b (the next Next() or SetEpoch(), or the Loader's destruction): the
-//      loader records `released[s]` on the consumer stream given to the last WaitOn for b (the
-//      legacy default stream when WaitOn was not called), so the device buffer is overwritten
-//      only after every kernel the consumer enqueued on b before releasing it has finished.
+//   1. Upload of batch b, on the upload stream: wait (on the GPU) for the `released` events of
+//      the batch that last used device buffer s, copy, record `copied[s]`. If a copy or the
+//      record fails after the first copy was enqueued, the upload stream is synchronised
+//      before Next() returns the error, so the host slot is never refilled under a copy.
+//   2. Release of batch b (the next Next(), SetEpoch() or Release(), or the Loader's
+//      destruction): the loader records a `released` event on every stream given to WaitOn for
+//      b (up to 4 distinct streams; the legacy default stream when WaitOn was not called), so
+//      the device buffer is overwritten only after every kernel the consumer enqueued on b, on
+//      any of those streams, before releasing it has finished. NormalizeKernel::Run's WaitOn
+//      adds its stream; it never replaces one given before.
 //   3. The host slot goes back to the fetch threads only after `copied[s]` has completed: the
-//      release waits for it on the host (cudaEventSynchronize). That copy was issued one step
-//      earlier and has usually finished; when it has not, the wait is backpressure: the host can
-//      run at most prefetch + 1 batches ahead of the GPU, never over a batch still in flight.
-// Consumers that read a batch on several streams join them into the one passed to WaitOn.
-// Upload runs on the consumer's thread inside Next(), so uploads follow batch order; fetching
-// into the other slots continues meanwhile. Create() makes `device` current on its thread, and
-// the consumer thread must have it current while it calls Next() (uploads are enqueued there).
+//      release waits for it on the host (cudaEventSynchronize; never with the loader's mutex
+//      held, so the fetch threads go on). That copy was issued at least one step earlier and
+//      has usually finished; when it has not, the wait is backpressure: the host can run at most
+//      prefetch + 1 batches ahead of the GPU, never over a batch still in flight.
+//      LoaderStats::upload_wait_ns is this wait: the copy time not hidden.
+// Streams given to WaitOn must stay alive until the batch is released: destroy such a stream
+// only after the next Next(), SetEpoch() or Release() (or the Loader's destruction), e.g.
+// declare the stream before the loader. A stream destroyed earlier makes the release's
+// cudaEventRecord act on a dead handle (an error the release reports through the next Next()
+// and answers by synchronising that stream, at best; undefined behaviour in CUDA at worst).
+// Devices: every entry point (Next, SetEpoch, Release, Batch::WaitOn, NormalizeKernel::Run, the
+// destructor) makes `device` current for the call with a CudaDeviceGuard and restores the
+// caller's device, so a consumer thread with another device current (a DDP rank without
+// torch.cuda.set_device, a garbage-collector thread running the destructor) works and creates
+// no context on another GPU; the pinned slots are allocated with `device` current too.
+// Streams given to WaitOn must belong to `device`.
 // Without a usable device (no CUDA runtime in this build, no driver, no device) a loader with
 // device >= 0 prints one warning per process and serves host batches exactly as with
 // device = -1 (device_data null). The Loader's destructor waits for the consumer's work on the
-// batch it holds (its `released` event) before freeing device memory.
+// batch it holds (its `released` events) and for every copy before freeing device memory.
+// Padding flags and sample indices stay on the host (TailPolicy::kPad users on the GPU upload
+// is_padding themselves). The protocol runs on DeviceOps (reader/device_ops.h), so it is tested
+// without a GPU on a simulated device (tests/reader/device_protocol_test.cc) and on the GPU by
+// tests/reader/gpu_upload_test.cc (scripts/gpu-check.sh).
 #ifndef KILN_READER_LOADER_H_
 #define KILN_READER_LOADER_H_
 
@@ -105,6 +131,7 @@
 #include "formats/status.h"
 #include "reader/augmenter.h"
 #include "reader/cuda_handles.h"
+#include "reader/device_ops.h"
 #include "reader/host_buffer.h"
 #include "reader/reader_state.h"
 #include "reader/sampler.h"
@@ -195,7 +222,8 @@ struct Batch {
   // CudaStatus("cudaStreamWaitEvent").
   Status WaitOn(cudaStream_t consumer_stream) const;
 
-  void* device_slot_ = nullptr;  // internal: the loader's per-slot device state
+  void* device_slot_ = nullptr;     // internal: the loader's per-slot device state
+  uint64_t device_generation_ = 0;  // internal: the upload this batch saw
 };
 
 // Cumulative counters since Create(), for `kiln bench`.
@@ -222,6 +250,11 @@ struct LoaderStats {
                                              // the start of the chunk being claimed
   uint64_t residency_probes = 0;             // upcoming samples checked for residency (mincore)
   uint64_t residency_misses = 0;             // of which not resident
+  // Device batches (LoaderOptions::device >= 0), counted on the consumer thread:
+  uint64_t uploads = 0;         // host-to-device uploads issued (data + labels of one batch)
+  uint64_t upload_bytes = 0;    // sample bytes in them
+  uint64_t upload_wait_ns = 0;  // host time waiting for copies to complete before a host slot
+                                // went back to the fetch threads: the copy time not hidden
 };
 
 class Loader {
@@ -235,6 +268,12 @@ class Loader {
                                                 const LoaderOptions& options);
   // Opens the dataset in `dir` (Dataset::Open) and builds a loader over it.
   static Result<std::unique_ptr<Loader>> Open(const std::string& dir, const LoaderOptions& options);
+  // Create with device batches on `ops` instead of the CUDA runtime (options.device >= 0 is
+  // then used as given, with no device check): for tests of the upload protocol on a simulated
+  // device (tests/reader/device_protocol_test.cc). `ops` null is Create.
+  static Result<std::unique_ptr<Loader>> CreateWithDeviceOps(std::shared_ptr<const Dataset> dataset,
+                                                             const LoaderOptions& options,
+                                                             std::shared_ptr<DeviceOps> ops);
 
   // Stops and joins the fetch threads. Blocks until in-flight reads finish (microseconds).
   ~Loader();
@@ -252,6 +291,12 @@ class Loader {
   // allocate); NotSupported in a process forked after Create() (see "Processes" above).
   // `*batch` is untouched by an error of CheckProcess().
   Result<bool> Next(Batch* batch);
+
+  // Releases the batch the consumer holds now, as the next Next() would (steps 2 and 3 of the
+  // protocol below): its pointers become invalid, and its `released` events are recorded on
+  // the streams given to WaitOn. Call it before destroying a stream passed to WaitOn while the
+  // loader still holds that batch. No-op when nothing is held.
+  void Release();
 
   // Returns the position of the batch the next Next() serves: the current epoch and the
   // global samples consumed by the batches Next() has returned in it (the batch held counts as
@@ -312,10 +357,21 @@ class Loader {
   ReadAheadResult ProbeAhead(uint64_t begin, uint64_t end) const;
   ReadAheadResult AdviseAhead(const std::vector<uint64_t>& indices) const;
   struct DeviceRing;  // upload stream, device buffers and events (loader.cc)
-  Status CreateDeviceRing(uint64_t data_bytes, uint64_t label_bytes);
-  Status UploadLocked(size_t slot_index, uint32_t size, Batch* batch);
+  Status CreateDeviceRing(std::shared_ptr<DeviceOps> ops, uint64_t data_bytes,
+                          uint64_t label_bytes);
+  // The device state below is the consumer thread's: these run without mu_.
+  // Step 1: issues batch `batch`'s upload from host slot `slot_index`.
+  Status UploadSlot(size_t slot_index, uint64_t batch, uint32_t size);
+  // Waits on the host for slot `slot_index`'s copy, when one is pending.
+  void FinishCopy(size_t slot_index);
   // Steps 2 and 3 of the protocol for the batch the consumer holds in slot `slot_index`.
-  void ReleaseDeviceSlotLocked(size_t slot_index);
+  void ReleaseDeviceSlot(size_t slot_index);
+  // Waits for every pending copy (uploads issued ahead) before the slots are reset.
+  void DrainDeviceUploads();
+  // Releases the held batch: the device slot, then the host slot (takes mu_ briefly).
+  void ReleaseHeld();
+  // Makes the ring's device current for the scope (none for host batches).
+  Result<std::unique_ptr<DeviceOps::Scope>> EnterDevice();
 
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions options_;

@@ -52,20 +52,21 @@ __global__ void NormalizeCropFlipKernel(const uint8_t* __restrict__ in, uint32_t
       flip = params[3 * b + 2];
     }
     const uint32_t sx = flip ? out_w - 1 - x : x;
-    const uint8_t v =
-        in[((b * in_h + top + y) * in_w + left + sx) * channels + ch];
-    // The same two IEEE operations as NormalizeSampleOnHost (nvcc's default -prec-div=true).
-    out[i] = FromFloat<T>((static_cast<float>(v) - norm.mean[ch]) / norm.std[ch]);
+    const uint8_t v = in[((b * in_h + top + y) * in_w + left + sx) * channels + ch];
+    // The same three IEEE operations as NormalizeSampleOnHost, each rounded to nearest even
+    // (the _rn intrinsics are never contracted into an FMA, whatever --fmad says).
+    const float scaled = __fmul_rn(static_cast<float>(v), kNormalizeScale);
+    out[i] = FromFloat<T>(__fdiv_rn(__fsub_rn(scaled, norm.mean[ch]), norm.std[ch]));
   }
 }
 
 }  // namespace
 
 Result<std::unique_ptr<NormalizeKernel>> NormalizeKernel::Create(const TensorSchema& stored,
-                                                                  const AugmentOptions& augment,
-                                                                  const NormalizeOptions& options,
-                                                                  uint32_t max_batch_size,
-                                                                  uint64_t seed) {
+                                                                 const AugmentOptions& augment,
+                                                                 const NormalizeOptions& options,
+                                                                 uint32_t max_batch_size,
+                                                                 uint64_t seed) {
   KILN_ASSIGN_OR_RETURN(TensorSchema out_schema, NormalizedSchema(stored, augment, options));
   if (max_batch_size == 0) return Status::InvalidArgument("NormalizeKernel: max_batch_size is 0");
   std::unique_ptr<NormalizeKernel> k(new NormalizeKernel());
@@ -89,15 +90,18 @@ Status NormalizeKernel::Run(const Batch& batch, void* device_out, cudaStream_t s
                                    " has no device copy");
   }
   if (!(batch.schema == stored_)) {
-    return Status::InvalidArgument("NormalizeKernel::Run: the batch's sample schema is not the "
-                                   "one the kernel was created for");
+    return Status::InvalidArgument(
+        "NormalizeKernel::Run: the batch's sample schema is not the "
+        "one the kernel was created for");
   }
   if (batch.size > max_batch_size_) {
     return Status::InvalidArgument("NormalizeKernel::Run: batch of " + std::to_string(batch.size) +
                                    " samples exceeds max_batch_size " +
                                    std::to_string(max_batch_size_));
   }
-  KILN_RETURN_IF_ERROR(batch.WaitOn(stream));
+  CudaDeviceGuard guard(batch.device);
+  KILN_RETURN_IF_ERROR(guard.status());
+  KILN_RETURN_IF_ERROR(batch.WaitOn(stream));  // adds `stream`; never replaces an earlier one
   std::vector<AugmentParams> params(batch.size);
   for (uint32_t k = 0; k < batch.size; ++k) {
     params[k] = DrawAugmentParams(stored_, augment_, seed_, batch.epoch, batch.sample_indices[k]);
@@ -114,6 +118,17 @@ Status NormalizeKernel::RunRaw(const void* device_in, uint32_t size, const Augme
   }
   if (size == 0) return Status::Ok();
   for (uint32_t k = 0; k < size; ++k) {
+    if (uint64_t{params[k].top} + out_schema_.height > stored_.height ||
+        uint64_t{params[k].left} + out_schema_.width > stored_.width) {
+      return Status::InvalidArgument(
+          "NormalizeKernel::RunRaw: sample " + std::to_string(k) + "'s crop at (top " +
+          std::to_string(params[k].top) + ", left " + std::to_string(params[k].left) + ") of " +
+          std::to_string(out_schema_.height) + "x" + std::to_string(out_schema_.width) +
+          " leaves the stored " + std::to_string(stored_.height) + "x" +
+          std::to_string(stored_.width) + " sample");
+    }
+  }
+  for (uint32_t k = 0; k < size; ++k) {
     host_params_[3 * k] = params[k].top;
     host_params_[3 * k + 1] = params[k].left;
     host_params_[3 * k + 2] = params[k].flip ? 1u : 0u;
@@ -126,8 +141,8 @@ Status NormalizeKernel::RunRaw(const void* device_in, uint32_t size, const Augme
     norm.mean[c] = options_.mean[c];
     norm.std[c] = options_.std[c];
   }
-  const uint64_t total = uint64_t{size} * out_schema_.channels * out_schema_.height *
-                         out_schema_.width;
+  const uint64_t total =
+      uint64_t{size} * out_schema_.channels * out_schema_.height * out_schema_.width;
   constexpr uint32_t kThreads = 256;
   const uint32_t blocks =
       static_cast<uint32_t>(std::min<uint64_t>((total + kThreads - 1) / kThreads, 65535));
@@ -142,7 +157,8 @@ Status NormalizeKernel::RunRaw(const void* device_in, uint32_t size, const Augme
         in, stored_.height, stored_.width, stored_.channels, p, out_schema_.height,
         out_schema_.width, total, norm, static_cast<float*>(device_out));
   }
-  return CudaStatus(cudaGetLastError(), "NormalizeCropFlipKernel<<<>>>");
+  // Peek, not Get: an error left by the caller's own earlier work is not kiln's to clear.
+  return CudaStatus(cudaPeekAtLastError(), "NormalizeCropFlipKernel<<<>>>");
 }
 
 }  // namespace kiln

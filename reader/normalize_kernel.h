@@ -2,19 +2,24 @@
 // uint8 HWC samples into normalised float32 or float16 CHW samples, applying the random crop and
 // horizontal flip of reader/augmenter.h on the GPU:
 //
-//   out[b, c, y, x] = (in[b, top + y, left + x', c] - mean[c]) / std[c],
-//   x' = flip ? out_width - 1 - x : x,
+//   out[b, c, y, x] = round((in[b, top + y, left + x', c] * s - mean[c]) / std[c]),
+//   x' = flip ? out_width - 1 - x : x,   s = 1/255 rounded to float (0x3b808081),
 //
-// with (top, left, flip) = DrawAugmentParams(stored, augment, seed, batch.epoch,
-// batch.sample_indices[b]): drawn on the host, exactly as the CPU path draws them, and uploaded
-// with the batch. So a loader with augment off followed by this kernel gives the same samples
-// as a loader with the same AugmentOptions followed by NormalizeSampleOnHost: bit-identical for
-// float32 (both compute one IEEE subtraction and one IEEE division in float), and within
-// float16 rounding (relative 2^-11) for float16.
+// evaluated as three IEEE float operations in this order, each rounded to nearest even (a
+// multiplication, a subtraction, a division; never fused into an FMA), then `round` to the
+// output type: none for float32, round-to-nearest-even to binary16 for float16 (overflow to
+// infinity, subnormals kept). mean and std are in [0, 1] units, as torchvision's Normalize after
+// ToTensor (ImageNet: mean 0.485, 0.456, 0.406; std 0.229, 0.224, 0.225); the Python binding's
+// normalize=(mean, std) uses the same units and the same three operations. (top, left, flip) =
+// DrawAugmentParams(stored, augment, seed, batch.epoch, batch.sample_indices[b]): drawn on the
+// host, exactly as the CPU path draws them, and uploaded with the batch. So a loader with
+// augment off followed by this kernel gives the same samples as a loader with the same
+// AugmentOptions followed by NormalizeSampleOnHost: bit-identical for float32 and for float16
+// (gpu_upload_test compares the bytes).
 //
 // Build: the kernel is compiled when CMake found nvcc (KILN_HAVE_CUDA_KERNELS); otherwise
-// Create returns NotSupported. NormalizedSchema and NormalizeSampleOnHost (the CPU reference)
-// are always built.
+// Create returns NotSupported. NormalizedSchema, NormalizeSampleOnHost (the CPU reference) and
+// FloatToHalfBits are always built.
 // Ownership: a NormalizeKernel owns a small device buffer for the per-sample parameters.
 // Thread safety: one thread at a time; see Run for stream ordering.
 #ifndef KILN_READER_NORMALIZE_KERNEL_H_
@@ -38,11 +43,22 @@ struct NormalizeOptions {
   // Output element type: DType::kFloat32 or DType::kFloat16 (IEEE binary16, round to nearest
   // even). Default float32.
   DType out_dtype = DType::kFloat32;
-  // Per-channel mean and standard deviation in uint8 units (0..255), for channels
-  // [0, kMaxNormalizeChannels); std must be non-zero. Default 0 and 1 (values pass unchanged).
+  // Per-channel mean and standard deviation in [0, 1] units (of value / 255), for channels
+  // [0, kMaxNormalizeChannels); std must be finite and non-zero. Default 0 and 1 (out = v / 255
+  // rounded as above).
   float mean[kMaxNormalizeChannels] = {0.f, 0.f, 0.f, 0.f};
   float std[kMaxNormalizeChannels] = {1.f, 1.f, 1.f, 1.f};
 };
+
+// 1/255 rounded to float: the scale of the formula above.
+constexpr float kNormalizeScale = 1.0f / 255.0f;
+
+// torchvision's ImageNet statistics (mean 0.485, 0.456, 0.406; std 0.229, 0.224, 0.225), float32.
+NormalizeOptions ImageNetNormalize();
+
+// IEEE binary16 bits of `v` rounded to nearest, ties to even (overflow to +-infinity, subnormal
+// results kept, NaN stays NaN with the quiet bit set): the host side of __float2half_rn.
+uint16_t FloatToHalfBits(float v);
 
 // Returns the schema of normalised samples: out_dtype, CHW, the crop size of `augment` (or the
 // stored size). Errors: InvalidArgument when `stored` is not uint8 HWC with 1 to 4 channels, a
@@ -55,6 +71,10 @@ Result<TensorSchema> NormalizedSchema(const TensorSchema& stored, const AugmentO
 // ([channels, height, width] floats), with the formula in the file comment.
 void NormalizeSampleOnHost(const uint8_t* in, const TensorSchema& in_schema,
                            const NormalizeOptions& options, float* out);
+// The same into `out_dtype` (float32 or float16, IEEE binary16 bits), the exact bytes the kernel
+// writes for the sample: in_schema's height * width * channels elements of DTypeSize(out_dtype).
+void NormalizeSampleOnHost(const uint8_t* in, const TensorSchema& in_schema,
+                           const NormalizeOptions& options, DType out_dtype, void* out);
 
 class NormalizeKernel {
  public:
@@ -81,15 +101,22 @@ class NormalizeKernel {
   // Enqueues on `stream`: the upload of the batch's per-sample parameters, then the kernel that
   // reads batch.device_data and writes batch.size samples to `device_out` (output_bytes(size)
   // bytes of device memory). Calls batch.WaitOn(stream) first, so the kernel runs after the
-  // batch's upload and the loader reuses the device buffer only after it. Does not block the
+  // batch's upload; WaitOn adds `stream` to the batch's consumer streams (it does not replace
+  // one given to an earlier WaitOn), so the loader reuses the device buffer only after this
+  // kernel and the work on every other stream that waited on the batch. Does not block the
   // host except for the parameter copy's staging (pageable, a few KiB). Successive calls must
-  // use the same stream (the parameter buffer is reused in stream order).
+  // use the same stream (the parameter buffer is reused in stream order). `stream` and the
+  // kernel's parameter buffer must be on the batch's device (Create on that device); Run makes
+  // it current for the call and restores the caller's device.
   // Errors: InvalidArgument when the batch has no device copy, its schema is not `stored`, or
   // it has more than max_batch_size samples; CudaStatus errors naming the call.
   Status Run(const Batch& batch, void* device_out, cudaStream_t stream);
 
   // Same as Run on a raw device batch `device_in` of `size` stored samples, with explicit
-  // per-sample parameters (host memory, `size` entries); no WaitOn.
+  // per-sample parameters (host memory, `size` entries); no WaitOn, on the current device.
+  // Errors: InvalidArgument when size > max_batch_size or a parameter puts the crop outside
+  // the stored sample (top + crop height > height, left + crop width > width), naming the
+  // sample; CudaStatus errors naming the call.
   Status RunRaw(const void* device_in, uint32_t size, const AugmentParams* params, void* device_out,
                 cudaStream_t stream);
 

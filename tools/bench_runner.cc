@@ -15,6 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "reader/cuda_handles.h"
+#include "reader/host_buffer.h"
+#include "reader/normalize_kernel.h"
 #include "reader/sampler.h"
 
 namespace kiln {
@@ -229,6 +232,66 @@ void Diagnose(BenchReport* r) {
   r->verdict = buf + why;
 }
 
+// --device: the pinned upload rate (one full batch, 10 copies), the share of the loader's copy
+// time hidden behind the consumer, and the fused kernel on one batch (fp16, ImageNet constants).
+Status MeasureDevice(Loader& loader, const BenchOptions& options, BenchReport* r) {
+  const LoaderStats stats = loader.stats();
+  r->uploads = stats.uploads;
+  r->upload_seconds = stats.upload_wait_ns / 1e9;
+  const uint64_t batch_bytes =
+      uint64_t{options.loader.batch_size} * loader.sample_schema().sample_bytes();
+  KILN_ASSIGN_OR_RETURN(CudaStream stream, CudaStream::Create(r->device));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<HostBuffer> host,
+                        HostBuffer::Allocate(batch_bytes, true, r->device));
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer dev, DeviceBuffer::Allocate(batch_bytes));
+  KILN_RETURN_IF_ERROR(CudaCopyToDeviceAsync(dev.data(), host->data(), batch_bytes, stream.get()));
+  KILN_RETURN_IF_ERROR(stream.Synchronize());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10; ++i) {
+    KILN_RETURN_IF_ERROR(
+        CudaCopyToDeviceAsync(dev.data(), host->data(), batch_bytes, stream.get()));
+  }
+  KILN_RETURN_IF_ERROR(stream.Synchronize());
+  const double copy_s = SecondsSince(t0) / 10;
+  r->upload_gbps = copy_s > 0 ? batch_bytes / copy_s / 1e9 : 0;
+  r->upload_copy_ms = copy_s * 1e3;
+  // Uploads are mostly full batches; the exposed share is the host's wait for copies.
+  const double total_copy = static_cast<double>(stats.upload_bytes) / batch_bytes * copy_s;
+  r->upload_hidden_share =
+      total_copy > 0 ? std::clamp(1.0 - r->upload_seconds / total_copy, 0.0, 1.0) : 0;
+  // The kernel, on a held batch of a fresh epoch.
+  NormalizeOptions no = ImageNetNormalize();
+  no.out_dtype = DType::kFloat16;
+  Result<std::unique_ptr<NormalizeKernel>> kernel = NormalizeKernel::Create(
+      loader.sample_schema(), AugmentOptions{}, no, options.loader.batch_size, 0);
+  if (!kernel.ok()) {
+    r->kernel_note = kernel.status().message();
+    return Status::Ok();
+  }
+  loader.SetEpoch(options.loader.start_epoch + options.epochs);
+  Batch batch;
+  KILN_ASSIGN_OR_RETURN(bool more, loader.Next(&batch));
+  if (!more) {
+    r->kernel_note = "no batch to run it on";
+    return Status::Ok();
+  }
+  KILN_ASSIGN_OR_RETURN(DeviceBuffer out,
+                        DeviceBuffer::Allocate((*kernel)->output_bytes(batch.size)));
+  std::vector<double> ms;
+  for (int i = 0; i < 12; ++i) {
+    const auto k0 = std::chrono::steady_clock::now();
+    KILN_RETURN_IF_ERROR((*kernel)->Run(batch, out.data(), stream.get()));
+    KILN_RETURN_IF_ERROR(stream.Synchronize());
+    if (i >= 2) ms.push_back(SecondsSince(k0) * 1e3);
+  }
+  loader.Release();
+  std::sort(ms.begin(), ms.end());
+  r->kernel_ms = ms[ms.size() / 2];
+  const double moved = static_cast<double>(batch.bytes()) + (*kernel)->output_bytes(batch.size);
+  r->kernel_gbps = r->kernel_ms > 0 ? moved / (r->kernel_ms / 1e3) / 1e9 : 0;
+  return Status::Ok();
+}
+
 Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options) {
   BenchReport r;
   r.dir = dir;
@@ -246,9 +309,21 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
     r.shuffle_window = options.loader.shuffle_window;
   }
   r.disk_mb_per_s = options.disk_mb_per_s;
+  r.device = options.loader.device;
+  if (r.device >= 0) {
+    std::string why;
+    if (!CudaDeviceAvailable(&why)) {
+      return Status::NotSupported("kiln bench --device " + std::to_string(r.device) +
+                                  ": no GPU: " + why + "; nothing measured");
+    }
+  }
   const Usage open_usage = GetUsage();
   const auto open_start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, Loader::Open(dir, options.loader));
+  if (r.device >= 0 && !loader->device_batches()) {
+    return Status::NotSupported("kiln bench --device " + std::to_string(r.device) +
+                                ": the loader fell back to host batches; nothing measured");
+  }
   r.open_seconds = SecondsSince(open_start);
   r.threads = loader->num_threads();
   r.prefetch = options.loader.prefetch;
@@ -324,6 +399,7 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.samples_per_s = r.seconds > 0 ? r.samples / r.seconds : 0;
   r.mb_per_s = r.seconds > 0 ? r.bytes / 1e6 / r.seconds : 0;
   r.consumer_wait_fraction = r.seconds > 0 ? stats.consumer_wait_ns / 1e9 / r.seconds : 0;
+  if (r.device >= 0) KILN_RETURN_IF_ERROR(MeasureDevice(*loader, options, &r));
   Diagnose(&r);
   return r;
 }
@@ -426,7 +502,21 @@ std::string BenchReportJson(const BenchReport& r) {
   j["augment_seconds"] = r.augment_seconds;
   j["copy_seconds"] = r.copy_seconds;
   j["upload_seconds"] = r.upload_seconds;
-  j["upload"] = "none: the loader fills host memory; no GPU upload is timed";
+  if (r.device >= 0) {
+    j["device"] = r.device;
+    j["uploads"] = r.uploads;
+    j["upload_gbps"] = r.upload_gbps;
+    j["upload_copy_ms"] = r.upload_copy_ms;
+    j["upload_hidden_share"] = r.upload_hidden_share;
+    if (r.kernel_note.empty()) {
+      j["kernel_fp16_ms"] = r.kernel_ms;
+      j["kernel_fp16_gbps"] = r.kernel_gbps;
+    } else {
+      j["kernel"] = "not timed: " + r.kernel_note;
+    }
+  } else {
+    j["upload"] = "none: host batches (give --device N to upload to a GPU)";
+  }
   j["consumer_wait_seconds"] = r.consumer_wait_seconds;
   j["first_batch_wait_seconds"] = r.first_batch_wait_seconds;
   j["consumer_seconds"] = r.consumer_seconds;
@@ -476,6 +566,24 @@ std::string BenchReportText(const BenchReport& r) {
                 r.augment_seconds, r.copy_seconds, r.consumer_wait_seconds, r.consumer_seconds,
                 r.cpu_seconds, static_cast<unsigned long long>(r.major_faults), r.peak_rss_mb);
   out += line;
+  if (r.device >= 0) {
+    std::snprintf(line, sizeof(line),
+                  "device %d: %llu uploads, pinned H2D %.2f GB/s (%.3f ms per full batch), host "
+                  "waited %.3f s for copies: %.0f%% of the copy time hidden behind the consumer "
+                  "(--consumer-ms %.3g)\n",
+                  r.device, static_cast<unsigned long long>(r.uploads), r.upload_gbps,
+                  r.upload_copy_ms, r.upload_seconds, 100 * r.upload_hidden_share, r.consumer_ms);
+    out += line;
+    if (r.kernel_note.empty()) {
+      std::snprintf(line, sizeof(line),
+                    "fused normalise kernel (fp16, one batch): %.3f ms median, %.1f GB/s read + "
+                    "written\n",
+                    r.kernel_ms, r.kernel_gbps);
+      out += line;
+    } else {
+      out += "fused normalise kernel: not timed: " + r.kernel_note + "\n";
+    }
+  }
   out += r.verdict + "\n";
   return out;
 }

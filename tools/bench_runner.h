@@ -66,7 +66,7 @@ struct BenchReport {
   double decompress_seconds = 0;     //   in zstd
   double augment_seconds = 0;        //   in crop/flip (estimated from every 8th sample)
   double copy_seconds = 0;           //   the rest: index lookup, checksum, copy into the slot
-  double upload_seconds = 0;         // host-to-device copies: 0, the loader does not upload
+  double upload_seconds = 0;         // host time waiting for uploads (--device): exposed copy
   double consumer_wait_seconds = 0;  // consumer waiting for a batch
   double first_batch_wait_seconds = 0;  // of which for the first batch
   double consumer_seconds = 0;          // consumer's simulated work (--consumer-ms)
@@ -84,8 +84,17 @@ struct BenchReport {
   double rss_anon_mb = 0;     // anonymous resident memory at the end, loader open
   double rss_file_mb = 0;     // file-backed resident memory (mapped dataset pages)
   double consumer_ms = 0;
-  std::string bottleneck;  // storage, decompression, copy, augment, upload or consumer
-  std::string verdict;     // one line: the bottleneck and why
+  // --device N (LoaderOptions::device): the upload and the fused kernel, measured on the GPU.
+  int device = -1;
+  uint64_t uploads = 0;            // batches uploaded
+  double upload_gbps = 0;          // pinned host-to-device rate, one batch x 10 (calibration)
+  double upload_copy_ms = 0;       // one full batch's copy time at that rate
+  double upload_hidden_share = 0;  // 1 - upload_seconds / (uploads x copy time), in [0, 1]
+  double kernel_ms = 0;            // NormalizeKernel fp16 on one full batch, median of 10
+  double kernel_gbps = 0;          // its bytes read + written per second
+  std::string kernel_note;         // why the kernel was not timed (empty when it was)
+  std::string bottleneck;          // storage, decompression, copy, augment, upload or consumer
+  std::string verdict;             // one line: the bottleneck and why
 };
 
 // Names the bottleneck of a finished run from its stage times (fills bottleneck and verdict).
@@ -108,7 +117,9 @@ Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options
 std::string SweepReportJson(const SweepReport& sweep);
 std::string SweepReportText(const SweepReport& sweep);
 
-// Errors: as Loader::Open, and the first error a batch carries.
+// Errors: as Loader::Open, and the first error a batch carries. With options.loader.device >= 0:
+// NotSupported naming why when no GPU is usable ("no NVIDIA driver/GPU found ...") before
+// anything is measured (never a host-only figure in its place); CudaStatus errors.
 Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options);
 
 // One JSON object: samples, seconds, samples_per_s, mb_per_s and the other fields.

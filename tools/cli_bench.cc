@@ -69,6 +69,12 @@ void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
   bench->add_flag("--cold", f->options.cold,
                   "Drop the dataset files' pages from the page cache before each run");
   bench
+      ->add_option("--device", f->options.loader.device,
+                   "CUDA device to upload every batch to: also measures the pinned upload rate, "
+                   "the share of copy time hidden behind --consumer-ms, and the fused normalise "
+                   "kernel; fails (exit 1, no figures) without a usable GPU. -1 host only (-1)")
+      ->check(CLI::Range(-1, 1023));
+  bench
       ->add_option("--consumer-ms", f->options.consumer_ms,
                    "Simulated training step: sleep this many ms per batch (0)")
       ->check(CLI::Range(0.0, 60000.0));

@@ -141,15 +141,7 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   o.exact_decode = f.exact_decode;
   o.tar.label_from = f.label_from;
   if (!f.image_ext.empty()) {
-    o.tar.image_exts.clear();
-    size_t from = 0;
-    while (from <= f.image_ext.size()) {
-      const size_t comma = std::min(f.image_ext.find(',', from), f.image_ext.size());
-      std::string ext = f.image_ext.substr(from, comma - from);
-      if (!ext.empty() && ext[0] == '.') ext.erase(0, 1);
-      if (!ext.empty()) o.tar.image_exts.push_back(ext);
-      from = comma + 1;
-    }
+    KILN_ASSIGN_OR_RETURN(o.tar.image_exts, ParseImageExtensions(f.image_ext));
   }
   if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
   KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,

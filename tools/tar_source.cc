@@ -480,6 +480,20 @@ Result<std::vector<std::string>> ExpandShardInput(const std::string& input) {
   return shards;
 }
 
+Result<std::vector<std::string>> ParseImageExtensions(const std::string& list) {
+  std::vector<std::string> exts;
+  size_t from = 0;
+  while (from <= list.size()) {
+    const size_t comma = std::min(list.find(',', from), list.size());
+    std::string ext = list.substr(from, comma - from);
+    if (!ext.empty() && ext[0] == '.') ext.erase(0, 1);
+    if (!ext.empty()) exts.push_back(Lower(ext));
+    from = comma + 1;
+  }
+  if (exts.empty()) return Status::InvalidArgument("--image-ext '" + list + "' names no extension");
+  return exts;
+}
+
 Status ValidateTarListOptions(const TarListOptions& options) {
   const std::string& l = options.label_from;
   if (l != "cls" && l != "class-folder" && !(l.rfind("json:", 0) == 0 && l.size() > 5)) {

@@ -58,6 +58,10 @@ bool IsTarInput(const std::string& input);
 // InvalidArgument for an unbalanced brace or a range over 10,000,000 names.
 Result<std::vector<std::string>> ExpandShardInput(const std::string& input);
 
+// Parses `--image-ext`: comma-separated extensions, a leading dot allowed, empty items ignored
+// ("jpg,.png" gives jpg and png). Errors: InvalidArgument when no extension remains.
+Result<std::vector<std::string>> ParseImageExtensions(const std::string& list);
+
 // Returns the problem with `label_from`, or OK.
 Status ValidateTarListOptions(const TarListOptions& options);
 

@@ -53,8 +53,9 @@ def _channel_text(values):
 def pack(input, output, *, size=224, resize=0, crop="center", channels=3, layout="hwc",
          dtype="uint8", mean=None, std=None, format="shards", shard_size="128MiB",
          compress="none", threads=0, shuffle_seed=None, on_error="skip", max_pixels=None,
-         overwrite=False, root=None):
-    """Packs an image folder or list file into a dataset, like ``kiln pack`` (same code).
+         overwrite=False, root=None, exact_decode=False, image_ext=None, label_from="cls"):
+    """Packs an image folder, list file or WebDataset tar shards into a dataset, like ``kiln pack``
+    (same code).
 
     Arguments mirror the command's flags: ``input`` is an ImageFolder directory (one sub-folder
     per class, classes sorted by name) or a list file of ``relative/path label`` lines (paths
@@ -67,7 +68,11 @@ def pack(input, output, *, size=224, resize=0, crop="center", channels=3, layout
     ``compress``: ``"none"``, ``"zstd"`` or ``"zstd:L"``; ``threads``: 0 = every core;
     ``shuffle_seed``: write-time shuffle; ``on_error``: ``"skip"`` (report and go on) or
     ``"fail"``; ``max_pixels``: refuse larger images (0: no limit); ``overwrite``: replace an
-    existing kiln dataset.
+    existing kiln dataset; ``exact_decode``: decode JPEGs at full size instead of shrink-on-load
+    (tools/decode_policy.md). Tar shards (a ``.tar`` file, a directory of them or a pattern such
+    as ``"shards/{000000..000009}.tar"``, tools/tar_input.md): ``image_ext``, e.g. ``"jpg,png"``
+    (default the ImageFolder extensions), ``label_from``: ``"cls"``, ``"json:FIELD"`` or
+    ``"class-folder"``.
 
     Returns a dict (the ``kiln pack --json`` object): listed, packed, rejected, seconds,
     output_bytes, input_bytes, images_per_s, mb_per_s, output, rejections (each with path, line
@@ -87,7 +92,8 @@ def pack(input, output, *, size=224, resize=0, crop="center", channels=3, layout
         _size_text(size), int(resize), str(crop), int(channels), str(layout), str(dtype),
         _channel_text(mean), _channel_text(std), str(format), str(shard_size), str(compress),
         int(threads), -1 if shuffle_seed is None else int(shuffle_seed), str(on_error),
-        -1 if max_pixels is None else int(max_pixels), bool(overwrite))
+        -1 if max_pixels is None else int(max_pixels), bool(overwrite), bool(exact_decode),
+        "" if image_ext is None else str(image_ext), str(label_from))
     return _json.loads(text)
 
 

@@ -3,7 +3,7 @@
 import os
 import threading
 
-from . import _core
+from . import _core, _cuda
 
 _TAILS = ("short", "drop", "pad")
 _SHUFFLES = ("exact", "block", "none")
@@ -64,7 +64,7 @@ class Loader:
     ``Loader(path, batch_size=256, shuffle=True, seed=0, drop_last=False, num_threads=0,
     prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
     normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16,
-    read_ahead_bytes=16 << 20)``
+    read_ahead_bytes=16 << 20, dtype=None)``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -142,11 +142,18 @@ class Loader:
         prefetch: batches filled ahead of the one you hold, 1 to 64. Default 2.
         pin_memory: allocate batch slots in pinned (page-locked) memory when kiln was built
             with CUDA and a device is present; otherwise page-aligned host memory. Default True.
-        device: None or ``"cpu"`` for CPU batches. ``"cuda"`` / ``"cuda:N"`` moves each batch
-            with ``tensor.to(device, non_blocking=True)`` (needs torch with
-            ``torch.cuda.is_available()``; a CUDA event is waited on before the slot is
-            reused). Without a CUDA device it raises ``RuntimeError``. The reader's own GPU
-            upload (CUDA stream per loader) is a separate kiln issue and not used yet.
+        device: None or ``"cpu"`` for CPU batches. ``"cuda"`` / ``"cuda:N"`` (``"cuda"``: torch's
+            current device) uses the reader's own upload (reader/loader.h, "Device batches"):
+            each batch is copied from pinned slots on kiln's CUDA stream as soon as it is filled,
+            then, on torch's current stream of that device and ordered after the copy without a
+            host wait, written into a new torch tensor (normalised by kiln's fused kernel when
+            ``normalize`` is given for uint8 HWC data: crop and flip then run on the GPU too,
+            with the same draws as on the CPU). The tensors are torch's own (allocated on the
+            current stream), so they stay valid as long as you keep them; no ``.to(device)``,
+            no host synchronisation per step. Nothing is created on another GPU (the device is
+            made current for every kiln call). Without a usable GPU it raises
+            ``kiln.NotSupportedError`` (a ``KilnError``) saying why ("no GPU: no NVIDIA
+            driver/GPU found ..."). Not yet run on a GPU: see BENCHMARKS.md, "GPU upload".
         rank, world_size: this process's share of each epoch for distributed training. Default
             (None) from the launcher's environment, in this order: ``RANK``/``WORLD_SIZE``
             (torchrun), ``OMPI_COMM_WORLD_RANK``/``_SIZE`` (Open MPI), ``PMI_RANK``/``PMI_SIZE``
@@ -158,8 +165,12 @@ class Loader:
         flip: random horizontal flip with probability 1/2. Default False.
         normalize: ``(mean, std)``, each a number or one value per channel, in [0, 1] units as
             in torchvision: yields ``float32`` ``(x / 255 - mean) / std`` for ``uint8`` data
-            (``(x - mean) / std`` for float data). Done on the consumer side, in torch or NumPy,
-            on the CPU or after the move to ``device``; a fused GPU kernel is a separate issue.
+            (``(x - mean) / std`` for float data), computed as ``x * float32(1/255)``, minus
+            mean, divided by std, each rounded in float32 (so the CPU path and kiln's GPU kernel
+            give the same bits). On the CPU in torch or NumPy; with ``device="cuda"`` in kiln's
+            fused kernel (uint8 HWC data; other data: in torch on the GPU).
+        dtype: with ``normalize``, the output dtype: ``torch.float32`` (default) or
+            ``torch.float16`` (round to nearest even, on the CPU as on the GPU).
         copy: yield batches that own their memory (see "Lifetime"). Default False.
         tail: what happens to the samples that do not split evenly over ``world_size`` ranks:
             ``"short"`` (default; a rank with a smaller share gets a shorter last batch),
@@ -173,7 +184,7 @@ class Loader:
             iteration, a damaged record: raised by the step that reaches its batch, naming the
             file, record and byte offset. The next step continues with the following batch.
         kiln.InvalidArgumentError (a ``ValueError``): an option out of range (named).
-        RuntimeError: ``device="cuda"`` without a CUDA device.
+        kiln.NotSupportedError: ``device="cuda"`` without a usable GPU (or without torch).
 
     Threads. The GIL is released while a step waits for its batch (and while copying), so
     Python threads run in parallel with the fetch threads. Use one loader from one thread at a
@@ -199,7 +210,7 @@ class Loader:
                  num_threads=0, prefetch=2, pin_memory=True, device=None, rank=None,
                  world_size=None, crop=None, flip=False, normalize=None, copy=False,
                  tail="short", backend=None, block_bytes=4 << 20, window=16,
-                 read_ahead_bytes=16 << 20):
+                 read_ahead_bytes=16 << 20, dtype=None):
         if tail not in _TAILS:
             raise ValueError(f"tail must be one of {_TAILS}, got {tail!r}")
         if rank is None or world_size is None:
@@ -232,10 +243,16 @@ class Loader:
                            int(world_size), crop_h, crop_w, bool(flip), tail, 0,
                            int(block_bytes), int(window))
         self._core_kwargs = {"read_ahead_bytes": int(read_ahead_bytes)}
+        if self._device is not None:
+            self._core_kwargs["device"] = self._device_index
         self._core = _core.Loader(*self._core_args, **self._core_kwargs)
         self.shuffle = mode
         self._copy = bool(copy)
         self._normalize = self._check_normalize(normalize)
+        self._out_dtype = self._check_dtype(dtype)
+        self._kernel = None  # device="cuda" + normalize on uint8 HWC: kiln's fused kernel
+        if self._device is not None:
+            _cuda.setup(self, normalize, crop_h, crop_w, bool(flip), int(seed))
         self.path = os.fspath(path)
         self.batch_size = int(batch_size)
         self.rank = int(rank)
@@ -256,6 +273,7 @@ class Loader:
     # -- configuration --------------------------------------------------------------------
 
     def _check_device(self, device):
+        self._device_index = -1
         if device is None:
             return None
         name = str(device)
@@ -263,17 +281,18 @@ class Loader:
             return None
         if not name.startswith("cuda"):
             raise ValueError(f"device must be None, 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-        torch = self._torch
-        if torch is None:
-            raise RuntimeError(f"kiln.Loader(device={name!r}) needs torch with CUDA; torch is "
-                               "not importable (the NumPy backend yields CPU arrays only)")
-        if not torch.cuda.is_available():
-            raise RuntimeError(
-                f"kiln.Loader(device={name!r}): torch.cuda.is_available() is False. kiln's own "
-                "GPU upload is not built yet (a separate issue); until then batches are moved "
-                "with tensor.to(device), which needs a CUDA device. Use device=None for CPU "
-                "batches.")
-        return torch.device(name)
+        torch_device, self._device_index = _cuda.check_device(self._torch, name)
+        return torch_device
+
+    def _check_dtype(self, dtype):
+        if dtype is None:
+            return "float32"
+        name = str(dtype).replace("torch.", "")
+        if name not in ("float32", "float16"):
+            raise ValueError(f"dtype must be torch.float32 or torch.float16, got {dtype!r}")
+        if self._normalize is None:
+            raise ValueError("dtype applies to normalize's output; give normalize=(mean, std)")
+        return name
 
     def _check_normalize(self, normalize):
         if normalize is None:
@@ -294,6 +313,7 @@ class Loader:
             as_list.append(values)
         if any(s == 0 for s in as_list[1]):
             raise ValueError("normalize std must not be 0")
+        self._normalize_values = (as_list[0], as_list[1])
         scale = 1.0 / 255.0 if self.dtype == "uint8" else 1.0
         shape = (channels,) if self.layout == "hwc" else (channels, 1, 1)
         if self._torch is not None:
@@ -441,6 +461,8 @@ class Loader:
         args = list(self._core_args)
         args[14] = 0  # start_epoch: the state's epoch
         core = _core.Loader(*args, resume=blob, **self._core_kwargs)
+        if self._kernel is not None:
+            core.set_normalize(*self._kernel)
         with self._lock:
             self._core = core
             self._generation += 1
@@ -469,14 +491,15 @@ class Loader:
             out = images.to(self._torch.float32, copy=True)  # never in place on a slot
             if scale != 1.0:
                 out.mul_(scale)
-            return out.sub_(mean).div_(std)
+            out = out.sub_(mean).div_(std)
+            return out.half() if self._out_dtype == "float16" else out
         import numpy as np
         out = images.astype(np.float32)
         if scale != 1.0:
             out *= np.float32(scale)
         out -= mean
         out /= std
-        return out
+        return out.astype(np.float16) if self._out_dtype == "float16" else out
 
     def __repr__(self):
         return (f"kiln.Loader({self.path!r}, batch_size={self.batch_size}, "
@@ -494,7 +517,6 @@ class _EpochIterator:
         self._generation = generation
         self._epoch = epoch
         self._done = False
-        self._pending = None  # CUDA event of the last non-blocking copy out of a slot
         torch = loader._torch
         self._from_dlpack = torch.utils.dlpack.from_dlpack if torch is not None else None
 
@@ -512,9 +534,8 @@ class _EpochIterator:
             raise RuntimeError(f"this iterator over epoch {self._epoch} was superseded by a "
                                "newer iter(loader); one loop at a time per loader")
         loader._core.check_process()  # a forked child: raise before touching CUDA or locks
-        if self._pending is not None:
-            self._pending.synchronize()  # the slot's copy to the GPU has finished
-            self._pending = None
+        if loader._device is not None:
+            return self._next_device()
         item = loader._core.next(loader._copy, self._from_dlpack is not None)
         if item is None:
             self._done = True
@@ -526,11 +547,20 @@ class _EpochIterator:
         if self._from_dlpack is not None:
             images = self._from_dlpack(images)
             labels = self._from_dlpack(labels)
-            if loader._device is not None:
-                images = images.to(loader._device, non_blocking=True)
-                labels = labels.to(loader._device, non_blocking=True)
-                self._pending = loader._torch.cuda.Event()
-                self._pending.record()
         if loader._normalize is not None:
+            images = loader._apply_normalize(images)
+        return images, labels
+
+    def _next_device(self):
+        loader = self._loader
+        item = _cuda.next_batch(loader)
+        if item is None:
+            self._done = True
+            with loader._lock:
+                if self._generation == loader._generation:
+                    loader._active = False
+            raise StopIteration
+        images, labels = item
+        if loader._normalize is not None and loader._kernel is None:
             images = loader._apply_normalize(images)
         return images, labels

@@ -33,6 +33,26 @@ def test_pack_errors(tmp_path):
         kiln.pack(SAMPLES, str(tmp_path / "out"), size=28, on_error="ignore")
 
 
+def test_pack_tar_shards_and_exact_decode(tmp_path):
+    """A tar shard of samples/photos packs like the folder; exact_decode reaches the manifest."""
+    import tarfile
+    photos = os.path.join(os.path.dirname(SAMPLES), "photos")
+    shard = str(tmp_path / "photos-000000.tar")
+    with tarfile.open(shard, "w") as t:
+        for c in ("animal", "fruit"):
+            t.add(os.path.join(photos, c), arcname=c)
+    tar = kiln.pack(shard, str(tmp_path / "tar"), size=32, threads=2, label_from="class-folder",
+                    image_ext="jpg")
+    assert tar["packed"] == 7 and tar["rejected"] == 0
+    for exact in (False, True):
+        out = str(tmp_path / ("exact" if exact else "shrink"))
+        kiln.pack(photos, out, size=32, threads=2, exact_decode=exact)
+        manifest = json.load(open(os.path.join(out, "kiln.json")))
+        assert manifest["preprocessing"]["jpeg_decode"] == ("exact" if exact else "shrink-on-load")
+    with pytest.raises(kiln.InvalidArgumentError, match="label-from"):
+        kiln.pack(shard, str(tmp_path / "bad"), size=32, label_from="txt")
+
+
 def test_verify_and_inspect(packed):
     report = kiln.verify(packed)
     assert report["ok"] and report["samples"] == 1000 and report["problems"] == []

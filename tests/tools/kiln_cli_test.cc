@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "reader/host_buffer.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -192,6 +194,27 @@ TEST_F(KilnCliTest, BenchSlowConsumerIsTheBottleneck) {
   EXPECT_TRUE(j.at("every_sample_once").get<bool>());
   const CliRun text = Kiln("bench " + *dataset_ + " --epochs 1 --batch-size 100 --consumer-ms 20");
   EXPECT_NE(text.out.find("bottleneck: consumer"), std::string::npos) << text.out;
+}
+
+// --device without a usable GPU: a clear "no GPU" message, a non-zero exit, and no figure at all
+// (not a host-only rate in its place). On a GPU machine: the device fields are there.
+TEST_F(KilnCliTest, BenchDeviceWithoutGpuFailsWithoutFigures) {
+  std::string why;
+  const bool gpu = kiln::CudaDeviceAvailable(&why);
+  const CliRun r = Kiln("bench " + *dataset_ + " --epochs 1 --batch-size 100 --device 0");
+  if (gpu) {
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("uploads, pinned H2D"), std::string::npos) << r.out;
+    return;
+  }
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.out, "") << "figures printed without a GPU";
+  const CliRun j = Kiln("bench " + *dataset_ + " --epochs 1 --device 0 --json");
+  EXPECT_EQ(j.exit_code, 1);
+  const auto e = nlohmann::json::parse(j.out);
+  EXPECT_FALSE(e.at("ok").get<bool>());
+  EXPECT_NE(e.at("error").get<std::string>().find("no GPU: " + why), std::string::npos) << j.out;
+  EXPECT_FALSE(e.contains("samples_per_s")) << j.out;
 }
 
 TEST_F(KilnCliTest, BenchColdSaysItWasCold) {

@@ -1,0 +1,79 @@
+"""kiln.Loader(device="cuda"): the reader's own upload and fused kernel, handed to torch.
+
+The C++ loader (reader/loader.h, "Device batches") uploads each batch from pinned slots on its own
+CUDA stream as soon as the batch is filled. Each step, ``_core.Loader.next_device`` makes torch's
+current stream of the loader's device wait for that upload (``Batch::WaitOn``: an event, no host
+wait), then on that stream either runs the fused normalise/crop/flip kernel
+(reader/normalize_kernel.h) or copies the uploaded bytes into tensors torch allocated on that
+stream. So the tensors are torch's own memory, ordered on torch's stream, valid for as long as
+they are kept; the loader reuses its device buffer only after the work torch's stream had queued
+when the batch was released (the next step, ``iter(loader)`` or ``set_epoch``), and a host slot
+only after its copy is done (so ``break`` and a new loop are safe). kiln makes the device current
+for each of its calls and restores the caller's, creating nothing on another GPU.
+"""
+
+from . import _core
+from ._errors import NotSupportedError
+
+
+def check_device(torch, name):
+    """Returns (torch.device, index) for ``name`` ("cuda" / "cuda:N"), or raises
+    NotSupportedError saying why no GPU can be used."""
+    reason = _core.cuda_unavailable_reason()
+    if reason:
+        raise NotSupportedError(f"kiln.Loader(device={name!r}): no GPU: {reason}. Use "
+                                "device=None for CPU batches.")
+    if torch is None:
+        raise NotSupportedError(f"kiln.Loader(device={name!r}) needs torch with CUDA; torch is "
+                                "not importable (the NumPy backend yields CPU arrays only)")
+    if not torch.cuda.is_available():
+        raise NotSupportedError(f"kiln.Loader(device={name!r}): kiln sees a GPU but this torch "
+                                "has no CUDA (torch.cuda.is_available() is False)")
+    device = torch.device(name)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if not 0 <= index < torch.cuda.device_count():
+        raise ValueError(f"kiln.Loader(device={name!r}): no such device "
+                         f"({torch.cuda.device_count()} devices)")
+    return torch.device("cuda", index), index
+
+
+_TORCH_DTYPES = {"uint8": "uint8", "float16": "float16", "float32": "float32"}
+
+
+def setup(loader, normalize, crop_h, crop_w, flip, seed):
+    """After the core loader is open on the device: the fused kernel when it applies (normalize
+    on uint8 HWC data; the crop and flip then move from the CPU loader to the kernel), and the
+    shape and dtype of the tensors each step writes."""
+    torch = loader._torch
+    schema = loader._core.sample_schema
+    if normalize is not None and schema["dtype"] == "uint8" and schema["layout"] == "hwc":
+        if crop_h or crop_w or flip:
+            args = list(loader._core_args)
+            args[10], args[11], args[12] = 0, 0, False  # crop and flip run in the kernel
+            loader._core_args = tuple(args)
+            loader._core = _core.Loader(*loader._core_args, **loader._core_kwargs)
+        mean, std = loader._normalize_values
+        loader._kernel = (mean, std, loader._out_dtype, crop_h, crop_w, flip, seed)
+        shape = loader._core.set_normalize(*loader._kernel)
+        loader._gpu_shape = (loader.batch_size,) + tuple(shape)
+        loader._gpu_dtype = getattr(torch, loader._out_dtype)
+    else:
+        loader._gpu_shape = (loader.batch_size,) + tuple(schema["shape"])
+        loader._gpu_dtype = getattr(torch, _TORCH_DTYPES[schema["dtype"]])
+
+
+def next_batch(loader):
+    """One step on the device: (images, labels) tensors on loader._device, or None at the end
+    of the epoch."""
+    torch = loader._torch
+    device = loader._device
+    stream = torch.cuda.current_stream(device)
+    with torch.cuda.device(device):
+        images = torch.empty(loader._gpu_shape, dtype=loader._gpu_dtype, device=device)
+        labels = torch.empty((loader.batch_size,), dtype=torch.int64, device=device)
+    n = loader._core.next_device(stream.cuda_stream, images.data_ptr(), labels.data_ptr())
+    if n < 0:
+        return None
+    if n < loader.batch_size:
+        images, labels = images[:n], labels[:n]
+    return images, labels
