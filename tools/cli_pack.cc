@@ -140,9 +140,6 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   o.decode.max_pixels = f.max_pixels;
   o.exact_decode = f.exact_decode;
   o.tar.label_from = f.label_from;
-  if (!f.image_ext.empty()) {
-    KILN_ASSIGN_OR_RETURN(o.tar.image_exts, ParseImageExtensions(f.image_ext));
-  }
   if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
   KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
                                       f.mean, f.std_dev, f.shard_size, f.compress, &o));
@@ -214,6 +211,12 @@ int RunPack(const PackFlags& flags) {
   // The decoders live in the image plugin (tools/imaging_plugin.h), loaded only now.
   Result<const ImagingPlugin*> plugin = LoadImagingPlugin();
   if (!plugin.ok()) return FailCommand(plugin.status(), flags.json);
+  // The tar-input parsing lives with the tar reader, in the plugin (tools/tar_source.h).
+  if (!flags.image_ext.empty()) {
+    Result<std::vector<std::string>> exts = (*plugin)->parse_image_extensions(flags.image_ext);
+    if (!exts.ok()) return FailCommand(exts.status(), flags.json);
+    options->tar.image_exts = *exts;
+  }
   Status tar_options = (*plugin)->validate_tar_list_options(options->tar);
   if (!tar_options.ok()) return FailCommand(tar_options, flags.json);
   // Ctrl-C or SIGTERM: stop between images and clean up, rather than die mid-write.

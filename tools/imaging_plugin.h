@@ -52,6 +52,7 @@ struct ImagingPlugin {
   Status (*render_samples)(const std::string& dir, const std::vector<uint64_t>& indices,
                            uint32_t columns, const std::string& png_path);
   Status (*validate_tar_list_options)(const TarListOptions& options);  // tools/tar_source.h
+  Result<std::vector<std::string>> (*parse_image_extensions)(const std::string& list);
 };
 
 // Returns the plugin, opening it on the first call. Errors: NotFound naming every path looked

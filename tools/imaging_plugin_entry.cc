@@ -18,6 +18,7 @@ const kiln::ImagingPlugin* MakePlugin() {
       &kiln::EvenlySpacedIndices,
       &kiln::RenderSamples,
       &kiln::ValidateTarListOptions,
+      &kiln::ParseImageExtensions,
   };
   return &plugin;
 }
