@@ -143,6 +143,14 @@ Subcommand AddBenchCommand(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* bench = app.add_subcommand("bench", "Measure how fast the reader streams a dataset");
   DeclareBenchFlags(bench, flags.get());
+  bench->footer(
+      HelpFooter({"0   every sample was read exactly once in each epoch",
+                  "1   a sample was missed or repeated, or DATASET cannot be read", "2   usage"},
+                 "dir, samples, bytes, batches, epochs, seconds, samples_per_s, mb_per_s, "
+                 "threads, prefetch, batch_size, every_sample_once, shuffle, cache, "
+                 "bottleneck, verdict") +
+      "  (and the time of each stage, *_seconds); with --sweep also recommended, sweep (the "
+      "runs).\nOn failure: ok (false), error, exit_code.\n");
   return {bench, [flags] { return RunBenchCommand(*flags); }};
 }
 

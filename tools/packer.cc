@@ -23,6 +23,7 @@
 #include <optional>
 #include <system_error>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "formats/dataset_writer.h"
@@ -421,6 +422,7 @@ class PackPipeline {
   // finished shards for --resume in the shards format).
   Status Run(size_t first_item) {
     next_item_ = first_item;
+    journaled_items_ = first_item;
     done_ = input_.listing_problems + first_item;
     const uint32_t threads = options_.threads != 0
                                  ? options_.threads
@@ -537,6 +539,7 @@ class PackPipeline {
     // A shard just closed: the inputs before this one are all in finished shards or rejected.
     // Record that for --resume.
     journaled_files_ = writer_->finished_files().size();
+    journaled_items_ = w.item;
     PackJournal journal;
     journal.items_done = w.item;
     journal.input_bytes = report_->input_bytes - w.input_bytes;
@@ -558,15 +561,21 @@ class PackPipeline {
     return Status::Ok();
   }
 
+  // Says how far the pack got and what --resume keeps: the inputs in finished shards (counted
+  // as PackReport::resumed_inputs counts them), not the ones in flight when it stopped.
   Status Interrupted() {
     std::string msg = "interrupted after " + std::to_string(done_) + " of " +
-                      std::to_string(report_->listed) + " inputs; nothing was written to " +
-                      options_.output;
+                      std::to_string(report_->listed) + " inputs: " + options_.output +
+                      " was not created";
     if (!writer_->finished_files().empty() && options_.format == "shards") {
       writer_->KeepStagingForResume();
-      msg += "; the " + std::to_string(writer_->finished_files().size()) +
-             " finished shards stay in " + writer_->staging_dir() +
-             ": run the same command with --resume to continue, or delete it";
+      const size_t shards = writer_->finished_files().size();
+      msg += "; " + writer_->staging_dir() + " keeps " + std::to_string(shards) +
+             (shards == 1 ? " finished shard" : " finished shards") + " with the first " +
+             std::to_string(journaled_items_ + input_.listing_problems) +
+             " inputs: run the same command with --resume to go on from there, or delete it";
+    } else {
+      msg += " and no shard was finished: nothing is kept";
     }
     return Status::Cancelled(msg);
   }
@@ -589,6 +598,7 @@ class PackPipeline {
   std::unique_ptr<TarSampleReader> tar_reader_;  // tar input: touched by NextItem only
   uint64_t done_ = 0;
   size_t journaled_files_ = 0;
+  uint64_t journaled_items_ = 0;  // the listed items the finished shards cover (for --resume)
 };
 
 // Refuses a pack in which every input was rejected, listing the first five reasons.
@@ -731,12 +741,35 @@ Result<std::unique_ptr<PartLock>> PreparePart(const PackOptions& options, const 
   return lock;
 }
 
+// Warns about each class that had images but keeps none (every one rejected): training would
+// see a class id with no sample, which nothing else would reveal. A part is exempt (its range
+// may cover a class's images only partly; `kiln merge` checks the whole job).
+void WarnAboutEmptyClasses(const PackInput& input, PackReport* report) {
+  if (input.classes.empty()) return;
+  std::unordered_set<std::string> rejected;
+  for (const Rejection& r : report->rejections) rejected.insert(r.path);
+  std::vector<uint64_t> listed(input.classes.size()), kept(input.classes.size());
+  for (const SourceItem& item : input.items) {
+    if (item.label < 0 || static_cast<uint64_t>(item.label) >= input.classes.size()) continue;
+    ++listed[item.label];
+    if (rejected.count(item.path) == 0) ++kept[item.label];
+  }
+  for (size_t c = 0; c < input.classes.size(); ++c) {
+    if (listed[c] > 0 && kept[c] == 0) {
+      report->warnings.push_back("class '" + input.classes[c] + "' (label " + std::to_string(c) +
+                                 ") is empty: all its " + std::to_string(listed[c]) +
+                                 " images were rejected (see rejected.tsv)");
+    }
+  }
+}
+
 // Writes rejected.tsv and the manifest, and moves the dataset to its final name.
 Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWriter* writer,
                   PackReport* report) {
   report->rejected = report->rejections.size();
   // A part may hold no image (an empty range, or all rejected): the merge checks the whole job.
   if (!options.part_index) KILN_RETURN_IF_ERROR(CheckSomethingPacked(options, *report));
+  if (!options.part_index) WarnAboutEmptyClasses(input, report);
   KILN_RETURN_IF_ERROR(writer->AddFile(kRejectedFileName, RejectedTsv(report->rejections)));
   if (!report->skipped_files.empty()) {
     KILN_RETURN_IF_ERROR(writer->AddFile(kSkippedFileName, SkippedTsv(report->skipped_files)));

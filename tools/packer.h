@@ -116,7 +116,10 @@ struct PackReport {
   // there are any. List file: 0.
   uint64_t skipped = 0;
   std::vector<SkippedFile> skipped_files;  // ordered by path
-  // Listing warnings that did not stop the pack (SourceListing::warnings).
+  // Warnings that did not stop the pack: the listing's (SourceListing::warnings), then, for a
+  // whole pack (not a part), one per class whose images were all rejected: "class 'cat' (label
+  // 2) is empty: all its 3 images were rejected (see rejected.tsv)". Such a class keeps its id
+  // and name in the manifest (the ids stay those of the folders) and has no sample.
   std::vector<std::string> warnings;
   uint64_t input_bytes = 0;   // bytes of image files read
   uint64_t output_bytes = 0;  // bytes of the dataset's shard files

@@ -343,9 +343,10 @@ void BuildWholeJob(const std::vector<Part>& parts, bool copy_mode, Manifest* man
 
 // Plans every move, reading each shard once: checks its size, its hash against the part's
 // manifest and its header, and records the hash it will have once renumbered.
+// `step`, when set, is called with each checked shard's sample count.
 Status PlanMoves(const std::vector<Part>& parts, const std::string& staging,
-                 std::vector<Move>* moves, std::vector<ShardFileInfo>* files,
-                 uint64_t* bytes_read) {
+                 std::vector<Move>* moves, std::vector<ShardFileInfo>* files, uint64_t* bytes_read,
+                 const std::function<void(uint64_t samples)>& step = nullptr) {
   uint32_t global = 0;
   uint64_t first = 0;
   for (const Part& p : parts) {
@@ -379,6 +380,7 @@ Status PlanMoves(const std::vector<Part>& parts, const std::string& staging,
                                   std::to_string(local_first));
       }
       *bytes_read += plan->bytes;
+      if (step) step(f.samples);
       Move m;
       m.from = path;
       m.to = staging + "/" + ShardFileName(global);
@@ -491,9 +493,10 @@ Status RunJournal(const std::string& staging, const std::string& output) {
   return Status::Ok();
 }
 
+// `step`, when set, is called after each copied record with 1.
 Status CopyRecords(const std::vector<Part>& parts, const std::string& output, Manifest manifest,
                    const std::string& rejected_tsv, const std::string& skipped_tsv,
-                   MergeReport* report) {
+                   const std::function<void(uint64_t samples)>& step, MergeReport* report) {
   const Part& ref = parts.front();
   const ordered_json options = ordered_json::parse(ref.record.options_json, nullptr, false);
   DatasetWriterOptions wo;
@@ -520,6 +523,7 @@ Status CopyRecords(const std::vector<Part>& parts, const std::string& output, Ma
       KILN_RETURN_IF_ERROR(encoder.Encode(raw.data(), raw.size(), label, *key, &record));
       KILN_RETURN_IF_ERROR(writer->Add(record));
       report->bytes_read += raw.size();
+      if (step) step(1);
     }
   }
   KILN_RETURN_IF_ERROR(writer->AddFile(kRejectedName, rejected_tsv));
@@ -580,6 +584,12 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
     }
     KILN_RETURN_IF_ERROR(CheckParts(&parts, roots));
     const bool copy_mode = options.reshard || parts.front().manifest.format != "shards";
+    uint64_t samples_total = 0, samples_done = 0;
+    for (const Part& p : parts) samples_total += p.manifest.samples;
+    const auto step = [&](uint64_t samples) {
+      samples_done += samples;
+      if (options.progress) options.progress(samples_done, samples_total);
+    };
     report.copied = copy_mode;
     Manifest manifest;
     std::string rejected_tsv, skipped_tsv;
@@ -601,12 +611,12 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
         }
       }
       report.bytes_read = 0;  // counted again as records are copied
-      KILN_RETURN_IF_ERROR(
-          CopyRecords(parts, output, std::move(manifest), rejected_tsv, skipped_tsv, &report));
+      KILN_RETURN_IF_ERROR(CopyRecords(parts, output, std::move(manifest), rejected_tsv,
+                                       skipped_tsv, step, &report));
     } else {
       std::vector<Move> moves;
       std::vector<ShardFileInfo> files;
-      KILN_RETURN_IF_ERROR(PlanMoves(parts, staging, &moves, &files, &report.bytes_read));
+      KILN_RETURN_IF_ERROR(PlanMoves(parts, staging, &moves, &files, &report.bytes_read, step));
       manifest.files = files;
       // Moving needs one file system: refuse before the first rename rather than halfway.
       if (fs::exists(staging, ec)) {

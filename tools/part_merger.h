@@ -30,6 +30,7 @@
 #define KILN_TOOLS_PART_MERGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ struct MergeOptions {
   // Copy records into freshly cut shards instead of moving the parts' shards (see above).
   // Default false.
   bool reshard = false;
+  // Called on the calling thread with (samples done, samples of all parts): in move mode as each
+  // part shard is checked, in copy mode as each record is copied. For progress displays (kiln
+  // merge). Default: none.
+  std::function<void(uint64_t samples_done, uint64_t samples_total)> progress = nullptr;
 };
 
 struct MergeReport {

@@ -137,6 +137,9 @@ class Checker {
         continue;
       }
       ++report_->records_checked;
+      if (options_.progress) {
+        options_.progress(report_->records_checked, manifest_ ? manifest_->samples : 0);
+      }
       if (manifest_ && !manifest_->classes.empty() &&
           (e.label < 0 || static_cast<uint64_t>(e.label) >= manifest_->classes.size())) {
         Problem(path, static_cast<int64_t>(i), static_cast<int64_t>(shard.EntryOffset(i)),

@@ -466,6 +466,10 @@ TEST(PackerTest, CancelStopsAndLeavesNothing) {
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), StatusCode::kCancelled);
   EXPECT_NE(report.status().message().find("interrupted"), std::string::npos);
+  // 100 inputs in, one shard of 128 MiB not finished: nothing to resume, and the message says so.
+  EXPECT_NE(report.status().message().find("no shard was finished: nothing is kept"),
+            std::string::npos)
+      << report.status().message();
   EXPECT_FALSE(fs::exists(o.output));
   EXPECT_FALSE(fs::exists(o.output + ".partial"));
 }
@@ -487,6 +491,15 @@ TEST(PackerTest, ResumeAfterInterruptionIsByteIdentical) {
   });
   ASSERT_EQ(first.status().code(), StatusCode::kCancelled);
   EXPECT_NE(first.status().message().find("--resume"), std::string::npos);
+  // The message counts what --resume keeps (the inputs in finished shards), as the resumed run's
+  // report does, not the 650 inputs done when it stopped.
+  const std::string& msg = first.status().message();
+  const size_t kept_at = msg.find("with the first ");
+  ASSERT_NE(kept_at, std::string::npos) << msg;
+  const uint64_t kept = std::stoull(msg.substr(kept_at + std::string("with the first ").size()));
+  EXPECT_EQ(msg.rfind("interrupted after ", 0), 0u) << msg;
+  EXPECT_NE(msg.find(" of 1000 inputs: " + resumed + " was not created; "), std::string::npos)
+      << msg;
   EXPECT_FALSE(fs::exists(resumed));
   ASSERT_TRUE(fs::exists(resumed + ".partial"));
 
@@ -496,6 +509,7 @@ TEST(PackerTest, ResumeAfterInterruptionIsByteIdentical) {
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_TRUE(second->resume_note.empty()) << second->resume_note;
   EXPECT_GT(second->resumed_inputs, 400u);
+  EXPECT_EQ(second->resumed_inputs, kept);
   EXPECT_EQ(second->packed, 1000u);
   EXPECT_FALSE(fs::exists(resumed + ".partial"));
   for (const auto& entry : fs::directory_iterator(whole)) {
