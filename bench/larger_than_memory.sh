@@ -16,9 +16,11 @@
 #      fio random      reads of one record's size at random record offsets: 2 jobs x depth 1
 #                      (two threads faulting one record at a time) and 2 jobs x depth 16 with
 #                      O_DIRECT (what read-ahead can keep in flight);
-#      kiln bench      --shuffle exact and --shuffle block, --threads T, one cold epoch each
-#                      (--cold drops the files' pages first; fio's invalidate=1 does the same).
-#    --baseline adds kiln exact with read-ahead off (--read-ahead-mib 0): slow, minutes.
+#      kiln bench      --shuffle exact and --shuffle block, --threads T, one cold epoch each,
+#                      with --io direct (O_DIRECT io_uring reads) and --io mmap (the mappings
+#                      with madvise read-ahead) (--cold drops the files' pages first; fio's
+#                      invalidate=1 does the same).
+#    --baseline adds kiln exact, mmap, with read-ahead off (--read-ahead-mib 0): slow, minutes.
 # 4. Prints the medians, and each kiln rate as a share of the matching fio figure: block order
 #    against the better fio sequential figure, exact order against the better fio random one.
 #
@@ -105,42 +107,53 @@ run_kiln() {
 rand=(--rw=randread --bs=$record --blockalign=$record --offset=64)
 rand_direct=(--rw=randread --bs=$record --blockalign=4096)
 declare -A results
+loads=""
 for ((r = 1; r <= rounds; r++)); do
+  loads+="$(cut -d' ' -f1 /proc/loadavg) "
   results[fio_seq]+="$(run_fio seq --rw=read --bs=1M --ioengine=psync --numjobs=1) "
   results[fio_seq_direct]+="$(run_fio seqd --rw=read --bs=1M --ioengine=libaio --direct=1 --iodepth=16 --numjobs=1) "
   results[fio_rand]+="$(run_fio rand "${rand[@]}" --ioengine=psync --numjobs=2) "
   results[fio_rand_deep]+="$(run_fio randd "${rand_direct[@]}" --ioengine=libaio --direct=1 --iodepth=16 --numjobs=2) "
-  read -r mb faults < <(run_kiln --shuffle exact)
+  read -r mb faults < <(run_kiln --shuffle exact --io direct)
   results[kiln_exact]+="$mb "
   results[faults_exact]+="$faults "
-  read -r mb faults < <(run_kiln --shuffle block)
+  read -r mb faults < <(run_kiln --shuffle block --io direct)
   results[kiln_block]+="$mb "
   results[faults_block]+="$faults "
+  read -r mb faults < <(run_kiln --shuffle exact --io mmap)
+  results[kiln_exact_mmap]+="$mb "
+  results[faults_exact_mmap]+="$faults "
+  read -r mb faults < <(run_kiln --shuffle block --io mmap)
+  results[kiln_block_mmap]+="$mb "
+  results[faults_block_mmap]+="$faults "
   if ((baseline)); then
-    read -r mb faults < <(run_kiln --shuffle exact --read-ahead-mib 0)
+    read -r mb faults < <(run_kiln --shuffle exact --io mmap --read-ahead-mib 0)
     results[kiln_exact_off]+="$mb "
     results[faults_exact_off]+="$faults "
   fi
   echo "round $r of $rounds done" >&2
 done
 
-python3 - "$rounds" "$n" "$bytes" "$memory" "$threads" <<EOF
+python3 - "$rounds" "$n" "$bytes" "$memory" "$threads" "$loads" <<EOF
 import statistics, sys
-rounds, n, nbytes, memory, threads = sys.argv[1:]
+rounds, n, nbytes, memory, threads, loads = sys.argv[1:]
 r = {k: [float(x) for x in v.split()] for k, v in {
 $(for k in "${!results[@]}"; do echo "  '$k': '${results[$k]}',"; done)
 }.items()}
 med = {k: statistics.median(v) for k, v in r.items()}
 print("dataset: %s samples of 3x224x224 uint8, %.2f GB; %s; %s rounds, medians (MB/s, 10^6 B/s)"
       % (n, int(nbytes) / 1e9, memory, rounds))
+print("load average at the start of each round: %s" % loads.strip())
 rows = [
     ("fio sequential, buffered 1 MiB, 1 job", "fio_seq", None),
     ("fio sequential, O_DIRECT 1 MiB, depth 16", "fio_seq_direct", None),
     ("fio random %d B, buffered, 2 jobs x depth 1" % (3 * 224 * 224), "fio_rand", None),
     ("fio random %d B, O_DIRECT, 2 jobs x depth 16" % (3 * 224 * 224), "fio_rand_deep", None),
-    ("kiln bench --shuffle exact --threads %s" % threads, "kiln_exact", "rand"),
-    ("kiln bench --shuffle block --threads %s" % threads, "kiln_block", "seq"),
-    ("kiln bench --shuffle exact --read-ahead-mib 0", "kiln_exact_off", "rand"),
+    ("kiln bench --shuffle exact --io direct --threads %s" % threads, "kiln_exact", "rand"),
+    ("kiln bench --shuffle block --io direct --threads %s" % threads, "kiln_block", "seq"),
+    ("kiln bench --shuffle exact --io mmap --threads %s" % threads, "kiln_exact_mmap", "rand"),
+    ("kiln bench --shuffle block --io mmap --threads %s" % threads, "kiln_block_mmap", "seq"),
+    ("kiln bench --shuffle exact --io mmap --read-ahead-mib 0", "kiln_exact_off", "rand"),
 ]
 best = {"seq": max(med["fio_seq"], med["fio_seq_direct"]),
         "rand": max(med["fio_rand"], med["fio_rand_deep"])}
@@ -156,6 +169,6 @@ for label, key, match in rows:
         fk = "faults_" + key.split("_", 1)[1]
         if fk in med:
             share += ", %d major faults" % med[fk]
-    print("%-50s %7.0f   [%s]%s" % (label, med[key], runs, share))
+    print("%-58s %7.0f   [%s]%s" % (label, med[key], runs, share))
 EOF
 rm -rf "$out"

@@ -11,10 +11,14 @@ install(TARGETS kiln_formats kiln_reader EXPORT kilnTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(KILN_BUILD_TOOLS)
-  install(TARGETS kiln_tools kiln EXPORT kilnToolsTargets
+  install(TARGETS kiln_tools_base kiln_tools kiln EXPORT kilnToolsTargets
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  # The image plugin that `kiln pack` and `kiln show` open (tools/imaging_plugin.h): found from
+  # BINDIR/kiln as BINDIR/../LIBDIR/kiln/kiln_imaging.so.
+  install(TARGETS kiln_imaging LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/kiln)
+  install(FILES ${KILN_BASH_COMPLETION} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
   install(EXPORT kilnToolsTargets NAMESPACE kiln:: DESTINATION ${KILN_INSTALL_CMAKEDIR})
 endif()
 

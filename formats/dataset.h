@@ -63,6 +63,40 @@ class Dataset {
   // Thread safety: any thread; the last call wins for every user of this Dataset.
   virtual void AdviseAccess(AccessAdvice /*advice*/) const {}
 
+  // Direct reads (the loader's io path that reads the files itself, bypassing the mappings and
+  // the page cache: reader/direct_reader.h). A backend that supports them stores each sample's
+  // record as one contiguous run of bytes of one of data_file_count() files.
+  // Returns the number of files samples are stored in; 0 when the backend does not support
+  // direct reads (the default; LMDB).
+  virtual uint32_t data_file_count() const { return 0; }
+  // Returns the path of data file `file` (< data_file_count()), as opened by Open().
+  virtual std::string DataFilePath(uint32_t /*file*/) const { return std::string(); }
+  // Where sample `index`'s stored record lies: file, byte offset and size of exactly the bytes
+  // ReadSample(index) checks and decodes. Always inside the file as it was at Open().
+  struct StoredLocation {
+    uint32_t file = 0;    // data file index, < data_file_count()
+    uint64_t offset = 0;  // bytes from the start of the file
+    uint64_t size = 0;    // stored bytes (compressed size for a zstd record)
+  };
+  // Fills `*location` and returns true; false for an out-of-range index, a damaged index entry
+  // (ReadSample reports it by name) or a backend without direct reads. Reads the index entry from
+  // the mapping (faults if the file was truncated since Open(): call it inside a
+  // MappedReadFaultScope). Never fails otherwise.
+  virtual bool LocateStored(uint64_t /*index*/, StoredLocation* /*location*/) const {
+    return false;
+  }
+  // Does what ReadSample(index) does, with the record's stored bytes taken from `stored`
+  // (`size` bytes read from LocateStored's range by the caller) instead of the mapping: checks
+  // the index entry, that `size` is the entry's stored size and the record checksum over
+  // `stored`, then decodes into `out` and stores the label. Byte-identical to ReadSample when
+  // `stored` holds the file's bytes. Reads the index entry from the mapping (see LocateStored).
+  // Errors: as ReadSample; NotSupported when data_file_count() is 0.
+  virtual Status DecodeStored(uint64_t index, const uint8_t* /*stored*/, uint64_t /*size*/,
+                              RecordDecoder* /*decoder*/, uint8_t* /*out*/,
+                              int64_t* /*label*/) const {
+    return Status::NotSupported(SampleLocation(index) + ": this backend has no direct reads");
+  }
+
   // Returns where sample `index` lives, for messages: "<file> record <r> (offset <o>)" for
   // shards; "<dir> sample <index>" by default.
   virtual std::string SampleLocation(uint64_t index) const {

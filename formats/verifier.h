@@ -13,6 +13,7 @@
 #define KILN_FORMATS_VERIFIER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,10 @@ namespace kiln {
 
 struct VerifyOptions {
   bool deep = false;  // also decode every record and check its decoded size. Default false.
+  // Called with (records checked, samples the manifest declares; 0 without a manifest) after
+  // each record of a shards dataset, on the calling thread; LMDB and HDF5 datasets are checked
+  // without calls. For progress displays (kiln verify). Default: none.
+  std::function<void(uint64_t records_checked, uint64_t records_total)> progress = nullptr;
 };
 
 // One thing wrong with the dataset.

@@ -20,10 +20,12 @@
 #include <vector>
 
 #include "formats/dataset.h"
+#include "formats/fault_guard.h"
 #include "formats/format_registry.h"
 #include "formats/inspector.h"
 #include "formats/verifier.h"
 #include "formats/version.h"
+#include "python/py_args.h"
 #include "python/py_status.h"
 #include "reader/cuda_handles.h"
 #include "reader/host_buffer.h"
@@ -161,6 +163,78 @@ TailPolicy ParseTail(const std::string& tail) {
   ThrowStatus(Status::InvalidArgument("tail '" + tail + "' must be short, drop or pad"));
 }
 
+// A dataset opened for random access: kiln.Dataset's map-style view. Holds no threads, so a
+// forked child may keep using it; kiln.Dataset still reopens per process (see _dataset.py).
+class PyDataset {
+ public:
+  explicit PyDataset(const std::string& path) {
+    Result<std::unique_ptr<Dataset>> dataset = Status::Internal("unset");
+    {
+      py::gil_scoped_release release;
+      dataset = Dataset::Open(path);
+    }
+    dataset_ = std::shared_ptr<const Dataset>(ValueOrThrow(std::move(dataset)));
+  }
+
+  // Returns (sample, label): sample `index` (< num_samples) as a DLPack capsule or a NumPy
+  // array of the stored shape and dtype that owns its memory, and its int64 label.
+  py::tuple Read(py::handle index_object, bool dlpack) const {
+    const uint64_t index = ToInteger<uint64_t>(index_object, "index");
+    const TensorSchema& schema = dataset_->schema();
+    std::shared_ptr<uint8_t> buffer = AllocateAligned(schema.sample_bytes());
+    if (!buffer) throw std::bad_alloc();
+    int64_t label = 0;
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = ReadGuarded(index, buffer.get(), &label);
+    }
+    if (!status.ok()) ThrowStatus(status);
+    std::vector<int64_t> shape = BatchShape(1, schema);
+    shape.erase(shape.begin());
+    if (dlpack) {
+      return py::make_tuple(
+          MakeDLPackCapsule(buffer.get(), ToDLDataType(schema.dtype), shape, buffer), label);
+    }
+    return py::make_tuple(MakeNumpyArray(buffer.get(), NumpyTypeName(schema.dtype), shape, buffer),
+                          label);
+  }
+
+  const Dataset& dataset() const { return *dataset_; }
+
+ private:
+  Status ReadGuarded(uint64_t index, uint8_t* out, int64_t* label) const {
+    if (index >= dataset_->num_samples()) {
+      return Status::OutOfRange(dataset_->dir() + ": sample " + std::to_string(index) +
+                                " is out of range (the dataset has " +
+                                std::to_string(dataset_->num_samples()) + " samples)");
+    }
+    RecordDecoder decoder;
+    // A mapped file that shrank under us raises SIGBUS: reported against the sample.
+    MappedReadFaultScope fault_scope;
+    if (KILN_MAPPED_READ_FAULTED(fault_scope)) {
+      return Status::IOError(dataset_->SampleLocation(index) +
+                             ": the mapped file could not be read (SIGBUS): it was truncated or "
+                             "replaced while open, or its storage failed");
+    }
+    return dataset_->ReadSample(index, &decoder, out, label);
+  }
+
+  std::shared_ptr<const Dataset> dataset_;
+};
+
+const char* TailName(TailPolicy tail) {
+  switch (tail) {
+    case TailPolicy::kShort:
+      return "short";
+    case TailPolicy::kDrop:
+      return "drop";
+    case TailPolicy::kPad:
+      return "pad";
+  }
+  return "short";
+}
+
 py::dict SchemaDict(const TensorSchema& s) {
   py::dict d;
   d["dtype"] = std::string(DTypeName(s.dtype));
@@ -172,46 +246,52 @@ py::dict SchemaDict(const TensorSchema& s) {
   return d;
 }
 
+// LoaderOptions::resume as the bytes of ReaderState::Encode (b"" for none).
+py::bytes ResumeBytes(const LoaderOptions& o) {
+  return py::bytes(o.resume ? o.resume->Encode() : std::string());
+}
+
+void SetResume(LoaderOptions& o, py::handle value) {
+  if (value.is_none()) {
+    o.resume.reset();
+    return;
+  }
+  if (!PyBytes_Check(value.ptr())) {
+    ThrowTypeError("resume must be bytes (Loader.state()) or None, got " + PyTypeName(value));
+  }
+  const std::string blob = value.cast<std::string>();
+  if (blob.empty()) {
+    o.resume.reset();
+  } else {
+    o.resume = ValueOrThrow(ReaderState::Decode(blob));
+  }
+}
+
+std::string LoaderOptionsRepr(const LoaderOptions& o) {
+  return "LoaderOptions(batch_size=" + std::to_string(o.batch_size) + ", shuffle='" +
+         ShuffleModeName(o.shuffle) + "', seed=" + std::to_string(o.seed) +
+         ", rank=" + std::to_string(o.rank) + ", world_size=" + std::to_string(o.world_size) +
+         ", num_threads=" + std::to_string(o.num_threads) +
+         ", prefetch=" + std::to_string(o.prefetch) + ", tail='" + TailName(o.tail_policy) +
+         "', device=" + std::to_string(o.device) + ")";
+}
+
 class PyLoader {
  public:
-  PyLoader(const std::string& path, uint32_t batch_size, const std::string& shuffle, uint64_t seed,
-           bool drop_last, uint32_t num_threads, uint32_t prefetch, bool pin_memory, uint32_t rank,
-           uint32_t world_size, uint32_t crop_height, uint32_t crop_width, bool flip,
-           const std::string& tail, uint64_t start_epoch, uint64_t block_bytes,
-           uint32_t shuffle_window, const py::bytes& resume, uint64_t read_ahead_bytes, int device)
+  // Opens `path` with `options` (validated by Loader::Create: ValidateLoaderOptions).
+  PyLoader(const std::string& path, const LoaderOptions& options)
       : state_(std::make_shared<LoaderState>()) {
-    LoaderOptions o;
-    o.device = device;
-    if (device >= 0) {
+    if (options.device >= 0) {
       std::string why;
       if (!CudaDeviceAvailable(&why)) {
-        ThrowStatus(Status::NotSupported("kiln.Loader(device='cuda:" + std::to_string(device) +
-                                         "'): no GPU: " + why));
+        ThrowStatus(Status::NotSupported(
+            "kiln.Loader(device='cuda:" + std::to_string(options.device) + "'): no GPU: " + why));
       }
     }
-    o.read_ahead_bytes = read_ahead_bytes;
-    o.batch_size = batch_size;
-    o.shuffle = ValueOrThrow(ParseShuffleMode(shuffle));
-    o.block_bytes = block_bytes;
-    o.shuffle_window = shuffle_window;
-    o.seed = seed;
-    o.drop_last = drop_last;
-    o.tail_policy = ParseTail(tail);
-    o.rank = rank;
-    o.world_size = world_size;
-    o.num_threads = num_threads;
-    o.prefetch = prefetch;
-    o.pin_memory = pin_memory;
-    o.augment.crop_height = crop_height;
-    o.augment.crop_width = crop_width;
-    o.augment.flip = flip;
-    o.start_epoch = start_epoch;
-    const std::string resume_blob = resume;
-    if (!resume_blob.empty()) o.resume = ValueOrThrow(ReaderState::Decode(resume_blob));
     Result<std::unique_ptr<Loader>> loader = Status::Internal("unset");
     {
       py::gil_scoped_release release;  // opening maps and checks every file: O(files)
-      loader = Loader::Open(path, o);
+      loader = Loader::Open(path, options);
     }
     state_->loader = ValueOrThrow(std::move(loader));
   }
@@ -295,6 +375,14 @@ class PyLoader {
   void CheckProcess() const {
     const Status status = state_->loader->CheckProcess();
     if (!status.ok()) ThrowStatus(status);
+  }
+
+  uint64_t BeginEpoch() {
+    CheckProcess();
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->has_batch = false;
+    return state_->loader->BeginEpoch();
   }
 
   void SetEpoch(uint64_t epoch) {
@@ -387,7 +475,9 @@ class PyLoader {
     return py::bytes(state_->loader->state().Encode());
   }
 
-  std::string Key(uint64_t index) const { return ValueOrThrow(loader().dataset().Key(index)); }
+  std::string Key(py::handle index) const {
+    return ValueOrThrow(loader().dataset().Key(ToInteger<uint64_t>(index, "index")));
+  }
 
   py::dict Stats() const {
     const LoaderStats s = loader().stats();
@@ -406,18 +496,6 @@ class PyLoader {
  private:
   std::shared_ptr<LoaderState> state_;
 };
-
-const char* TailName(TailPolicy tail) {
-  switch (tail) {
-    case TailPolicy::kShort:
-      return "short";
-    case TailPolicy::kDrop:
-      return "drop";
-    case TailPolicy::kPad:
-      return "pad";
-  }
-  return "short";
-}
 
 // The fields of a binary ReaderState as the plain dict of kiln.Loader.state_dict().
 py::dict StateToDict(const py::bytes& blob) {
@@ -454,23 +532,17 @@ py::bytes StateFromDict(const py::dict& d) {
     }
     return d[name];
   };
+  auto label = [](const char* name) {
+    return std::string("reader state dict: field '") + name + "'";
+  };
   auto integer = [&](const char* name) -> uint64_t {
-    py::object v = field(name);
-    if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v) ||
-        v.cast<py::int_>() < py::int_(0)) {
-      ThrowStatus(Status::InvalidArgument(std::string("reader state dict: field '") + name +
-                                          "' must be a non-negative int"));
-    }
-    return v.cast<uint64_t>();
+    return ToInteger<uint64_t>(field(name), label(name));
   };
   auto u32 = [&](const char* name) -> uint32_t {
-    const uint64_t v = integer(name);
-    if (v > UINT32_MAX) {
-      ThrowStatus(Status::InvalidArgument(std::string("reader state dict: field '") + name +
-                                          "' is out of range"));
-    }
-    return static_cast<uint32_t>(v);
+    return ToInteger<uint32_t>(field(name), label(name));
   };
+  auto text = [&](const char* name) { return ToString(field(name), label(name)); };
+  auto boolean = [&](const char* name) { return ToBool(field(name), label(name)); };
   const uint64_t version = integer("kiln_reader_state");
   if (version != kReaderStateVersion) {
     ThrowStatus(Status::NotSupported("reader state dict: version " + std::to_string(version) +
@@ -482,23 +554,27 @@ py::bytes StateFromDict(const py::dict& d) {
   s.epoch = integer("epoch");
   s.samples_consumed = integer("samples_consumed");
   s.seed = integer("seed");
-  s.shuffle = ValueOrThrow(ParseShuffleMode(field("shuffle").cast<std::string>()));
+  s.shuffle = ValueOrThrow(ParseShuffleMode(text("shuffle")));
   s.block_samples = integer("block_samples");
   s.window_blocks = u32("window");
   s.batch_size = u32("batch_size");
   s.world_size = u32("world_size");
-  s.tail = ParseTail(field("tail").cast<std::string>());
-  s.drop_last = field("drop_last").cast<bool>();
+  s.tail = ParseTail(text("tail"));
+  s.drop_last = boolean("drop_last");
   py::object crop = field("crop");
+  if (!PyList_Check(crop.ptr()) && !PyTuple_Check(crop.ptr())) {
+    ThrowTypeError("reader state dict: field 'crop' must be [height, width], got " +
+                   PyTypeName(crop));
+  }
   py::sequence crop_seq = crop.cast<py::sequence>();
   if (crop_seq.size() != 2) {
     ThrowStatus(Status::InvalidArgument("reader state dict: 'crop' must be [height, width]"));
   }
-  s.crop_height = crop_seq[0].cast<uint32_t>();
-  s.crop_width = crop_seq[1].cast<uint32_t>();
-  s.flip = field("flip").cast<bool>();
+  s.crop_height = ToInteger<uint32_t>(crop_seq[0], label("crop") + "[0]");
+  s.crop_width = ToInteger<uint32_t>(crop_seq[1], label("crop") + "[1]");
+  s.flip = boolean("flip");
   s.num_samples = integer("num_samples");
-  const std::string hex = field("dataset_fingerprint").cast<std::string>();
+  const std::string hex = text("dataset_fingerprint");
   if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
     ThrowStatus(
         Status::InvalidArgument("reader state dict: 'dataset_fingerprint' must be 16 "
@@ -539,18 +615,85 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "kiln's reader and formats layers (no OpenCV). Use the `kiln` package, not this.";
   m.attr("__version__") = kiln::kVersionString;
 
-  py::class_<PyLoader>(m, "Loader")
+  using kiln::LoaderOptions;
+  using kiln::python::ToBool;
+  using kiln::python::ToInteger;
+  using kiln::python::ToString;
+// One Python property per LoaderOptions field, read and written in its C++ type (checked
+// conversion: python/py_args.h). Ranges are ValidateLoaderOptions'.
+#define KILN_INT_FIELD(name, member, doc)                                                        \
+  def_property(                                                                                  \
+      name, [](const LoaderOptions& o) { return o.member; },                                     \
+      [](LoaderOptions& o, py::handle v) { o.member = ToInteger<decltype(o.member)>(v, name); }, \
+      doc)
+#define KILN_BOOL_FIELD(name, member, doc)                   \
+  def_property(                                              \
+      name, [](const LoaderOptions& o) { return o.member; }, \
+      [](LoaderOptions& o, py::handle v) { o.member = ToBool(v, name); }, doc)
+  py::class_<LoaderOptions>(m, "LoaderOptions",
+                            "kiln::LoaderOptions (reader/loader.h), field by field; the "
+                            "defaults are the C++ ones.")
+      .def(py::init<>())
+      .KILN_INT_FIELD("batch_size", batch_size, "Samples per batch, >= 1. Default 256.")
+      .def_property(
+          "shuffle",
+          [](const LoaderOptions& o) { return std::string(kiln::ShuffleModeName(o.shuffle)); },
+          [](LoaderOptions& o, py::handle v) {
+            o.shuffle = kiln::python::ValueOrThrow(kiln::ParseShuffleMode(ToString(v, "shuffle")));
+          },
+          "'exact', 'block' or 'none'. Default 'exact'.")
+      .KILN_INT_FIELD("block_bytes", block_bytes,
+                      "shuffle='block': bytes per block. Default 4 MiB.")
+      .KILN_INT_FIELD("shuffle_window", shuffle_window,
+                      "shuffle='block': blocks per window. Default 16.")
+      .KILN_INT_FIELD("seed", seed, "Permutation and augmentation seed. Default 0.")
+      .KILN_BOOL_FIELD("drop_last", drop_last, "Drop each rank's last partial batch.")
+      .def_property(
+          "tail",
+          [](const LoaderOptions& o) { return std::string(kiln::python::TailName(o.tail_policy)); },
+          [](LoaderOptions& o, py::handle v) {
+            o.tail_policy = kiln::python::ParseTail(ToString(v, "tail"));
+          },
+          "'short', 'drop' or 'pad' (reader/sampler.h). Default 'short'.")
+      .KILN_INT_FIELD("rank", rank, "This process's rank, below world_size. Default 0.")
+      .KILN_INT_FIELD("world_size", world_size, "Ranks reading together, >= 1. Default 1.")
+      .KILN_INT_FIELD("num_threads", num_threads, "Fetch threads; 0 = hardware threads. Max 256.")
+      .KILN_INT_FIELD("prefetch", prefetch, "Batches filled ahead, [1, 64]. Default 2.")
+      .KILN_BOOL_FIELD("pin_memory", pin_memory, "Pinned slots when a CUDA device is present.")
+      .KILN_INT_FIELD("crop_height", augment.crop_height, "Random crop height; 0 = no crop.")
+      .KILN_INT_FIELD("crop_width", augment.crop_width, "Random crop width; 0 = no crop.")
+      .KILN_BOOL_FIELD("flip", augment.flip, "Random horizontal flip.")
+      .KILN_INT_FIELD("start_epoch", start_epoch, "The epoch the first batch belongs to.")
+      .KILN_INT_FIELD("read_ahead_bytes", read_ahead_bytes,
+                      "Read-ahead, [0, 4 GiB]. Default 16 MiB.")
+      .def_property(
+          "io", [](const LoaderOptions& o) { return std::string(kiln::IoModeName(o.io)); },
+          [](LoaderOptions& o, py::handle v) {
+            o.io = kiln::python::ValueOrThrow(kiln::ParseIoMode(ToString(v, "io")));
+          },
+          "'auto', 'mmap' or 'direct' (reader/loader.h, IoMode). Default 'auto'.")
+      .KILN_INT_FIELD("device", device, "CUDA device for device batches; -1 = host. Default -1.")
+      .def_property("resume", &kiln::python::ResumeBytes, &kiln::python::SetResume,
+                    "A saved ReaderState (Loader.state()), or b'' / None for none.")
       .def(
-          py::init<const std::string&, uint32_t, const std::string&, uint64_t, bool, uint32_t,
-                   uint32_t, bool, uint32_t, uint32_t, uint32_t, uint32_t, bool, const std::string&,
-                   uint64_t, uint64_t, uint32_t, const py::bytes&, uint64_t, int>(),
-          py::arg("path"), py::arg("batch_size"), py::arg("shuffle"), py::arg("seed"),
-          py::arg("drop_last"), py::arg("num_threads"), py::arg("prefetch"), py::arg("pin_memory"),
-          py::arg("rank"), py::arg("world_size"), py::arg("crop_height"), py::arg("crop_width"),
-          py::arg("flip"), py::arg("tail"), py::arg("start_epoch"),
-          py::arg("block_bytes") = uint64_t{4} << 20, py::arg("shuffle_window") = 16u,
-          py::arg("resume") = py::bytes(), py::arg("read_ahead_bytes") = uint64_t{16} << 20,
-          py::arg("device") = -1)
+          "validate",
+          [](const LoaderOptions& o) {
+            const kiln::Status s = kiln::ValidateLoaderOptions(o);
+            if (!s.ok()) kiln::python::ThrowStatus(s);
+          },
+          "Raises kiln.InvalidArgumentError naming the first option out of range.")
+      .def("copy", [](const LoaderOptions& o) { return LoaderOptions(o); })
+      .def("__repr__", &kiln::python::LoaderOptionsRepr);
+#undef KILN_INT_FIELD
+#undef KILN_BOOL_FIELD
+
+  py::class_<PyLoader>(m, "Loader")
+      .def(py::init<const std::string&, const LoaderOptions&>(), py::arg("path"),
+           py::arg("options"))
+      .def("begin_epoch", &PyLoader::BeginEpoch,
+           "Starts a pass (reader/loader.h: Loader::BeginEpoch) and returns its epoch.")
+      .def_property_readonly("at_epoch_start",
+                             [](const PyLoader& l) { return l.loader().at_epoch_start(); })
       .def("state", &PyLoader::State, "The ReaderState's 96 bytes (reader/reader_state.md).")
       .def("set_epoch", &PyLoader::SetEpoch, py::arg("epoch"))
       .def("check_process", &PyLoader::CheckProcess,
@@ -583,6 +726,25 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("pinned", [](const PyLoader& l) { return l.loader().pinned(); })
       .def_property_readonly("sample_schema", [](const PyLoader& l) {
         return kiln::python::SchemaDict(l.loader().sample_schema());
+      });
+
+  py::class_<kiln::python::PyDataset>(m, "Dataset")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def("read", &kiln::python::PyDataset::Read, py::arg("index"), py::arg("dlpack"),
+           "(sample, label) of sample `index`; releases the GIL while reading.")
+      .def(
+          "key",
+          [](const kiln::python::PyDataset& d, py::handle index) {
+            return kiln::python::ValueOrThrow(d.dataset().Key(ToInteger<uint64_t>(index, "index")));
+          })
+      .def("__len__", [](const kiln::python::PyDataset& d) { return d.dataset().num_samples(); })
+      .def_property_readonly(
+          "classes",
+          [](const kiln::python::PyDataset& d) { return d.dataset().manifest().classes; })
+      .def_property_readonly("dir",
+                             [](const kiln::python::PyDataset& d) { return d.dataset().dir(); })
+      .def_property_readonly("sample_schema", [](const kiln::python::PyDataset& d) {
+        return kiln::python::SchemaDict(d.dataset().schema());
       });
 
   m.def("cuda_unavailable_reason", [] {

@@ -1,53 +1,87 @@
 // kiln._tools: the converter (tools layer, which links OpenCV) for kiln.pack(). The package
 // imports this module only when pack() is called, so a training process that reads datasets
-// never loads OpenCV. Flags go through the same ParsePackFlags as `kiln pack`.
+// never loads OpenCV.
+//
+// PackOptions is kiln::PackOptions (tools/packer.h) bound field by field, in its C++ types
+// (checked conversion: python/py_args.h); Pack validates it with ValidatePackOptions, the
+// function `kiln pack` goes through, so both refuse the same options with the same message.
+// Only values that are text on the command line too are parsed from text here: a byte size
+// ("64MiB", tools/cli_parsing.h) and a compression ("zstd:3", formats/record_codec.h).
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "python/py_args.h"
 #include "python/py_status.h"
 #include "tools/cli_parsing.h"
 #include "tools/packer.h"
+#include "tools/tar_source.h"
 
 namespace py = pybind11;
 
 namespace kiln::python {
 namespace {
 
-// Packs like `kiln pack` and returns PackReportJson's object as text. Runs without the GIL.
-std::string PackJson(const std::string& input, const std::string& output, const std::string& root,
-                     const std::string& size, uint32_t resize, const std::string& crop,
-                     uint32_t channels, const std::string& layout, const std::string& dtype,
-                     const std::string& mean, const std::string& std_dev, const std::string& format,
-                     const std::string& shard_size, const std::string& compress, uint32_t threads,
-                     int64_t shuffle_seed, const std::string& on_error, int64_t max_pixels,
-                     bool overwrite, bool exact_decode, const std::string& image_ext,
-                     const std::string& label_from) {
+// The options of `kiln pack` with its flags' defaults (224x224, 3 channels, hwc, uint8).
+PackOptions DefaultPackOptions() {
   PackOptions o;
-  o.input = input;
-  o.output = output;
-  o.root = root;
-  o.threads = threads;
-  o.overwrite = overwrite;
-  o.format = format;
-  if (on_error != "skip" && on_error != "fail") {
-    ThrowStatus(Status::InvalidArgument("on_error '" + on_error + "' must be skip or fail"));
+  o.preprocess.schema.height = 224;
+  o.preprocess.schema.width = 224;
+  o.preprocess.schema.channels = 3;
+  return o;
+}
+
+// mean/std: one number (every channel) or a sequence of 1 or 3.
+std::array<float, 3> ChannelValues(py::handle value, const std::string& name) {
+  std::vector<float> values;
+  if (PyList_Check(value.ptr()) || PyTuple_Check(value.ptr())) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
+    for (size_t i = 0; i < seq.size(); ++i) {
+      values.push_back(static_cast<float>(ToDouble(seq[i], name + "[" + std::to_string(i) + "]")));
+    }
+  } else {
+    values.push_back(static_cast<float>(ToDouble(value, name)));
   }
-  o.on_error = on_error == "fail" ? OnError::kFail : OnError::kSkip;
-  if (max_pixels >= 0) o.decode.max_pixels = static_cast<uint64_t>(max_pixels);
-  if (shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(shuffle_seed);
-  o.exact_decode = exact_decode;
-  o.tar.label_from = label_from;
-  if (!image_ext.empty()) o.tar.image_exts = ValueOrThrow(ParseImageExtensions(image_ext));
-  if (Status t = ValidateTarListOptions(o.tar); !t.ok()) ThrowStatus(t);
-  Status s = ParsePackFlags(size, resize, crop, channels, layout, dtype, mean, std_dev, shard_size,
-                            compress, &o);
-  if (!s.ok()) ThrowStatus(s);
+  if (values.size() == 1) return {values[0], values[0], values[0]};
+  if (values.size() != 3) {
+    ThrowStatus(Status::InvalidArgument(name + " takes 1 or 3 values, got " +
+                                        std::to_string(values.size())));
+  }
+  return {values[0], values[1], values[2]};
+}
+
+// size: an int (square), (height, width) or the text of `kiln pack --size` ("H" or "HxW").
+void SetSize(PackOptions& o, py::handle value) {
+  uint32_t& h = o.preprocess.schema.height;
+  uint32_t& w = o.preprocess.schema.width;
+  if (PyUnicode_Check(value.ptr())) {
+    const Status s = ParseImageSize(value.cast<std::string>(), &h, &w);
+    if (!s.ok()) ThrowStatus(s);
+  } else if (PyList_Check(value.ptr()) || PyTuple_Check(value.ptr())) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(value);
+    if (seq.size() != 2) {
+      ThrowStatus(Status::InvalidArgument("size must be an int, (height, width) or 'HxW', got " +
+                                          std::to_string(seq.size()) + " values"));
+    }
+    h = ToInteger<uint32_t>(seq[0], "size[0]");
+    w = ToInteger<uint32_t>(seq[1], "size[1]");
+  } else {
+    h = w = ToInteger<uint32_t>(value, "size");
+  }
+}
+
+py::tuple ChannelTuple(const std::array<float, 3>& v) { return py::make_tuple(v[0], v[1], v[2]); }
+
+// Packs like `kiln pack` and returns PackReportJson's object as text. Runs without the GIL.
+std::string PackJson(const PackOptions& options) {
   Result<PackReport> report = Status::Internal("unset");
   {
     py::gil_scoped_release release;
-    report = Pack(o);
+    report = Pack(options);
   }
   return PackReportJson(ValueOrThrow(std::move(report)));
 }
@@ -56,11 +90,164 @@ std::string PackJson(const std::string& input, const std::string& output, const 
 }  // namespace kiln::python
 
 PYBIND11_MODULE(_tools, m) {
+  using kiln::PackOptions;
+  using kiln::python::ToBool;
+  using kiln::python::ToInteger;
+  using kiln::python::ToString;
   m.doc() = "kiln's converter (links OpenCV). Use kiln.pack(), not this.";
-  m.def("pack_json", &kiln::python::PackJson, py::arg("input"), py::arg("output"), py::arg("root"),
-        py::arg("size"), py::arg("resize"), py::arg("crop"), py::arg("channels"), py::arg("layout"),
-        py::arg("dtype"), py::arg("mean"), py::arg("std"), py::arg("format"), py::arg("shard_size"),
-        py::arg("compress"), py::arg("threads"), py::arg("shuffle_seed"), py::arg("on_error"),
-        py::arg("max_pixels"), py::arg("overwrite"), py::arg("exact_decode"), py::arg("image_ext"),
-        py::arg("label_from"));
+#define KILN_INT_FIELD(name, member, doc)                                                      \
+  def_property(                                                                                \
+      name, [](const PackOptions& o) { return o.member; },                                     \
+      [](PackOptions& o, py::handle v) { o.member = ToInteger<decltype(o.member)>(v, name); }, \
+      doc)
+#define KILN_STR_FIELD(name, member, doc)                  \
+  def_property(                                            \
+      name, [](const PackOptions& o) { return o.member; }, \
+      [](PackOptions& o, py::handle v) { o.member = ToString(v, name); }, doc)
+#define KILN_BOOL_FIELD(name, member, doc)                 \
+  def_property(                                            \
+      name, [](const PackOptions& o) { return o.member; }, \
+      [](PackOptions& o, py::handle v) { o.member = ToBool(v, name); }, doc)
+  py::class_<PackOptions>(m, "PackOptions",
+                          "kiln::PackOptions (tools/packer.h), field by field, with the defaults "
+                          "of `kiln pack`.")
+      .def(py::init(&kiln::python::DefaultPackOptions))
+      .KILN_STR_FIELD("input", input, "ImageFolder directory or list file.")
+      .KILN_STR_FIELD("output", output, "The dataset directory to create.")
+      .KILN_STR_FIELD("root", root, "Root of the list file's paths ('' = its folder).")
+      .def_property(
+          "size",
+          [](const PackOptions& o) {
+            return py::make_tuple(o.preprocess.schema.height, o.preprocess.schema.width);
+          },
+          &kiln::python::SetSize, "(height, width); set from an int, a pair or 'HxW'.")
+      .KILN_INT_FIELD("height", preprocess.schema.height, "Final height. Default 224.")
+      .KILN_INT_FIELD("width", preprocess.schema.width, "Final width. Default 224.")
+      .KILN_INT_FIELD("channels", preprocess.schema.channels, "1 or 3. Default 3.")
+      .KILN_INT_FIELD("resize", preprocess.resize_shorter,
+                      "Shorter side before the crop; 0 = cover the size.")
+      .def_property(
+          "crop",
+          [](const PackOptions& o) {
+            return std::string(o.preprocess.crop == kiln::CropMode::kNone ? "none" : "center");
+          },
+          [](PackOptions& o, py::handle v) {
+            const std::string crop = ToString(v, "crop");
+            if (crop != "center" && crop != "none") {
+              kiln::python::ThrowStatus(
+                  kiln::Status::InvalidArgument("crop '" + crop + "' must be center or none"));
+            }
+            o.preprocess.crop = crop == "none" ? kiln::CropMode::kNone : kiln::CropMode::kCenter;
+          },
+          "'center' or 'none'. Default 'center'.")
+      .def_property(
+          "layout",
+          [](const PackOptions& o) {
+            return std::string(kiln::LayoutName(o.preprocess.schema.layout));
+          },
+          [](PackOptions& o, py::handle v) {
+            o.preprocess.schema.layout =
+                kiln::python::ValueOrThrow(kiln::ParseLayout(ToString(v, "layout")));
+          },
+          "'hwc' or 'chw'. Default 'hwc'.")
+      .def_property(
+          "dtype",
+          [](const PackOptions& o) {
+            return std::string(kiln::DTypeName(o.preprocess.schema.dtype));
+          },
+          [](PackOptions& o, py::handle v) {
+            o.preprocess.schema.dtype =
+                kiln::python::ValueOrThrow(kiln::ParseDType(ToString(v, "dtype")));
+          },
+          "'uint8', 'float16' or 'float32'. Default 'uint8'.")
+      .def_property(
+          "mean",
+          [](const PackOptions& o) { return kiln::python::ChannelTuple(o.preprocess.mean); },
+          [](PackOptions& o, py::handle v) {
+            o.preprocess.mean = kiln::python::ChannelValues(v, "mean");
+          },
+          "Per-channel mean in [0, 1] (float dtypes): a number or 1 or 3 of them.")
+      .def_property(
+          "std", [](const PackOptions& o) { return kiln::python::ChannelTuple(o.preprocess.std); },
+          [](PackOptions& o, py::handle v) {
+            o.preprocess.std = kiln::python::ChannelValues(v, "std");
+          },
+          "Per-channel std (float dtypes): a number or 1 or 3 of them.")
+      .KILN_STR_FIELD("format", format, "A storage format name (kiln.formats()).")
+      .def_property(
+          "shard_size", [](const PackOptions& o) { return o.shard_size_bytes; },
+          [](PackOptions& o, py::handle v) {
+            if (PyUnicode_Check(v.ptr())) {
+              o.shard_size_bytes =
+                  kiln::python::ValueOrThrow(kiln::ParseByteSize(v.cast<std::string>()));
+            } else {
+              o.shard_size_bytes = ToInteger<uint64_t>(v, "shard_size");
+            }
+          },
+          "Maximum shard size in bytes (an int, or text such as '64MiB'). Default 128 MiB.")
+      .def_property(
+          "compress", [](const PackOptions& o) { return o.compression.ToString(); },
+          [](PackOptions& o, py::handle v) {
+            o.compression =
+                kiln::python::ValueOrThrow(kiln::Compression::Parse(ToString(v, "compress")));
+          },
+          "'none', 'zstd' or 'zstd:LEVEL'. Default 'none'.")
+      .KILN_INT_FIELD("threads", threads, "Worker threads; 0 = every core.")
+      .def_property(
+          "shuffle_seed", [](const PackOptions& o) { return o.shuffle_seed; },
+          [](PackOptions& o, py::handle v) {
+            if (v.is_none()) {
+              o.shuffle_seed.reset();
+            } else {
+              o.shuffle_seed = ToInteger<uint64_t>(v, "shuffle_seed");
+            }
+          },
+          "Write-time shuffle seed, or None. Default None.")
+      .def_property(
+          "on_error",
+          [](const PackOptions& o) {
+            return std::string(o.on_error == kiln::OnError::kFail ? "fail" : "skip");
+          },
+          [](PackOptions& o, py::handle v) {
+            const std::string text = ToString(v, "on_error");
+            if (text != "skip" && text != "fail") {
+              kiln::python::ThrowStatus(
+                  kiln::Status::InvalidArgument("on_error '" + text + "' must be skip or fail"));
+            }
+            o.on_error = text == "fail" ? kiln::OnError::kFail : kiln::OnError::kSkip;
+          },
+          "'skip' (report and go on) or 'fail'. Default 'skip'.")
+      .KILN_INT_FIELD("max_pixels", decode.max_pixels,
+                      "The one pixel limit: decoded and resized images (0: none).")
+      .KILN_BOOL_FIELD("overwrite", overwrite, "Replace an existing dataset at output.")
+      .KILN_BOOL_FIELD("exact_decode", exact_decode,
+                       "Decode every JPEG at full size (no shrink-on-load). Default False.")
+      .def_property(
+          "image_ext",
+          [](const PackOptions& o) {
+            std::string text;
+            for (const std::string& e : o.tar.image_exts) text += (text.empty() ? "" : ",") + e;
+            return text;
+          },
+          [](PackOptions& o, py::handle v) {
+            o.tar.image_exts =
+                kiln::python::ValueOrThrow(kiln::ParseImageExtensions(ToString(v, "image_ext")));
+          },
+          "Tar shards: the member extensions that hold the image, e.g. 'jpg,png'.")
+      .def_property(
+          "label_from", [](const PackOptions& o) { return o.tar.label_from; },
+          [](PackOptions& o, py::handle v) { o.tar.label_from = ToString(v, "label_from"); },
+          "Tar shards: 'cls', 'json:FIELD' or 'class-folder'. Default 'cls'.")
+      .def(
+          "validate",
+          [](const PackOptions& o) {
+            kiln::Status s = kiln::ValidateTarListOptions(o.tar);
+            if (s.ok()) s = kiln::ValidatePackOptions(o);
+            if (!s.ok()) kiln::python::ThrowStatus(s);
+          },
+          "Raises kiln.InvalidArgumentError naming the first option `kiln pack` would refuse.");
+#undef KILN_INT_FIELD
+#undef KILN_STR_FIELD
+#undef KILN_BOOL_FIELD
+  m.def("pack_json", &kiln::python::PackJson, py::arg("options"));
 }

@@ -38,6 +38,22 @@ namespace kiln::python {
   throw py::error_already_set();
 }
 
+// Raises kiln.ArgumentTypeError (a kiln.InvalidArgumentError and a TypeError) with `message`,
+// for an argument of the wrong Python type ("batch_size must be an int, got str").
+[[noreturn]] inline void ThrowTypeError(const std::string& message) {
+  namespace py = pybind11;
+  py::object error;
+  try {
+    error = py::module_::import("kiln._errors").attr("ArgumentTypeError")(message);
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+    PyErr_SetString(PyExc_TypeError, message.c_str());
+    throw py::error_already_set();
+  }
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+  throw py::error_already_set();
+}
+
 // Returns the value of `result` or raises its status.
 template <typename T>
 T ValueOrThrow(Result<T> result) {

@@ -92,6 +92,82 @@ struct Loader::DeviceRing {
   }
 };
 
+const char* IoModeName(IoMode mode) {
+  switch (mode) {
+    case IoMode::kAuto:
+      return "auto";
+    case IoMode::kMmap:
+      return "mmap";
+    case IoMode::kDirect:
+      return "direct";
+  }
+  return "?";
+}
+
+Result<IoMode> ParseIoMode(const std::string& name) {
+  if (name == "auto") return IoMode::kAuto;
+  if (name == "mmap") return IoMode::kMmap;
+  if (name == "direct") return IoMode::kDirect;
+  return Status::InvalidArgument("io \"" + name + "\" must be auto, mmap or direct");
+}
+
+void Loader::ChooseIoPath(uint32_t threads) {
+  if (options_.io == IoMode::kMmap) {
+    io_reason_ = "io mmap asked";
+    return;
+  }
+  const bool asked = options_.io == IoMode::kDirect;
+  const auto fall_back = [&](const std::string& why) {
+    io_reason_ = why;
+    if (asked) WarnOnce("io direct asked but " + why + "; reading through the file mappings");
+  };
+  if (dataset_->data_file_count() == 0) {
+    return fall_back("the " + dataset_->manifest().format + " backend has no direct reads");
+  }
+  std::string why_not;
+  if (!DirectIoAvailable(&why_not)) return fall_back(why_not);
+  uint64_t dataset_bytes = 0;
+  for (const DataFileInfo& f : dataset_->manifest().files) dataset_bytes += f.bytes;
+  const uint64_t memory = MemoryLimitBytes();
+  std::string reason;
+  if (asked) {
+    reason = "io direct asked";
+  } else if (memory != 0 && dataset_bytes <= memory / 2) {
+    io_reason_ = "dataset of " + std::to_string(dataset_bytes >> 20) +
+                 " MiB fits in half the memory limit of " + std::to_string(memory >> 20) + " MiB";
+    return;
+  } else {
+    reason = "dataset of " + std::to_string(dataset_bytes >> 20) +
+             " MiB > half the memory limit of " + std::to_string(memory >> 20) + " MiB";
+  }
+  Result<std::unique_ptr<DirectFiles>> files = DirectFiles::Open(*dataset_);
+  if (!files.ok()) return fall_back(files.status().message());
+  if (!(*files)->all_direct()) {
+    if (!asked) {
+      io_reason_ = "the filesystem refuses O_DIRECT (" + reason + ")";
+      return;
+    }
+    reason += "; the filesystem refuses O_DIRECT: buffered io_uring reads";
+  }
+  // A staging buffer holds the aligned range covering the largest record (stored bytes never
+  // exceed the raw sample bytes): a record starting anywhere inside an aligned unit.
+  const uint64_t align = (*files)->max_alignment();
+  const uint64_t buffer_bytes = AlignUp(dataset_->schema().sample_bytes(), align) + align;
+  const uint64_t per_thread = options_.read_ahead_bytes / std::max<uint32_t>(1, threads);
+  const uint32_t depth = static_cast<uint32_t>(
+      std::clamp<uint64_t>(per_thread / AlignUp(buffer_bytes, 4096), 1, 1024));
+  std::vector<std::unique_ptr<DirectQueue>> queues;
+  for (uint32_t t = 0; t < threads; ++t) {
+    Result<std::unique_ptr<DirectQueue>> q = DirectQueue::Create(depth, buffer_bytes);
+    if (!q.ok()) return fall_back(q.status().message());
+    queues.push_back(std::move(*q));
+  }
+  direct_files_ = std::move(*files);
+  direct_queues_ = std::move(queues);
+  direct_depth_ = depth;
+  io_reason_ = reason;
+}
+
 Status Batch::WaitOn(cudaStream_t consumer_stream) const {
   auto* state = static_cast<DeviceSlotState*>(device_slot_);
   if (state == nullptr || state->generation != device_generation_ ||
@@ -271,20 +347,14 @@ void Loader::Release() {
   ReleaseHeld();
 }
 
-Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
-  return Create(std::shared_ptr<const Dataset>(std::move(dataset)), options);
-}
-
-Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> dataset,
-                                               const LoaderOptions& options) {
-  return CreateWithDeviceOps(std::move(dataset), options, nullptr);
-}
-
-Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<const Dataset> dataset,
-                                                            const LoaderOptions& options,
-                                                            std::shared_ptr<DeviceOps> ops) {
-  if (!dataset) return Status::InvalidArgument("Loader::Create: null dataset");
+Status ValidateLoaderOptions(const LoaderOptions& options) {
+  if (options.batch_size < 1) return Status::InvalidArgument("batch_size 0 must be at least 1");
+  if (options.world_size < 1) return Status::InvalidArgument("world_size 0 must be at least 1");
+  if (options.rank >= options.world_size) {
+    return Status::InvalidArgument("rank " + std::to_string(options.rank) +
+                                   " must be below world_size " +
+                                   std::to_string(options.world_size));
+  }
   if (options.prefetch < 1 || options.prefetch > 64) {
     return Status::InvalidArgument("prefetch " + std::to_string(options.prefetch) +
                                    " must be in [1, 64]");
@@ -309,6 +379,24 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
     return Status::InvalidArgument("shuffle_window " + std::to_string(options.shuffle_window) +
                                    " must be in [1, 1048576] blocks");
   }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
+  return Create(std::shared_ptr<const Dataset>(std::move(dataset)), options);
+}
+
+Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> dataset,
+                                               const LoaderOptions& options) {
+  return CreateWithDeviceOps(std::move(dataset), options, nullptr);
+}
+
+Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<const Dataset> dataset,
+                                                            const LoaderOptions& options,
+                                                            std::shared_ptr<DeviceOps> ops) {
+  if (!dataset) return Status::InvalidArgument("Loader::Create: null dataset");
+  KILN_RETURN_IF_ERROR(ValidateLoaderOptions(options));
   SamplerOptions so;
   so.num_samples = dataset->num_samples();
   so.batch_size = options.batch_size;
@@ -355,10 +443,10 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
   Result<std::unique_ptr<HostBuffer>> buffer =
       HostBuffer::Allocate(slot_bytes * slot_count, options.pin_memory, options.device);
   if (!buffer.ok()) {
-    return Status::OutOfRange("Loader over " + loader->dataset_->dir() + ": " +
-                              buffer.status().message() + " (" + std::to_string(slot_count) +
-                              " slots = prefetch + 1, of " + std::to_string(slot_bytes) +
-                              " bytes each); lower prefetch or batch_size");
+    return Status::OutOfRange(
+        "Loader over " + loader->dataset_->dir() + ": " + buffer.status().message() + " (" +
+        std::to_string(slot_count) + " slots = prefetch + 1, of " + std::to_string(slot_bytes) +
+        " bytes each); lower prefetch or batch_size (kiln bench: --prefetch, --batch-size)");
   }
   loader->buffer_ = std::move(buffer).value();
   if (options.pin_memory && !loader->buffer_->pinned()) {
@@ -405,7 +493,9 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
   loader->chunks_per_batch_ = std::min(threads, options.batch_size);
   loader->chunk_samples_ =
       (options.batch_size + loader->chunks_per_batch_ - 1) / loader->chunks_per_batch_;
-  if (options.read_ahead_bytes > 0) {
+  loader->ChooseIoPath(threads);
+  // The direct path reads ahead with its queues; madvise read-ahead is for the mappings.
+  if (options.read_ahead_bytes > 0 && loader->direct_files_ == nullptr) {
     loader->read_ahead_samples_window_ =
         std::max<uint64_t>(1, options.read_ahead_bytes /
                                   std::max<uint64_t>(1, loader->dataset_->schema().sample_bytes()));
@@ -415,15 +505,17 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
     loader->StartEpochLocked(start_epoch, lock, start_consumed);
   }
   for (uint32_t t = 0; t < threads; ++t) {
+    DirectQueue* queue = loader->direct_queues_.empty() ? nullptr : loader->direct_queues_[t].get();
     try {
-      loader->threads_.emplace_back([l = loader.get()] { l->WorkerLoop(); });
+      loader->threads_.emplace_back([l = loader.get(), queue] { l->WorkerLoop(queue); });
     } catch (const std::system_error& e) {
       // The destructor (on return) stops and joins the threads already started.
       return Status::IOError(
           "Loader over " + loader->dataset_->dir() + ": cannot start fetch thread " +
           std::to_string(t + 1) + " of " + std::to_string(threads) + " (" + e.what() +
           "): the process or user thread limit (RLIMIT_NPROC, `ulimit -u`, a container's pids "
-          "limit) or the address-space limit (RLIMIT_AS) is reached; lower num_threads (" +
+          "limit) or the address-space limit (RLIMIT_AS) is reached; lower num_threads (kiln "
+          "bench: --threads; " +
           std::to_string(t) + " started)");
     }
   }
@@ -463,6 +555,9 @@ Loader::~Loader() {
     (void)sync_.release();
     (void)device_.release();
     if (buffer_ != nullptr && buffer_->pinned()) (void)buffer_.release();
+    // The direct queues' reads in flight were issued by the parent's threads: waiting for them
+    // here could wait forever.
+    for (std::unique_ptr<DirectQueue>& queue : direct_queues_) (void)queue.release();
     return;
   }
   {
@@ -673,6 +768,18 @@ void Loader::SetEpoch(uint64_t epoch) {
   StartEpochLocked(epoch, lock);
 }
 
+uint64_t Loader::BeginEpoch() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (epoch_started_ && next_batch_ == 0) return epoch_;
+  StartEpochLocked(epoch_ + 1, lock);
+  return epoch_;
+}
+
+bool Loader::at_epoch_start() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return epoch_started_ && next_batch_ == 0;
+}
+
 uint64_t Loader::epoch() const {
   std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
   if (!Forked()) lock.lock();  // as in state()
@@ -778,7 +885,35 @@ Result<bool> Loader::Next(Batch* batch) {
   return true;
 }
 
-void Loader::WorkerLoop() {
+bool Loader::TaskClaimableLocked() const {
+  // A task is claimable when its batch's slot is free: batch b reuses the slot of batch
+  // b - slots, which the consumer must have released.
+  return next_task_ < total_tasks_ && next_task_ / chunks_per_batch_ < released_ + slots_.size();
+}
+
+void Loader::ClaimTaskLocked(uint64_t* batch, uint32_t* chunk) {
+  const uint64_t task = next_task_++;
+  *batch = task / chunks_per_batch_;
+  *chunk = static_cast<uint32_t>(task % chunks_per_batch_);
+  Slot& slot = slots_[*batch % slots_.size()];
+  if (*chunk == 0) {  // Tasks are claimed in order: chunk 0 prepares the slot.
+    slot.batch = *batch;
+    slot.pending = chunks_per_batch_;
+    slot.size = sampler_.BatchSize(*batch);
+    slot.status = Status::Ok();
+  }
+}
+
+void Loader::FinishTaskLocked(Slot& slot, Status status) {
+  ++stats_.chunks;
+  --busy_;
+  if (!status.ok() && slot.status.ok()) slot.status = std::move(status);
+  if (--slot.pending == 0) ready_cv_.notify_all();
+  if (busy_ == 0) idle_cv_.notify_all();
+}
+
+void Loader::WorkerLoop(DirectQueue* queue) {
+  if (queue != nullptr) return DirectWorkerLoop(queue);
   RecordDecoder decoder;
   std::vector<uint8_t> scratch;
   std::vector<uint64_t> ahead_indices;
@@ -786,24 +921,13 @@ void Loader::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     const uint64_t wait_start = NowNs();
-    // A task is claimable when its batch's slot is free: batch b reuses the slot of batch
-    // b - slots, which the consumer must have released.
-    work_cv_.wait(lock, [this] {
-      return stop_ || (next_task_ < total_tasks_ &&
-                       next_task_ / chunks_per_batch_ < released_ + slots_.size());
-    });
+    work_cv_.wait(lock, [this] { return stop_ || TaskClaimableLocked(); });
     if (stop_) return;
     stats_.slot_wait_ns += NowNs() - wait_start;
-    const uint64_t task = next_task_++;
-    const uint64_t b = task / chunks_per_batch_;
-    const uint32_t chunk = static_cast<uint32_t>(task % chunks_per_batch_);
+    uint64_t b = 0;
+    uint32_t chunk = 0;
+    ClaimTaskLocked(&b, &chunk);
     Slot& slot = slots_[b % slots_.size()];
-    if (chunk == 0) {  // Tasks are claimed in order: chunk 0 prepares the slot.
-      slot.batch = b;
-      slot.pending = chunks_per_batch_;
-      slot.size = sampler_.BatchSize(b);
-      slot.status = Status::Ok();
-    }
     // Extend the read-ahead window past this chunk's start; the claiming thread advises what
     // it adds. The frontier only moves forward, so each sample is advised at most once a pass.
     uint64_t ahead_begin = 0, ahead_end = 0;
@@ -906,7 +1030,6 @@ void Loader::WorkerLoop() {
     stats_.decompress_ns += decoder.zstd_ns() - zstd_ns_before;
     stats_.zstd_records += decoder.zstd_records() - zstd_records_before;
     stats_.augment_ns += augment_ns;
-    ++stats_.chunks;
     stats_.read_ahead_samples += ahead.samples;
     stats_.read_ahead_bytes += ahead.bytes;
     stats_.read_ahead_ns += ahead_ns;
@@ -914,10 +1037,7 @@ void Loader::WorkerLoop() {
       ++stats_.residency_probes;
       stats_.residency_misses += ahead.missed;
     }
-    --busy_;
-    if (!status.ok() && slot.status.ok()) slot.status = std::move(status);
-    if (--slot.pending == 0) ready_cv_.notify_all();
-    if (busy_ == 0) idle_cv_.notify_all();
+    FinishTaskLocked(slot, std::move(status));
   }
 }
 
@@ -1038,17 +1158,21 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
     uint8_t* out = slot.data + k * out_bytes;
     KILN_RETURN_IF_ERROR(
         dataset_->ReadSample(index, decoder, augment ? scratch->data() : out, &slot.labels[k]));
-    if (augment) {
-      const AugmentParams params =
-          DrawAugmentParams(stored, options_.augment, options_.seed, sampler_.epoch(), index);
-      // Timing every 8th sample keeps clock reads off most samples; the sum is scaled by 8.
-      const bool timed = (k & 7) == 0;
-      const uint64_t augment_start = timed ? NowNs() : 0;
-      ApplyAugment(scratch->data(), stored, params, out_schema_, out);
-      if (timed) *augment_ns += (NowNs() - augment_start) * 8;
-    }
+    if (augment) AugmentIntoSlot(slot, k, scratch->data(), augment_ns);
   }
   return Status::Ok();
+}
+
+void Loader::AugmentIntoSlot(Slot& slot, uint32_t k, const uint8_t* decoded,
+                             uint64_t* augment_ns) const {
+  const TensorSchema& stored = dataset_->schema();
+  const AugmentParams params =
+      DrawAugmentParams(stored, options_.augment, options_.seed, sampler_.epoch(), slot.indices[k]);
+  // Timing every 8th sample keeps clock reads off most samples; the sum is scaled by 8.
+  const bool timed = (k & 7) == 0;
+  const uint64_t augment_start = timed ? NowNs() : 0;
+  ApplyAugment(decoded, stored, params, out_schema_, slot.data + k * out_schema_.sample_bytes());
+  if (timed) *augment_ns += (NowNs() - augment_start) * 8;
 }
 
 }  // namespace kiln

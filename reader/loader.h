@@ -2,12 +2,13 @@
 // slots with a pool of fetch threads.
 //
 //   dataset (mapped) -> sampler (seed, epoch, rank) -> fetch threads -> batch slots -> Next()
+//   (or, with LoaderOptions::io kDirect, the files read by each fetch thread's io_uring)
 //
 // A Loader owns `num_threads` fetch threads (persistent across epochs) and `prefetch + 1` batch
 // slots allocated once at Create(): pinned memory when a CUDA device is present and pin_memory
 // is set, page-aligned host memory otherwise. Each sample's bytes are copied once, from the
-// mapping (or the zstd decoder) into its slot. Fetch threads fill up to `prefetch` batches ahead
-// of the one the consumer holds.
+// mapping or a direct read's staging buffer (or the zstd decoder) into its slot. Fetch threads fill
+// up to `prefetch` batches ahead of the one the consumer holds.
 //
 // Guarantees: batches arrive in sampler order; an epoch's batches are byte-identical whatever
 // num_threads and prefetch are; the order depends only on (seed, epoch); every rank gets
@@ -119,6 +120,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -132,11 +134,24 @@
 #include "reader/augmenter.h"
 #include "reader/cuda_handles.h"
 #include "reader/device_ops.h"
+#include "reader/direct_reader.h"
 #include "reader/host_buffer.h"
 #include "reader/reader_state.h"
 #include "reader/sampler.h"
 
 namespace kiln {
+
+// How fetch threads read stored records (LoaderOptions::io).
+enum class IoMode {
+  kAuto,    // kDirect when the dataset is larger than half the memory the process may use and
+            // kDirect is available (see LoaderOptions::io), kMmap otherwise
+  kMmap,    // copy from the file mappings, with madvise read-ahead (read_ahead_bytes)
+  kDirect,  // io_uring reads with O_DIRECT into staging buffers, bypassing the page cache
+};
+// Returns "auto", "mmap" or "direct".
+const char* IoModeName(IoMode mode);
+// Parses "auto", "mmap" or "direct". Errors: InvalidArgument naming the text.
+Result<IoMode> ParseIoMode(const std::string& name);
 
 struct LoaderOptions {
   uint32_t batch_size = 256;  // samples per batch, >= 1. Default 256.
@@ -184,6 +199,28 @@ struct LoaderOptions {
   // use for page cache: pages evicted before they are read are read twice. BENCHMARKS.md,
   // "Larger than memory", has the measurements. Range [0, 4 GiB]. Default 16 MiB.
   uint64_t read_ahead_bytes = uint64_t{16} << 20;
+  // How records are read (IoMode). kMmap copies from the dataset's file mappings: the page
+  // cache holds what was read, so data that fits in memory is read from storage once, and
+  // read_ahead_bytes above keeps reads in flight when it does not. kDirect reads each record's
+  // covering aligned range with O_DIRECT through one io_uring per fetch thread into staging
+  // buffers and checks and decodes it from there (reader/direct_reader.h): no page cache, no
+  // page faults, no reclaim, so data larger than memory reads at the device's rate; but every
+  // epoch reads from storage again. In flight: up to read_ahead_bytes of reads (at least one
+  // record per thread), each thread keeping its share full across chunks (it claims its next
+  // chunk while the last reads of the current one are in flight), in file order within a chunk
+  // so that neighbouring records merge into one device request; that is also the staging
+  // memory the loader holds: threads x depth x (one record's size rounded up to the alignment,
+  // plus one alignment unit), at most about read_ahead_bytes, at least one such buffer per
+  // thread; plus one descriptor per data file. kAuto picks kDirect when
+  // the files' total size exceeds half the memory this process may use (MemoryLimitBytes in
+  // reader/direct_reader.h: the smaller of the machine's RAM and the cgroup's memory limit),
+  // every file accepts O_DIRECT and io_uring works; kMmap otherwise. kDirect falls back to
+  // kMmap, with one warning, where the backend has no direct reads (LMDB reads through its
+  // library; HDF5 files stay on their mapping) or io_uring is unavailable (built without liburing,
+  // seccomp, old kernels); where the filesystem refuses O_DIRECT (tmpfs) it reads buffered through
+  // io_uring. io_path() says which path a loader uses and why. Batches are byte-identical whichever
+  // path reads them. Default kAuto.
+  IoMode io = IoMode::kAuto;
   // A state saved by Loader::state() (see "Checkpoint and resume" above): the first Next()
   // serves the batch after the saved position, in the saved epoch (start_epoch must then be 0
   // or that epoch). SetEpoch() with the state's epoch before the first Next() keeps the
@@ -195,6 +232,13 @@ struct LoaderOptions {
   // Range [-1, device count). Default -1.
   int device = -1;
 };
+
+// Returns OK when `options` is usable for any dataset, else InvalidArgument naming the first
+// option out of its documented range ("prefetch 0 must be in [1, 64]"). Loader::Create calls
+// it; `kiln bench` and the Python bindings (kiln.Loader) report these same messages. Checks
+// that need the dataset (a crop larger than the samples, a resume state of another dataset, a
+// device index past the device count) are Create's.
+Status ValidateLoaderOptions(const LoaderOptions& options);
 
 // One batch: `size` samples in one contiguous block, sample k at data + k * sample_bytes.
 struct Batch {
@@ -250,6 +294,10 @@ struct LoaderStats {
                                              // the start of the chunk being claimed
   uint64_t residency_probes = 0;             // upcoming samples checked for residency (mincore)
   uint64_t residency_misses = 0;             // of which not resident
+  // Direct reads (io_path() kDirect):
+  uint64_t direct_reads = 0;          // reads completed
+  uint64_t direct_read_bytes = 0;     // bytes they read (aligned covering ranges)
+  uint64_t direct_max_in_flight = 0;  // the most reads one thread had in flight
   // Device batches (LoaderOptions::device >= 0), counted on the consumer thread:
   uint64_t uploads = 0;         // host-to-device uploads issued (data + labels of one batch)
   uint64_t upload_bytes = 0;    // sample bytes in them
@@ -283,6 +331,16 @@ class Loader {
   // Makes `epoch` the one Next() serves from its first batch, abandoning the current epoch. A
   // call for the epoch already about to start is free (its prefetched batches are kept).
   void SetEpoch(uint64_t epoch);
+
+  // Starts a pass over an epoch (one `for` loop of kiln.Loader) and returns its number: the
+  // current epoch when none of its batches has been served yet (a new loader, after SetEpoch,
+  // or a resumed epoch, which keeps its position), otherwise the next one from its first batch
+  // (abandoning the rest of the current epoch, or after its end). This is the loader's one
+  // epoch counter: kiln.Loader keeps none of its own.
+  uint64_t BeginEpoch();
+  // True when the next Next() serves the first batch the current epoch serves (its start, or a
+  // resumed position): no batch of it has been served since it was started.
+  bool at_epoch_start() const;
 
   // Waits for the next batch of the current epoch and points `*batch` at it (releasing the
   // previous batch). Returns true with a batch, false at the end of the epoch; the call after
@@ -323,6 +381,13 @@ class Loader {
   const Dataset& dataset() const { return *dataset_; }
   const LoaderOptions& options() const { return options_; }
   LoaderStats stats() const;
+  // The path the fetch threads read with: kMmap or kDirect (never kAuto), and why it was
+  // chosen ("dataset of 2163 MB > half the memory limit of 512 MiB", "io_uring_queue_init:
+  // Operation not permitted", ...).
+  IoMode io_path() const { return direct_files_ != nullptr ? IoMode::kDirect : IoMode::kMmap; }
+  const std::string& io_reason() const { return io_reason_; }
+  // Reads each thread keeps in flight on the direct path (0 on the mmap path).
+  uint32_t direct_depth() const { return direct_depth_; }
 
  private:
   struct Slot {
@@ -342,9 +407,23 @@ class Loader {
   void StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock, uint64_t consumed = 0);
   // Returns the `consumed` to start the state's epoch with, or why it cannot be honoured.
   Result<uint64_t> CheckResume(const ReaderState& state) const;
-  void WorkerLoop();
+  void WorkerLoop(DirectQueue* queue);  // queue: this thread's, null on the mmap path
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
                    std::vector<uint8_t>* scratch, uint64_t* augment_ns);
+  // Crops and flips sample k of `slot`, decoded (stored schema) at `decoded`, into its place.
+  void AugmentIntoSlot(Slot& slot, uint32_t k, const uint8_t* decoded, uint64_t* augment_ns) const;
+  // Task claiming, shared by both worker loops; all three require mu_ held.
+  bool TaskClaimableLocked() const;
+  // Claims the next task (batch, chunk) and, for chunk 0, prepares its slot. Requires
+  // TaskClaimableLocked(). The caller increments busy_.
+  void ClaimTaskLocked(uint64_t* batch, uint32_t* chunk);
+  // Records a filled chunk: its status, the slot's pending count, busy_, and wakes waiters.
+  void FinishTaskLocked(Slot& slot, Status status);
+  // The direct path's worker (reader/direct_reader.h): keeps its queue full across chunks by
+  // claiming the next chunk while the reads of the current one are finishing.
+  void DirectWorkerLoop(DirectQueue* queue);
+  // Chooses the io path (options_.io) and sets up direct_files_ and direct_queues_.
+  void ChooseIoPath(uint32_t threads);
   // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.
   void PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
                        std::vector<uint8_t>* padding) const;
@@ -384,6 +463,12 @@ class Loader {
   std::unique_ptr<DeviceRing> device_;  // null for host batches; used by the consumer thread
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
+  // Direct path: the data files opened for direct reads and one queue per fetch thread; null
+  // and empty on the mmap path. Set by Create() before the threads start.
+  std::unique_ptr<DirectFiles> direct_files_;
+  std::vector<std::unique_ptr<DirectQueue>> direct_queues_;
+  uint32_t direct_depth_ = 0;
+  std::string io_reason_;
 
   // Synchronisation, on the heap so that a forked child's destructor can leave it alone: the
   // copy's mutex may be locked and its condition variables may count waiters that do not

@@ -36,6 +36,9 @@ KILN_DEBIAN_PACKAGES=(
   python3-lmdb lmdb-utils
   # Python package (python/): bindings, DLPack, and its tests and training sample
   python3-dev pybind11-dev libdlpack-dev python3-pytest python3-torch python3-torchvision
+  # `pip install .` and `python3 -m build --wheel` (pyproject.toml, offline with
+  # --no-build-isolation), the venv install test, and mypy --strict on the type hints
+  python3-pip python3-venv python3-setuptools python3-wheel python3-build mypy
   # HDF5 interop tests: h5py (+ hdf5plugin for zstd chunks) reads our files, h5dump shows them
   python3-h5py python3-hdf5plugin hdf5-tools
   # scale tests (tests/scale/): a one-node Slurm cluster on 127.0.0.1 and Open MPI's mpirun

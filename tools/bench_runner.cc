@@ -140,18 +140,30 @@ void Diagnose(BenchReport* r) {
   // Storage is in play when the pages were dropped, reads faulted to storage often, or most of
   // the files were not resident at open and some reads faulted (readahead makes one major fault
   // bring in many pages); otherwise time off the CPU is preemption by other work.
-  const bool faulted = r->cache == "cold" || r->major_faults >= 64 ||
+  // The direct io path reads every record from storage, without page faults.
+  const bool faulted = r->io == "direct" || r->cache == "cold" || r->major_faults >= 64 ||
                        (r->resident_fraction < 0.5 && r->major_faults > 0);
   const double cpu_stage = std::max({r->decompress_seconds, r->augment_seconds, r->copy_seconds});
   if (faulted && r->storage_wait_seconds > 0.3 * fetch && r->storage_wait_seconds > cpu_stage) {
     r->bottleneck = "storage";
-    std::snprintf(buf, sizeof(buf),
-                  "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
-                  "spent %s of their fetch time off the CPU (%.1f s issuing read-ahead) with "
-                  "%llu major page faults (%s cache): reads from storage limit the rate",
-                  Percent(r->consumer_wait_seconds, t).c_str(),
-                  Percent(r->storage_wait_seconds, fetch).c_str(), r->read_ahead_seconds,
-                  static_cast<unsigned long long>(r->major_faults), r->cache.c_str());
+    if (r->io == "direct") {
+      std::snprintf(buf, sizeof(buf),
+                    "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
+                    "spent %s of their fetch time waiting for %llu direct reads (up to %llu in "
+                    "flight per thread): reads from storage limit the rate",
+                    Percent(r->consumer_wait_seconds, t).c_str(),
+                    Percent(r->storage_wait_seconds, fetch).c_str(),
+                    static_cast<unsigned long long>(r->direct_reads),
+                    static_cast<unsigned long long>(r->direct_max_in_flight));
+    } else {
+      std::snprintf(buf, sizeof(buf),
+                    "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
+                    "spent %s of their fetch time off the CPU (%.1f s issuing read-ahead) with "
+                    "%llu major page faults (%s cache): reads from storage limit the rate",
+                    Percent(r->consumer_wait_seconds, t).c_str(),
+                    Percent(r->storage_wait_seconds, fetch).c_str(), r->read_ahead_seconds,
+                    static_cast<unsigned long long>(r->major_faults), r->cache.c_str());
+    }
     std::string verdict = buf;
     if (r->disk_mb_per_s > 0) {
       std::snprintf(buf, sizeof(buf), "; %.0f MB/s is %s of the storage's %.0f MB/s", r->mb_per_s,
@@ -162,7 +174,18 @@ void Diagnose(BenchReport* r) {
                     "bench/larger_than_memory.sh) and pass --disk-mbps");
     }
     verdict += buf;
-    if (r->shuffle == "exact") {
+    if (r->io == "mmap") {
+      verdict +=
+          "; for data larger than memory read with --io direct (O_DIRECT reads, no page cache "
+          "to fill and reclaim)";
+    } else if (r->shuffle == "exact") {
+      verdict +=
+          "; block order (--shuffle block) reads neighbouring records together, and more "
+          "read-ahead (--read-ahead-mib) keeps more reads in flight";
+    }
+    if (r->io == "direct") {
+      // The rest is about the mapped path's read-ahead.
+    } else if (r->shuffle == "exact") {
       verdict += r->read_ahead_window_bytes == 0
                      ? "; read-ahead is off: turn it on (--read-ahead-mib 16), or read in block "
                        "order (--shuffle block): sequential runs instead of random records"
@@ -326,6 +349,9 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   }
   r.open_seconds = SecondsSince(open_start);
   r.threads = loader->num_threads();
+  r.io = IoModeName(loader->io_path());
+  r.io_reason = loader->io_reason();
+  r.direct_depth = loader->direct_depth();
   r.prefetch = options.loader.prefetch;
   r.batch_size = options.loader.batch_size;
   r.pinned = loader->pinned();
@@ -390,6 +416,9 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.read_ahead_seconds = stats.read_ahead_ns / 1e9;
   r.residency_probes = stats.residency_probes;
   r.residency_misses = stats.residency_misses;
+  r.direct_reads = stats.direct_reads;
+  r.direct_read_mb = stats.direct_read_bytes / 1e6;
+  r.direct_max_in_flight = stats.direct_max_in_flight;
   // Copy is what remains of the on-CPU fetch time after zstd and crop/flip.
   r.copy_seconds = std::max(0.0, std::min(r.fetch_seconds, r.fetch_cpu_seconds) -
                                      r.decompress_seconds - r.augment_seconds);
@@ -401,6 +430,15 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.consumer_wait_fraction = r.seconds > 0 ? stats.consumer_wait_ns / 1e9 / r.seconds : 0;
   if (r.device >= 0) KILN_RETURN_IF_ERROR(MeasureDevice(*loader, options, &r));
   Diagnose(&r);
+  // The loader fills prefetch + 1 slots before the consumer's first wait is over: a run of not
+  // many more batches than that measures start-up, not the steady rate.
+  const uint64_t fill = uint64_t{r.prefetch} + 1;
+  if (r.batches < 4 * fill) {
+    r.short_run_note = "note: only " + std::to_string(r.batches) + " batches, fewer than 4x the " +
+                       std::to_string(fill) +
+                       " the loader fills ahead (prefetch + 1): the rate mostly measures start-up; "
+                       "use more --epochs, a smaller --batch-size or a larger dataset";
+  }
   return r;
 }
 
@@ -528,6 +566,12 @@ std::string BenchReportJson(const BenchReport& r) {
   j["read_ahead_seconds"] = r.read_ahead_seconds;
   j["residency_probes"] = r.residency_probes;
   j["residency_misses"] = r.residency_misses;
+  j["io"] = r.io;
+  j["io_reason"] = r.io_reason;
+  j["direct_depth"] = r.direct_depth;
+  j["direct_reads"] = r.direct_reads;
+  j["direct_read_mb"] = r.direct_read_mb;
+  j["direct_max_in_flight"] = r.direct_max_in_flight;
   j["cpu_seconds"] = r.cpu_seconds;
   j["major_faults"] = r.major_faults;
   j["peak_rss_mb"] = r.peak_rss_mb;
@@ -535,16 +579,17 @@ std::string BenchReportJson(const BenchReport& r) {
   j["rss_file_mb"] = r.rss_file_mb;
   j["bottleneck"] = r.bottleneck;
   j["verdict"] = r.verdict;
+  j["short_run_note"] = r.short_run_note;
   return j.dump();
 }
 
 std::string BenchReportText(const BenchReport& r) {
   char line[1024];
   std::snprintf(line, sizeof(line),
-                "read %llu samples (%u epochs, %llu batches of %u) in %.3f s: %.0f samples/s, "
+                "read %llu samples (%u epoch%s, %llu batches of %u) in %.3f s: %.0f samples/s, "
                 "%.1f MB/s; %u threads, prefetch %u, %s memory; open %.1f ms, first batch "
                 "%.1f ms; every sample read once: %s\n",
-                static_cast<unsigned long long>(r.samples), r.epochs,
+                static_cast<unsigned long long>(r.samples), r.epochs, r.epochs == 1 ? "" : "s",
                 static_cast<unsigned long long>(r.batches), r.batch_size, r.seconds,
                 r.samples_per_s, r.mb_per_s, r.threads, r.prefetch,
                 r.pinned ? "pinned" : "pageable", r.open_seconds * 1e3, r.first_batch_seconds * 1e3,
@@ -556,15 +601,27 @@ std::string BenchReportText(const BenchReport& r) {
                   static_cast<unsigned long long>(r.read_ahead_samples), r.read_ahead_mb,
                   r.read_ahead_seconds);
   }
+  if (r.io == "direct") {
+    std::snprintf(line, sizeof(line),
+                  "io direct (%s): %llu reads, %.0f MB, up to %llu in flight per thread (depth "
+                  "%u)\n",
+                  r.io_reason.c_str(), static_cast<unsigned long long>(r.direct_reads),
+                  r.direct_read_mb, static_cast<unsigned long long>(r.direct_max_in_flight),
+                  r.direct_depth);
+  } else {
+    std::snprintf(line, sizeof(line), "io mmap (%s)\n", r.io_reason.c_str());
+  }
+  out += line;
   std::snprintf(line, sizeof(line),
                 "%s order, %s cache (%.0f%% of the files resident at open%s); stages (s, fetch "
                 "threads summed): slot wait %.3f, fetch %.3f = [off-CPU/storage %.3f, "
                 "decompress %.3f, augment %.3f, copy %.3f], upload 0 (no GPU); consumer: wait "
                 "%.3f, work %.3f; CPU %.2f s, %llu major faults, peak RSS %.1f MB\n",
-                r.shuffle.c_str(), r.cache.c_str(), 100 * r.resident_fraction, ahead,
-                r.slot_wait_seconds, r.fetch_seconds, r.storage_wait_seconds, r.decompress_seconds,
-                r.augment_seconds, r.copy_seconds, r.consumer_wait_seconds, r.consumer_seconds,
-                r.cpu_seconds, static_cast<unsigned long long>(r.major_faults), r.peak_rss_mb);
+                r.shuffle == "none" ? "dataset (unshuffled)" : r.shuffle.c_str(), r.cache.c_str(),
+                100 * r.resident_fraction, ahead, r.slot_wait_seconds, r.fetch_seconds,
+                r.storage_wait_seconds, r.decompress_seconds, r.augment_seconds, r.copy_seconds,
+                r.consumer_wait_seconds, r.consumer_seconds, r.cpu_seconds,
+                static_cast<unsigned long long>(r.major_faults), r.peak_rss_mb);
   out += line;
   if (r.device >= 0) {
     std::snprintf(line, sizeof(line),
@@ -585,6 +642,7 @@ std::string BenchReportText(const BenchReport& r) {
     }
   }
   out += r.verdict + "\n";
+  if (!r.short_run_note.empty()) out += r.short_run_note + "\n";
   return out;
 }
 

@@ -78,11 +78,18 @@ struct BenchReport {
   double read_ahead_seconds = 0;         // fetch threads issuing advice and probes
   uint64_t residency_probes = 0;
   uint64_t residency_misses = 0;
-  double cpu_seconds = 0;     // process user + system CPU time during the timed epochs
-  uint64_t major_faults = 0;  // page faults that read storage, during open + epochs
-  double peak_rss_mb = 0;     // process peak resident set (getrusage), 10^6 bytes
-  double rss_anon_mb = 0;     // anonymous resident memory at the end, loader open
-  double rss_file_mb = 0;     // file-backed resident memory (mapped dataset pages)
+  // The io path (Loader::io_path, io_reason) and its direct reads (LoaderStats):
+  std::string io = "mmap";            // "mmap" or "direct"
+  std::string io_reason;              // why that path
+  uint32_t direct_depth = 0;          // reads in flight per thread
+  uint64_t direct_reads = 0;          // reads completed
+  double direct_read_mb = 0;          // bytes they read, 10^6 bytes
+  uint64_t direct_max_in_flight = 0;  // the most one thread had in flight
+  double cpu_seconds = 0;             // process user + system CPU time during the timed epochs
+  uint64_t major_faults = 0;          // page faults that read storage, during open + epochs
+  double peak_rss_mb = 0;             // process peak resident set (getrusage), 10^6 bytes
+  double rss_anon_mb = 0;             // anonymous resident memory at the end, loader open
+  double rss_file_mb = 0;             // file-backed resident memory (mapped dataset pages)
   double consumer_ms = 0;
   // --device N (LoaderOptions::device): the upload and the fused kernel, measured on the GPU.
   int device = -1;
@@ -95,6 +102,9 @@ struct BenchReport {
   std::string kernel_note;         // why the kernel was not timed (empty when it was)
   std::string bottleneck;          // storage, decompression, copy, augment, upload or consumer
   std::string verdict;             // one line: the bottleneck and why
+  // A warning when the run is too short to measure the steady rate (fewer than 4x the prefetch
+  // + 1 batches the loader fills ahead); empty otherwise.
+  std::string short_run_note;
 };
 
 // Names the bottleneck of a finished run from its stage times (fills bottleneck and verdict).

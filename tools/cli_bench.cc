@@ -21,8 +21,11 @@ struct BenchFlags {
   uint64_t read_ahead_mib = LoaderOptions{}.read_ahead_bytes >> 20;
   uint64_t block_kib = LoaderOptions{}.block_bytes >> 10;
   uint32_t threads = 0;
+  std::string io = "auto";
   bool json = false;
   bool sweep = false;
+  CLI::Option* block_kib_option = nullptr;
+  CLI::Option* window_option = nullptr;
 };
 
 void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
@@ -33,7 +36,8 @@ void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
   bench->add_option("--prefetch", f->options.loader.prefetch, "Batches in flight (2)");
   bench->add_option("--epochs", f->options.epochs, "Epochs to time (3)")
       ->check(CLI::Range(1u, 1000000u));
-  bench->add_option("--seed", f->options.loader.seed, "Shuffle seed (0)");
+  bench->add_option("--seed", f->options.loader.seed, "Shuffle seed, >= 0 (0)")
+      ->check(CLI::NonNegativeNumber);
   CLI::Option* no_shuffle =
       bench->add_flag("--no-shuffle", f->no_shuffle, "Read in dataset order (= --shuffle none)");
   bench
@@ -44,19 +48,25 @@ void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
       ->default_str("exact")
       ->check(CLI::IsMember({"exact", "block", "none"}))
       ->excludes(no_shuffle);
-  bench
-      ->add_option("--block-kib", f->block_kib,
-                   "Block order: KiB of consecutive samples per block (4096)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
-  bench
-      ->add_option("--window", f->options.loader.shuffle_window,
-                   "Block order: blocks per shuffle window (16)")
-      ->check(CLI::Range(1u, 1u << 20));
+  f->block_kib_option = bench
+                            ->add_option("--block-kib", f->block_kib,
+                                         "Block order: KiB of consecutive samples per block (4096)")
+                            ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  f->window_option = bench
+                         ->add_option("--window", f->options.loader.shuffle_window,
+                                      "Block order: blocks per shuffle window (16)")
+                         ->check(CLI::Range(1u, 1u << 20));
   bench
       ->add_option("--read-ahead-mib", f->read_ahead_mib,
                    "MiB of upcoming samples the fetch threads ask the kernel to read ahead while "
                    "reads miss the page cache; 0 off (16)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{4096}));
+  bench
+      ->add_option("--io", f->io,
+                   "How records are read: direct (O_DIRECT io_uring reads, no page cache: data "
+                   "larger than memory), mmap (the file mappings and the page cache) or auto "
+                   "(direct when the dataset exceeds half the memory limit; the default)")
+      ->check(CLI::IsMember({"auto", "mmap", "direct"}));
   bench
       ->add_option("--disk-mbps", f->options.disk_mb_per_s,
                    "The storage's own read rate in MB/s (fio on the same files): reports the "
@@ -99,9 +109,18 @@ int RunBenchCommand(const BenchFlags& flags) {
   options.loader.shuffle = flags.no_shuffle || flags.shuffle == "none" ? ShuffleMode::kNone
                            : flags.shuffle == "block"                  ? ShuffleMode::kBlock
                                                                        : ShuffleMode::kExact;
+  if (options.loader.shuffle != ShuffleMode::kBlock &&
+      (flags.block_kib_option->count() > 0 || flags.window_option->count() > 0)) {
+    return FailCommand(Status::InvalidArgument(
+                           std::string("--block-kib and --window apply to block order only; add "
+                                       "--shuffle block (the order is ") +
+                           ShuffleModeName(options.loader.shuffle) + ")"),
+                       flags.json);
+  }
   options.loader.read_ahead_bytes = flags.read_ahead_mib << 20;
   options.loader.block_bytes = flags.block_kib << 10;
   options.loader.num_threads = flags.threads;
+  options.loader.io = *ParseIoMode(flags.io);  // checked by CLI11
   // Under mpirun or srun each copy measures its own rank's share (reader/world.h).
   Result<World> world = WorldFromEnvironment();
   if (!world.ok()) return FailCommand(world.status(), flags.json);
@@ -124,6 +143,14 @@ Subcommand AddBenchCommand(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* bench = app.add_subcommand("bench", "Measure how fast the reader streams a dataset");
   DeclareBenchFlags(bench, flags.get());
+  bench->footer(
+      HelpFooter({"0   every sample was read exactly once in each epoch",
+                  "1   a sample was missed or repeated, or DATASET cannot be read", "2   usage"},
+                 "dir, samples, bytes, batches, epochs, seconds, samples_per_s, mb_per_s, "
+                 "threads, prefetch, batch_size, every_sample_once, shuffle, cache, "
+                 "bottleneck, verdict") +
+      "  (and the time of each stage, *_seconds); with --sweep also recommended, sweep (the "
+      "runs).\nOn failure: ok (false), error, exit_code.\n");
   return {bench, [flags] { return RunBenchCommand(*flags); }};
 }
 

@@ -11,6 +11,8 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "formats/status.h"
 
@@ -35,6 +37,9 @@ Subcommand AddInspectCommand(CLI::App& app);  // kiln inspect DATASET [--json]
 Subcommand AddShowCommand(CLI::App& app);     // kiln show DATASET (--index I | --grid RxC) -o PNG
 Subcommand AddBenchCommand(CLI::App& app);    // kiln bench DATASET [flags]
 Subcommand AddMergeCommand(CLI::App& app);    // kiln merge OUT.parts OUT [--resume] [--reshard]
+// kiln completion [-o FILE]: the bash completion script of every subcommand declared on `app`
+// (tools/cli_completion.cc); declare it after the others.
+Subcommand AddCompletionCommand(CLI::App& app);
 
 // Reports a failed command: the message on stderr and, with `json`, {"ok": false, "error": ...,
 // "exit_code": ...} on stdout so scripts always get one JSON object. Returns the exit code:
@@ -43,6 +48,18 @@ int FailCommand(const Status& status, bool json);
 
 // Returns the exit code FailCommand returns for `status`.
 int ExitCodeFor(const Status& status);
+
+// Returns the subcommand of `app` called `name`, or nullptr.
+CLI::App* FindSubcommand(CLI::App& app, const std::string& name);
+
+// Returns the names of `app`'s subcommands, comma-separated, in declaration order.
+std::string SubcommandNames(CLI::App& app);
+
+// Returns the footer of a subcommand's --help: its exit codes, one "N meaning" per element, and,
+// when `json_keys` is not empty, the top-level keys of its --json object as one line
+// "JSON keys (--json): a, b, c" (tests/tools/kiln_cli_test.cc checks that each listed key is in
+// the JSON the subcommand prints).
+std::string HelpFooter(const std::vector<std::string>& exit_codes, const std::string& json_keys);
 
 }  // namespace kiln
 

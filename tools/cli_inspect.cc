@@ -28,6 +28,11 @@ Subcommand AddInspectCommand(CLI::App& app) {
   CLI::App* inspect = app.add_subcommand("inspect", "Describe a dataset");
   inspect->add_option("dataset", flags->dataset, "Dataset directory")->required();
   inspect->add_flag("--json", flags->json, "Print one JSON object on stdout");
+  inspect->footer(
+      HelpFooter({"0   described", "1   DATASET is not a readable dataset", "2   usage"},
+                 "dir, format, tool, samples, shape, dtype, layout, sample_bytes, classes, "
+                 "compression, shuffle_seed, bytes, preprocessing, source, files") +
+      "On failure: ok (false), error, exit_code.\n");
   return {inspect, [flags] { return RunInspect(*flags); }};
 }
 

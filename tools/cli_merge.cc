@@ -6,29 +6,36 @@
 #include <vector>
 
 #include "tools/cli_commands.h"
+#include "tools/cli_progress.h"
 #include "tools/part_merger.h"
 
 namespace kiln {
 namespace {
 
 struct MergeFlags {
-  std::vector<std::string> args;  // PARTS... OUTPUT
+  std::vector<std::string> args;  // PARTS... OUTPUT, or PARTS... with -o OUTPUT
+  std::string output;             // -o/--output
   bool resume = false, reshard = false, json = false;
 };
 
 int RunMerge(const MergeFlags& flags) {
-  if (flags.args.size() < 2) {
+  const bool output_flag = !flags.output.empty();
+  if (flags.args.size() < (output_flag ? 1u : 2u)) {
     return FailCommand(Status::InvalidArgument(
                            "kiln merge needs the parts (OUT.parts, or part directories) and the "
-                           "output dataset: kiln merge OUT.parts OUT"),
+                           "output dataset: kiln merge OUT.parts OUT (or -o OUT)"),
                        flags.json);
   }
   MergeOptions options;
-  options.inputs.assign(flags.args.begin(), flags.args.end() - 1);
-  options.output = flags.args.back();
+  options.inputs.assign(flags.args.begin(), flags.args.end() - (output_flag ? 0 : 1));
+  options.output = output_flag ? flags.output : flags.args.back();
   options.resume = flags.resume;
   options.reshard = flags.reshard;
-  Result<MergeReport> report = MergeParts(options);
+  Result<MergeReport> report = [&] {
+    ProgressPrinter printer("kiln merge", "samples");
+    options.progress = [&](uint64_t done, uint64_t total) { printer.Update(done, total); };
+    return MergeParts(options);
+  }();
   if (!report.ok()) return FailCommand(report.status(), flags.json);
   if (flags.json) {
     std::cout << MergeReportJson(*report) << "\n";
@@ -54,14 +61,24 @@ Subcommand AddMergeCommand(CLI::App& app) {
       app.add_subcommand("merge", "Join the parts of `kiln pack --part I --of N` into one dataset");
   merge
       ->add_option("parts_and_output", flags->args,
-                   "OUT.parts (or the part directories), then the dataset directory to create")
+                   "OUT.parts (or the part directories), then the dataset directory to create "
+                   "unless -o names it")
       ->required()
-      ->expected(2, -1);
+      ->expected(1, -1);
+  merge->add_option("-o,--output", flags->output, "The dataset directory to create");
   merge->add_flag("--resume", flags->resume, "Finish a merge that was interrupted");
   merge->add_flag("--reshard", flags->reshard,
                   "Copy the records into freshly cut shards (a plain pack's bytes) instead of "
                   "moving the parts' shards; keeps the parts");
   merge->add_flag("--json", flags->json, "Print one JSON object on stdout");
+  merge->footer(
+      HelpFooter({"0   merged",
+                  "1   a part is missing, damaged, incomplete or disagrees with the others, or "
+                  "an I/O error",
+                  "2   usage"},
+                 "output, parts, samples, rejected, files, bytes, bytes_read, mode, resumed, "
+                 "seconds, mb_per_s") +
+      "On failure: ok (false), error, exit_code.\n");
   return {merge, [flags] { return RunMerge(*flags); }};
 }
 

@@ -1,6 +1,4 @@
 // kiln pack: flags to PackOptions, a progress bar, Ctrl-C handling, the report.
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <csignal>
@@ -13,6 +11,8 @@
 #include "formats/format_registry.h"
 #include "tools/cli_commands.h"
 #include "tools/cli_parsing.h"
+#include "tools/cli_progress.h"
+#include "tools/imaging_plugin.h"
 #include "tools/packer.h"
 #include "tools/partition.h"
 
@@ -21,35 +21,6 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void OnInterrupt(int) { g_interrupted.store(true); }
-
-// Draws a progress bar on a terminal, or a plain line every 10% elsewhere.
-class ProgressPrinter {
- public:
-  ProgressPrinter() : tty_(::isatty(STDERR_FILENO) != 0) {}
-  void operator()(uint64_t done, uint64_t total) {
-    if (tty_) {
-      if (done != total && done % 64 != 0) return;
-      const int width = 40;
-      const int filled = total ? static_cast<int>(width * done / total) : width;
-      std::fprintf(stderr, "\r[%s%s] %llu/%llu images", std::string(filled, '#').c_str(),
-                   std::string(width - filled, '.').c_str(), static_cast<unsigned long long>(done),
-                   static_cast<unsigned long long>(total));
-      if (done == total) std::fprintf(stderr, "\n");
-      return;
-    }
-    const uint64_t tenth = total ? done * 10 / total : 10;
-    if (tenth > last_tenth_) {
-      last_tenth_ = tenth;
-      std::fprintf(stderr, "kiln pack: %llu/%llu images (%llu%%)\n",
-                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(total),
-                   static_cast<unsigned long long>(tenth * 10));
-    }
-  }
-
- private:
-  bool tty_;
-  uint64_t last_tenth_ = 0;
-};
 
 // The flags of `kiln pack` as typed; ParsePackFlags turns the compound ones into options.
 struct PackFlags {
@@ -70,7 +41,8 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_option("input", f->input,
                    "ImageFolder directory (one sub-folder per class) or list file")
       ->required();
-  pack->add_option("output", f->output, "Dataset directory to create")->required();
+  pack->add_option("output,-o,--output", f->output, "Dataset directory to create (OUTPUT or -o)")
+      ->required();
   pack->add_option("--root", f->root, "Root of the list file's paths (default: its directory)");
   pack->add_option("--size", f->size, "Final size H or HxW (default 224)");
   pack->add_option("--resize", f->resize, "Shorter side before the crop (default: cover --size)");
@@ -168,10 +140,6 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   o.decode.max_pixels = f.max_pixels;
   o.exact_decode = f.exact_decode;
   o.tar.label_from = f.label_from;
-  if (!f.image_ext.empty()) {
-    KILN_ASSIGN_OR_RETURN(o.tar.image_exts, ParseImageExtensions(f.image_ext));
-  }
-  KILN_RETURN_IF_ERROR(ValidateTarListOptions(o.tar));
   if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
   KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
                                       f.mean, f.std_dev, f.shard_size, f.compress, &o));
@@ -209,7 +177,7 @@ void PrintWarnings(const PackReport& report) {
   }
 }
 
-void PrintPackReport(const PackReport& report, bool json) {
+void PrintPackReport(const ImagingPlugin& plugin, const PackReport& report, bool json) {
   if (!report.resume_note.empty()) {
     std::fprintf(stderr, "kiln pack: --resume: %s\n", report.resume_note.c_str());
   } else if (report.resumed_inputs > 0) {
@@ -219,7 +187,7 @@ void PrintPackReport(const PackReport& report, bool json) {
   PrintWarnings(report);
   PrintRejections(report);
   if (json) {
-    std::cout << PackReportJson(report) << "\n";
+    std::cout << plugin.pack_report_json(report) << "\n";
     return;
   }
   const std::string skipped = report.skipped == 0
@@ -240,24 +208,37 @@ void PrintPackReport(const PackReport& report, bool json) {
 int RunPack(const PackFlags& flags) {
   Result<PackOptions> options = PackOptionsFromFlags(flags);
   if (!options.ok()) return FailCommand(options.status(), flags.json);
+  // The decoders live in the image plugin (tools/imaging_plugin.h), loaded only now.
+  Result<const ImagingPlugin*> plugin = LoadImagingPlugin();
+  if (!plugin.ok()) return FailCommand(plugin.status(), flags.json);
+  // The tar-input parsing lives with the tar reader, in the plugin (tools/tar_source.h).
+  if (!flags.image_ext.empty()) {
+    Result<std::vector<std::string>> exts = (*plugin)->parse_image_extensions(flags.image_ext);
+    if (!exts.ok()) return FailCommand(exts.status(), flags.json);
+    options->tar.image_exts = *exts;
+  }
+  Status tar_options = (*plugin)->validate_tar_list_options(options->tar);
+  if (!tar_options.ok()) return FailCommand(tar_options, flags.json);
   // Ctrl-C or SIGTERM: stop between images and clean up, rather than die mid-write.
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);
   options->cancel = &g_interrupted;
-  ProgressPrinter printer;
   PackReport failed;
-  Result<PackReport> report = Pack(
-      *options, [&](uint64_t done, uint64_t total) { printer(done, total); }, &failed);
+  Result<PackReport> report = [&] {
+    ProgressPrinter printer("kiln pack", "images");
+    return (*plugin)->pack(
+        *options, [&](uint64_t done, uint64_t total) { printer.Update(done, total); }, &failed);
+  }();
   if (!report.ok()) {
     PrintWarnings(failed);
     // Scripts get the counts on every path (kiln pack --json), the failure included.
     if (!flags.json) return FailCommand(report.status(), false);
     std::fprintf(stderr, "kiln: %s\n", report.status().message().c_str());
     const int code = ExitCodeFor(report.status());
-    std::cout << PackFailureJson(report.status(), code, failed) << "\n";
+    std::cout << (*plugin)->pack_failure_json(report.status(), code, failed) << "\n";
     return code;
   }
-  PrintPackReport(*report, flags.json);
+  PrintPackReport(**plugin, *report, flags.json);
   return kExitOk;
 }
 
@@ -267,6 +248,17 @@ Subcommand AddPackCommand(CLI::App& app) {
   auto flags = std::make_shared<PackFlags>();
   CLI::App* pack = app.add_subcommand("pack", "Pack an image folder or list file into a dataset");
   DeclarePackFlags(pack, flags.get());
+  pack->footer(
+      HelpFooter(
+          {"0   packed (inputs that cannot be decoded are rejected and listed, not failures, under "
+           "--on-error skip)",
+           "1   an input is missing or unreadable, a bad input under --on-error fail, an I/O error",
+           "2   usage: bad flags, no image found, OUTPUT exists (without --overwrite)",
+           "130 interrupted (Ctrl-C, SIGTERM): nothing is left under OUTPUT; --resume continues"},
+          "ok, output, listed, packed, rejected, skipped, seconds, input_bytes, output_bytes, "
+          "images_per_s, mb_per_s, shards, rejections, skipped_files, warnings") +
+      "On failure: ok (false), error, exit_code, listed, packed, rejected, skipped, "
+      "rejections, skipped_files.\n");
   return {pack, [flags] { return RunPack(*flags); }};
 }
 

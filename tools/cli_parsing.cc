@@ -1,6 +1,8 @@
 #include "tools/cli_parsing.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <vector>
@@ -57,30 +59,35 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
   if (suffix == "K" || suffix == "KiB") unit = uint64_t{1} << 10;
   if (suffix == "M" || suffix == "MiB") unit = uint64_t{1} << 20;
   if (suffix == "G" || suffix == "GiB") unit = uint64_t{1} << 30;
-  if (!ParseUint(text.substr(0, digits), &value) || unit == 0 ||
-      value > (uint64_t{1} << 40) / unit) {
+  if (suffix == "T" || suffix == "TiB") unit = uint64_t{1} << 40;
+  if (!ParseUint(text.substr(0, digits), &value) || unit == 0) {
     return Status::InvalidArgument("size '" + text +
-                                   "' must be a number with an optional KiB, MiB or GiB suffix");
+                                   "' must be a whole number with an optional B, KiB, MiB, GiB "
+                                   "or TiB suffix (powers of 1024)");
+  }
+  if (value > kMaxByteSize / unit) {
+    return Status::InvalidArgument("size '" + text + "' is larger than 1 PiB");
   }
   return value * unit;
 }
 
-Status ParseChannelValues(const std::string& text, std::array<float, 3>* values) {
+Status ParseChannelValues(const std::string& flag, const std::string& text,
+                          std::array<float, 3>* values) {
+  const Status bad = Status::InvalidArgument(flag + " '" + text +
+                                             "' must be 1 or 3 comma-separated finite numbers");
   std::vector<float> parsed;
   std::stringstream in(text);
   std::string part;
   while (std::getline(in, part, ',')) {
     char* end = nullptr;
+    errno = 0;
     const float v = std::strtof(part.c_str(), &end);
-    if (part.empty() || *end != '\0') {
-      return Status::InvalidArgument("'" + text + "' must be 1 or 3 comma-separated numbers");
-    }
+    // strtof also reads "nan", "inf" and out-of-range numbers (as inf, with ERANGE).
+    if (part.empty() || *end != '\0' || !std::isfinite(v) || errno == ERANGE) return bad;
     parsed.push_back(v);
   }
   if (parsed.size() == 1) parsed.assign(3, parsed[0]);
-  if (parsed.size() != 3) {
-    return Status::InvalidArgument("'" + text + "' must be 1 or 3 comma-separated numbers");
-  }
+  if (parsed.size() != 3) return bad;
   *values = {parsed[0], parsed[1], parsed[2]};
   return Status::Ok();
 }
@@ -97,8 +104,8 @@ Status ParsePackFlags(const std::string& size, uint32_t resize, const std::strin
   KILN_ASSIGN_OR_RETURN(p.schema.dtype, ParseDType(dtype));
   p.resize_shorter = resize;
   p.crop = crop == "none" ? CropMode::kNone : CropMode::kCenter;
-  if (!mean.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues(mean, &p.mean));
-  if (!std_dev.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues(std_dev, &p.std));
+  if (!mean.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues("--mean", mean, &p.mean));
+  if (!std_dev.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues("--std", std_dev, &p.std));
   if (channels == 1 && (p.mean[1] != p.mean[0] || p.mean[2] != p.mean[0] || p.std[1] != p.std[0] ||
                         p.std[2] != p.std[0])) {
     return Status::InvalidArgument("--channels 1 takes one --mean and one --std value");
@@ -108,7 +115,14 @@ Status ParsePackFlags(const std::string& size, uint32_t resize, const std::strin
         "--mean and --std apply to float16 and float32 output only; "
         "uint8 samples are stored unnormalised");
   }
-  KILN_ASSIGN_OR_RETURN(options->shard_size_bytes, ParseByteSize(shard_size));
+  Result<uint64_t> shard_bytes = ParseByteSize(shard_size);
+  if (!shard_bytes.ok()) return shard_bytes.status().WithContext("--shard-size");
+  // The writer's range (formats/dataset_writer.h), checked here to name the flag as typed.
+  if (*shard_bytes < kMinShardSizeBytes || *shard_bytes > kMaxShardSizeBytes) {
+    return Status::InvalidArgument("--shard-size " + shard_size +
+                                   ": a shard must be between 1KiB and 1TiB");
+  }
+  options->shard_size_bytes = *shard_bytes;
   KILN_ASSIGN_OR_RETURN(options->compression, Compression::Parse(compress));
   return Status::Ok();
 }

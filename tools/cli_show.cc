@@ -6,7 +6,7 @@
 
 #include "tools/cli_commands.h"
 #include "tools/cli_parsing.h"
-#include "tools/sample_renderer.h"
+#include "tools/imaging_plugin.h"
 
 namespace kiln {
 namespace {
@@ -21,7 +21,8 @@ struct ShowFlags {
 
 // Returns the sample indices to draw: the one --index, or a --grid (default 4x8) of evenly
 // spaced samples with its column count in `columns`.
-Result<std::vector<uint64_t>> ShownIndices(const ShowFlags& flags, uint32_t* columns) {
+Result<std::vector<uint64_t>> ShownIndices(const ImagingPlugin& plugin, const ShowFlags& flags,
+                                           uint32_t* columns) {
   *columns = 1;
   if (flags.index_option->count() > 0) {
     KILN_ASSIGN_OR_RETURN(uint64_t n, CountSamples(flags.dataset));
@@ -35,14 +36,17 @@ Result<std::vector<uint64_t>> ShownIndices(const ShowFlags& flags, uint32_t* col
   uint32_t rows = 0;
   KILN_RETURN_IF_ERROR(ParseGrid(flags.grid.empty() ? "4x8" : flags.grid, &rows, columns));
   KILN_ASSIGN_OR_RETURN(uint64_t n, CountSamples(flags.dataset));
-  return EvenlySpacedIndices(n, uint64_t{rows} * *columns);
+  return plugin.evenly_spaced_indices(n, uint64_t{rows} * *columns);
 }
 
 int RunShow(const ShowFlags& flags) {
+  // The PNG encoder lives in the image plugin (tools/imaging_plugin.h), loaded only now.
+  Result<const ImagingPlugin*> plugin = LoadImagingPlugin();
+  if (!plugin.ok()) return FailCommand(plugin.status(), false);
   uint32_t columns = 1;
-  Result<std::vector<uint64_t>> indices = ShownIndices(flags, &columns);
+  Result<std::vector<uint64_t>> indices = ShownIndices(**plugin, flags, &columns);
   if (!indices.ok()) return FailCommand(indices.status(), false);
-  Status s = RenderSamples(flags.dataset, *indices, columns, flags.png);
+  Status s = (*plugin)->render_samples(flags.dataset, *indices, columns, flags.png);
   if (!s.ok()) return FailCommand(s, false);
   std::printf("wrote %zu samples to %s\n", indices->size(), flags.png.c_str());
   return kExitOk;
@@ -59,6 +63,10 @@ Subcommand AddShowCommand(CLI::App& app) {
       show->add_option("--grid", flags->grid, "RxC grid of evenly spaced samples, e.g. 4x8");
   flags->index_option->excludes(grid);
   show->add_option("-o,--output", flags->png, "PNG file to write")->required();
+  show->footer(
+      HelpFooter({"0   written", "1   the dataset or the PNG file cannot be read or written",
+                  "2   usage (an --index past the end included)"},
+                 ""));
   return {show, [flags] { return RunShow(*flags); }};
 }
 

@@ -5,6 +5,7 @@
 
 #include "formats/verifier.h"
 #include "tools/cli_commands.h"
+#include "tools/cli_progress.h"
 
 namespace kiln {
 namespace {
@@ -18,7 +19,11 @@ struct VerifyFlags {
 int RunVerify(const VerifyFlags& flags) {
   VerifyOptions vo;
   vo.deep = flags.deep;
-  const VerifyReport report = VerifyDataset(flags.dataset, vo);
+  const VerifyReport report = [&] {
+    ProgressPrinter printer("kiln verify", "records");
+    vo.progress = [&](uint64_t done, uint64_t total) { printer.Update(done, total); };
+    return VerifyDataset(flags.dataset, vo);
+  }();
   std::cout << (flags.json ? VerifyReportToJson(report) + "\n" : VerifyReportToText(report));
   return report.ok() ? kExitOk : kExitDataProblem;
 }
@@ -31,6 +36,13 @@ Subcommand AddVerifyCommand(CLI::App& app) {
   verify->add_option("dataset", flags->dataset, "Dataset directory")->required();
   verify->add_flag("--deep", flags->deep, "Also decompress every record and check its size");
   verify->add_flag("--json", flags->json, "Print one JSON object on stdout");
+  verify->footer(
+      HelpFooter({"0   the dataset is sound",
+                  "1   it has problems (each named: file, record, byte offset), "
+                  "or DATASET is not a readable dataset",
+                  "2   usage"},
+                 "ok, dir, deep, samples, files_checked, records_checked, bytes_checked, seconds, "
+                 "problems"));
   return {verify, [flags] { return RunVerify(*flags); }};
 }
 

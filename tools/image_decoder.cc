@@ -119,6 +119,19 @@ Result<cv::Mat> Normalise(const cv::Mat& decoded, const std::string& path,
 
 }  // namespace
 
+namespace {
+
+// The error for a decoder allocation that failed: the process's memory, not the file.
+Status OutOfMemory(const std::string& path, ImageFormat format, std::string what) {
+  while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
+  return Status::OutOfRange(path + ": out of memory decoding this " +
+                            std::string(ImageFormatName(format)) + " file (" + what +
+                            "): the address-space or memory limit (RLIMIT_AS, the container's "
+                            "memory) is reached; lower --threads, or raise the limit");
+}
+
+}  // namespace
+
 Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
                             const DecodeOptions& options, cv::Size* full_size) {
   if (options.channels != 1 && options.channels != 3) {
@@ -174,8 +187,11 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
                            const_cast<char*>(bytes.data()));
       decoded = cv::imdecode(buffer, flags);
     } catch (const cv::Exception& e) {
+      if (e.code == cv::Error::StsNoMem) return OutOfMemory(path, format, e.what());
       opencv_error = e.what();
-    } catch (const std::exception& e) {  // For example std::bad_alloc from a huge allocation.
+    } catch (const std::bad_alloc& e) {
+      return OutOfMemory(path, format, e.what());
+    } catch (const std::exception& e) {
       opencv_error = e.what();
     }
     if (decoded.empty()) {

@@ -92,6 +92,9 @@ struct DecodeOptions {
 //   NotSupported     a sample depth or channel count outside the policy (32-bit float, 5+
 //                    channels; PFM, OpenEXR and Radiance HDR files before decoding), or an
 //                    input of 2 GiB or more.
+//   OutOfRange       "out of memory decoding ..." when the decoder's memory cannot be
+//                    allocated (RLIMIT_AS, a container's memory limit): not the file's fault,
+//                    so kiln pack stops with it instead of rejecting the file.
 Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
                             const DecodeOptions& options, cv::Size* full_size = nullptr);
 

@@ -240,6 +240,13 @@ Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint
   switch (RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
                      static_cast<int>(channels), true, max_pixels, min_width, min_height, &d)) {
     case Outcome::kError:
+      if (d.error.pub.msg_code == JERR_OUT_OF_MEMORY) {
+        return Status::OutOfRange(path + ": out of memory decoding this JPEG file (libjpeg: " +
+                                  std::string(d.error.message) +
+                                  "): the address-space or memory limit (RLIMIT_AS, the "
+                                  "container's memory) is reached; lower --threads, or raise "
+                                  "the limit");
+      }
       return Status::Corruption(
           path + ": truncated or invalid (libjpeg: " + std::string(d.error.message) + ")");
     case Outcome::kDamaged:

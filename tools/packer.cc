@@ -1,6 +1,7 @@
 #include "tools/packer.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/global_control.h>
@@ -12,12 +13,18 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <system_error>
 #include <thread>
+#include <unordered_set>
+#include <vector>
 
 #include "formats/dataset_writer.h"
 #include "formats/version.h"
@@ -156,26 +163,6 @@ struct PackInput {
   std::vector<std::string> classes;
   uint64_t listing_problems = 0;  // the first rejections, found while listing
 };
-
-// Refuses options that no input could satisfy, before anything is listed or read.
-Status CheckPackOptions(const PackOptions& options) {
-  KILN_RETURN_IF_ERROR(ValidatePreprocessOptions(options.preprocess));
-  // A resize that leaves every image smaller than the crop is refused before any image is read
-  // (Preprocess would reject each image on its own).
-  const PreprocessOptions& pre = options.preprocess;
-  const uint32_t min_side = std::min(pre.schema.height, pre.schema.width);
-  if (pre.crop == CropMode::kCenter && pre.resize_shorter != 0 && pre.resize_shorter < min_side) {
-    return Status::InvalidArgument(
-        "--resize " + std::to_string(pre.resize_shorter) + " is smaller than the crop " +
-        std::to_string(pre.schema.height) + "x" + std::to_string(pre.schema.width) +
-        ": no image could fill it (use --resize >= " + std::to_string(min_side) + ")");
-  }
-  if (options.output.empty()) return Status::InvalidArgument("the output path is empty");
-  if (options.part_index || options.part_count != 1) {
-    KILN_RETURN_IF_ERROR(ValidatePart(options.part_index.value_or(0), options.part_count));
-  }
-  return Status::Ok();
-}
 
 // Without class folders (a list file), names the classes "0".."max label" when the labels are
 // small non-negative integers; else there are no class names.
@@ -337,6 +324,77 @@ Result<OpenedWriter> OpenOrResumeWriter(const PackOptions& options, const PackIn
   return opened;
 }
 
+// oneTBB's worker stack size (its default, 4 MiB on 64-bit platforms).
+constexpr size_t kTbbWorkerStackBytes = size_t{4} << 20;
+
+// Returns an error naming --threads when `threads` - 1 worker threads (the caller is the
+// first) cannot all run at once: oneTBB starts its workers from inside its own threads and
+// aborts the process when one cannot be started, so the limit is probed here first, with
+// threads of oneTBB's stack size that start, wait for each other and end.
+// Threads of this process now (entries of /proc/self/task); 0 when unknown.
+size_t ProcessThreads() {
+  std::error_code ec;
+  size_t n = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++n;
+  }
+  return ec ? 0 : n;
+}
+
+Status CheckThreadsCanStart(uint32_t threads) {
+  if (threads <= 1) return Status::Ok();
+  const size_t before = ProcessThreads();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::vector<pthread_t> started;
+  int err = 0;
+  struct Probe {
+    std::mutex* mu;
+    std::condition_variable* cv;
+    bool* release;
+  } probe{&mu, &cv, &release};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kTbbWorkerStackBytes);
+  for (uint32_t t = 1; t < threads; ++t) {
+    pthread_t id;
+    err = pthread_create(
+        &id, &attr,
+        [](void* arg) -> void* {
+          auto* p = static_cast<Probe*>(arg);
+          std::unique_lock<std::mutex> lock(*p->mu);
+          p->cv->wait(lock, [p] { return *p->release; });
+          return nullptr;
+        },
+        &probe);
+    if (err != 0) break;
+    started.push_back(id);
+  }
+  pthread_attr_destroy(&attr);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  for (pthread_t id : started) pthread_join(id, nullptr);
+  // A joined thread still counts against RLIMIT_NPROC until the kernel reaps it, which
+  // happens before it leaves /proc/self/task: wait for that, or oneTBB's first workers could
+  // find the slots the probe just had still taken.
+  for (int i = 0; i < 1000 && before != 0 && ProcessThreads() > before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (err == 0) return Status::Ok();
+  return Status::IOError(
+      "cannot start " + std::to_string(threads - 1) + " worker threads for --threads " +
+      std::to_string(threads) + " (thread " + std::to_string(started.size() + 1) + ": " +
+      std::strerror(err) +
+      "): the process or user thread limit (RLIMIT_NPROC, `ulimit -u`, a container's pids "
+      "limit) or the address-space limit (RLIMIT_AS) is reached; lower --threads (" +
+      std::to_string(started.size() + 1) + " would run now)");
+}
+
 // The read -> decode -> preprocess -> encode -> ordered write pipeline over the listed items.
 // Items are processed in parallel; Write() runs on one thread at a time, in listing order.
 class PackPipeline {
@@ -364,23 +422,41 @@ class PackPipeline {
   // finished shards for --resume in the shards format).
   Status Run(size_t first_item) {
     next_item_ = first_item;
+    journaled_items_ = first_item;
     done_ = input_.listing_problems + first_item;
     const uint32_t threads = options_.threads != 0
                                  ? options_.threads
                                  : std::max(1u, std::thread::hardware_concurrency());
-    // --threads may exceed the core count (I/O-bound inputs); lift oneTBB's default cap.
-    tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads);
-    tbb::task_arena arena(static_cast<int>(threads));
-    arena.execute([&] {
-      tbb::parallel_pipeline(
-          size_t{4} * threads,
-          tbb::make_filter<void, Fetched>(tbb::filter_mode::serial_in_order,
-                                          [&](tbb::flow_control& fc) { return NextItem(fc); }) &
-              tbb::make_filter<Fetched, Work>(tbb::filter_mode::parallel,
-                                              [&](Fetched f) { return Process(std::move(f)); }) &
-              tbb::make_filter<Work, void>(tbb::filter_mode::serial_in_order,
-                                           [&](Work w) { Write(std::move(w)); }));
-    });
+    KILN_RETURN_IF_ERROR(CheckThreadsCanStart(threads));
+    // Exceptions out of the pipeline (memory that cannot be had in a decoder or a buffer; a
+    // thread oneTBB cannot start on the calling thread) end the pack with an error, and the
+    // staging directory goes with the writer.
+    try {
+      // --threads may exceed the core count (I/O-bound inputs); lift oneTBB's default cap.
+      tbb::global_control parallelism(tbb::global_control::max_allowed_parallelism, threads);
+      tbb::task_arena arena(static_cast<int>(threads));
+      arena.execute([&] {
+        tbb::parallel_pipeline(
+            size_t{4} * threads,
+            tbb::make_filter<void, Fetched>(tbb::filter_mode::serial_in_order,
+                                            [&](tbb::flow_control& fc) { return NextItem(fc); }) &
+                tbb::make_filter<Fetched, Work>(tbb::filter_mode::parallel,
+                                                [&](Fetched f) { return Process(std::move(f)); }) &
+                tbb::make_filter<Work, void>(tbb::filter_mode::serial_in_order,
+                                             [&](Work w) { Write(std::move(w)); }));
+      });
+    } catch (const std::bad_alloc&) {
+      return Status::OutOfRange(
+          "out of memory while packing into " + options_.output + " with --threads " +
+          std::to_string(threads) +
+          " (each thread holds an image being decoded and its buffers): lower --threads, or "
+          "raise the memory limit (RLIMIT_AS, the container's memory)");
+    } catch (const std::exception& e) {
+      return Status::IOError("packing into " + options_.output + " with --threads " +
+                             std::to_string(threads) + " failed: " + e.what() +
+                             " (a thread or memory that cannot be had: RLIMIT_NPROC, "
+                             "`ulimit -u`, RLIMIT_AS); lower --threads");
+    }
     KILN_RETURN_IF_ERROR(fatal_);
     if (options_.cancel != nullptr && options_.cancel->load()) return Interrupted();
     return Status::Ok();
@@ -442,6 +518,9 @@ class PackPipeline {
       s = writer_->CloseShard();
       ++next_boundary_;
     }
+    // OutOfRange from the decoder is memory that cannot be had, not a bad file: it stops the
+    // pack (tools/image_decoder.h).
+    if (s.ok() && w.status.code() == StatusCode::kOutOfRange) s = w.status;
     if (s.ok()) s = w.status.ok() ? Append(w) : Reject(input_.items[w.item], w.status);
     if (!s.ok()) {
       fatal_ = s;
@@ -460,6 +539,7 @@ class PackPipeline {
     // A shard just closed: the inputs before this one are all in finished shards or rejected.
     // Record that for --resume.
     journaled_files_ = writer_->finished_files().size();
+    journaled_items_ = w.item;
     PackJournal journal;
     journal.items_done = w.item;
     journal.input_bytes = report_->input_bytes - w.input_bytes;
@@ -481,15 +561,21 @@ class PackPipeline {
     return Status::Ok();
   }
 
+  // Says how far the pack got and what --resume keeps: the inputs in finished shards (counted
+  // as PackReport::resumed_inputs counts them), not the ones in flight when it stopped.
   Status Interrupted() {
     std::string msg = "interrupted after " + std::to_string(done_) + " of " +
-                      std::to_string(report_->listed) + " inputs; nothing was written to " +
-                      options_.output;
+                      std::to_string(report_->listed) + " inputs: " + options_.output +
+                      " was not created";
     if (!writer_->finished_files().empty() && options_.format == "shards") {
       writer_->KeepStagingForResume();
-      msg += "; the " + std::to_string(writer_->finished_files().size()) +
-             " finished shards stay in " + writer_->staging_dir() +
-             ": run the same command with --resume to continue, or delete it";
+      const size_t shards = writer_->finished_files().size();
+      msg += "; " + writer_->staging_dir() + " keeps " + std::to_string(shards) +
+             (shards == 1 ? " finished shard" : " finished shards") + " with the first " +
+             std::to_string(journaled_items_ + input_.listing_problems) +
+             " inputs: run the same command with --resume to go on from there, or delete it";
+    } else {
+      msg += " and no shard was finished: nothing is kept";
     }
     return Status::Cancelled(msg);
   }
@@ -512,6 +598,7 @@ class PackPipeline {
   std::unique_ptr<TarSampleReader> tar_reader_;  // tar input: touched by NextItem only
   uint64_t done_ = 0;
   size_t journaled_files_ = 0;
+  uint64_t journaled_items_ = 0;  // the listed items the finished shards cover (for --resume)
 };
 
 // Refuses a pack in which every input was rejected, listing the first five reasons.
@@ -654,12 +741,35 @@ Result<std::unique_ptr<PartLock>> PreparePart(const PackOptions& options, const 
   return lock;
 }
 
+// Warns about each class that had images but keeps none (every one rejected): training would
+// see a class id with no sample, which nothing else would reveal. A part is exempt (its range
+// may cover a class's images only partly; `kiln merge` checks the whole job).
+void WarnAboutEmptyClasses(const PackInput& input, PackReport* report) {
+  if (input.classes.empty()) return;
+  std::unordered_set<std::string> rejected;
+  for (const Rejection& r : report->rejections) rejected.insert(r.path);
+  std::vector<uint64_t> listed(input.classes.size()), kept(input.classes.size());
+  for (const SourceItem& item : input.items) {
+    if (item.label < 0 || static_cast<uint64_t>(item.label) >= input.classes.size()) continue;
+    ++listed[item.label];
+    if (rejected.count(item.path) == 0) ++kept[item.label];
+  }
+  for (size_t c = 0; c < input.classes.size(); ++c) {
+    if (listed[c] > 0 && kept[c] == 0) {
+      report->warnings.push_back("class '" + input.classes[c] + "' (label " + std::to_string(c) +
+                                 ") is empty: all its " + std::to_string(listed[c]) +
+                                 " images were rejected (see rejected.tsv)");
+    }
+  }
+}
+
 // Writes rejected.tsv and the manifest, and moves the dataset to its final name.
 Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWriter* writer,
                   PackReport* report) {
   report->rejected = report->rejections.size();
   // A part may hold no image (an empty range, or all rejected): the merge checks the whole job.
   if (!options.part_index) KILN_RETURN_IF_ERROR(CheckSomethingPacked(options, *report));
+  if (!options.part_index) WarnAboutEmptyClasses(input, report);
   KILN_RETURN_IF_ERROR(writer->AddFile(kRejectedFileName, RejectedTsv(report->rejections)));
   if (!report->skipped_files.empty()) {
     KILN_RETURN_IF_ERROR(writer->AddFile(kSkippedFileName, SkippedTsv(report->skipped_files)));
@@ -691,14 +801,14 @@ struct OutputLock {
   std::string path;
   std::unique_ptr<PartLock> lock;
   ~OutputLock() {
-    if (lock) ::unlink(path.c_str());
+    if (lock && !lock->is_lock_file()) ::unlink(path.c_str());  // a lock file removes itself
   }
 };
 
 // The steps of Pack; on an error, `report` holds the counts as far as they got.
 Status RunPack(const PackOptions& options, const PackProgress& progress, PackReport* report) {
   const auto start = std::chrono::steady_clock::now();
-  KILN_RETURN_IF_ERROR(CheckPackOptions(options));
+  KILN_RETURN_IF_ERROR(ValidatePackOptions(options));
   report->output = options.output;
   // One writer per output: a second pack into the same OUTPUT is refused before it touches
   // OUTPUT.partial (a part is locked by PreparePart instead).
@@ -772,10 +882,43 @@ nlohmann::ordered_json ListsJson(const PackReport& r) {
 
 }  // namespace
 
+Status ValidatePackOptions(const PackOptions& options) {
+  KILN_RETURN_IF_ERROR(ValidatePreprocessOptions(options.preprocess));
+  const PreprocessOptions& p = options.preprocess;
+  if (p.schema.channels == 1 && (p.mean[1] != p.mean[0] || p.mean[2] != p.mean[0] ||
+                                 p.std[1] != p.std[0] || p.std[2] != p.std[0])) {
+    return Status::InvalidArgument("--channels 1 takes one --mean and one --std value");
+  }
+  const PreprocessOptions defaults;
+  if (p.schema.dtype == DType::kUint8 && (p.mean != defaults.mean || p.std != defaults.std)) {
+    return Status::InvalidArgument(
+        "--mean and --std apply to float16 and float32 output only; "
+        "uint8 samples are stored unnormalised");
+  }
+  // A resize that leaves every image smaller than the crop is refused before any image is read
+  // (Preprocess would reject each image on its own).
+  const PreprocessOptions& pre = options.preprocess;
+  const uint32_t min_side = std::min(pre.schema.height, pre.schema.width);
+  if (pre.crop == CropMode::kCenter && pre.resize_shorter != 0 && pre.resize_shorter < min_side) {
+    return Status::InvalidArgument(
+        "--resize " + std::to_string(pre.resize_shorter) + " is smaller than the crop " +
+        std::to_string(pre.schema.height) + "x" + std::to_string(pre.schema.width) +
+        ": no image could fill it (use --resize >= " + std::to_string(min_side) + ")");
+  }
+  if (options.output.empty()) return Status::InvalidArgument("the output path is empty");
+  if (options.part_index || options.part_count != 1) {
+    KILN_RETURN_IF_ERROR(ValidatePart(options.part_index.value_or(0), options.part_count));
+  }
+  return Status::Ok();
+}
+
 Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress,
                         PackReport* failed) {
   PackReport report;
-  Status status = RunPack(options, progress, &report);
+  // One pixel limit (PackOptions::decode): the decoded image and the resized one.
+  PackOptions one_limit = options;
+  one_limit.preprocess.max_pixels = options.decode.max_pixels;
+  Status status = RunPack(one_limit, progress, &report);
   if (!status.ok()) {
     if (failed != nullptr) {
       report.rejected = report.rejections.size();

@@ -49,8 +49,12 @@ struct PackOptions {
   std::string root;
   std::string output;            // the dataset directory to create
   PreprocessOptions preprocess;  // final schema, resize, crop, mean/std
-  // channels are taken from preprocess.schema; min_width / min_height are set per image by
-  // shrink-on-load unless exact_decode.
+  // Channels are taken from preprocess.schema; min_width / min_height are set per image by
+  // shrink-on-load unless exact_decode. decode.max_pixels is the pack's one pixel limit
+  // (`kiln pack --max-pixels`, kiln.pack(max_pixels=)): Pack refuses an image whose decoded
+  // size or whose size after the resize (before the crop) has more pixels, and uses it in place
+  // of preprocess.max_pixels (which only direct Preprocess callers set). 0: no kiln limit on
+  // either. Default 178956970.
   DecodeOptions decode;
   // Decodes every JPEG at full size (`kiln pack --exact-decode`) instead of at the largest IDCT
   // reduction that keeps twice the resize target (tools/shrink_on_load.h). Default false:
@@ -112,7 +116,10 @@ struct PackReport {
   // there are any. List file: 0.
   uint64_t skipped = 0;
   std::vector<SkippedFile> skipped_files;  // ordered by path
-  // Listing warnings that did not stop the pack (SourceListing::warnings).
+  // Warnings that did not stop the pack: the listing's (SourceListing::warnings), then, for a
+  // whole pack (not a part), one per class whose images were all rejected: "class 'cat' (label
+  // 2) is empty: all its 3 images were rejected (see rejected.tsv)". Such a class keeps its id
+  // and name in the manifest (the ids stay those of the folders) and has no sample.
   std::vector<std::string> warnings;
   uint64_t input_bytes = 0;   // bytes of image files read
   uint64_t output_bytes = 0;  // bytes of the dataset's shard files
@@ -125,13 +132,27 @@ struct PackReport {
   Manifest manifest;
 };
 
+// Returns OK when `options` can be packed before anything is listed or read; Pack calls it, so
+// `kiln pack` and kiln.pack() refuse the same options with the same messages.
+// Errors: InvalidArgument naming the option (with its `kiln pack` flag): an invalid schema
+// (size, channels 1 or 3, layout, dtype), a mean or std that is not finite or a std of 0, mean
+// or std other than the defaults for uint8 output, three different mean or std values for
+// channels 1, a --resize smaller than the crop, an empty output path, a bad part number.
+Status ValidatePackOptions(const PackOptions& options);
+
 // Progress: (inputs finished, inputs listed), called from the writer thread.
 using PackProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 // Packs `options.input` into a dataset at `options.output`. Errors: NotFound for a missing
 // input; InvalidArgument for bad options or when no image is found ("0 images found under
 // ROOT ...") and for an existing non-empty output; Corruption under OnError::kFail for the
-// first bad input (naming the file and the reason); IOError naming the path (no space left).
+// first bad input (naming the file and the reason); IOError naming the path (no space left);
+// InvalidArgument "output OUT is being written by another process (host H pid P ...)" when
+// another pack or merge holds OUT's lock (tools/part_lock.h); IOError naming --threads when the
+// worker threads cannot be started (RLIMIT_NPROC, a pids limit, RLIMIT_AS: checked before any
+// is needed, since oneTBB aborts on a worker it cannot start); OutOfRange naming --threads when
+// decoder or buffer memory cannot be allocated. Every failure leaves no OUT.partial behind
+// (Cancelled keeps finished shards for --resume).
 // When Pack fails and `failed` is not null, *failed receives the counts as far as the pack got
 // (listed, rejected with the rejections, skipped; packed 0, since nothing is under the output
 // name), for `kiln pack --json`.

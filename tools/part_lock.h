@@ -1,15 +1,34 @@
-// kiln::PartLock: at most one process writes a given part of a partitioned pack.
+// kiln::PartLock: at most one process writes a given output or part.
 //
-// The lock is `flock(LOCK_EX | LOCK_NB)` on a lock file beside the part
-// (`OUT.parts/part-IIIII-of-NNNNN.lock`), held for the whole run and released by the kernel when
-// the process ends, however it ends (a SIGKILLed part can be resumed at once). The holder writes
-// "host H pid P since T" into the file, so that a second attempt can say who holds it. The lock
-// file is left in place afterwards (removing it would let two later writers lock two different
-// files); `kiln merge` removes the lock files of the parts it joined.
+// Users: `kiln pack` locks `OUT.partial.lock` for a plain pack in any format (also with
+// --resume and --overwrite), `OUT.parts/part-IIIII-of-NNNNN.lock` for a part, and `kiln merge`
+// locks `OUT.partial.lock` of its output, so a pack and a merge into one output exclude each
+// other too. The holder writes "host H pid P since T" into the file, so that a second attempt
+// can say who holds it.
+//
+// Two ways to hold it (LockMethod):
+//  - flock (the default where the file system supports it): `flock(LOCK_EX | LOCK_NB)` on the
+//    lock file, held for the whole run and released by the kernel when the process ends,
+//    however it ends (a SIGKILLed part can be resumed at once). The file is left in place
+//    afterwards by parts (removing it would let two later writers lock two different files;
+//    `kiln merge` removes the lock files of the parts it joined); a plain pack removes it
+//    while still holding it, and a new holder re-opens a file unlinked under it.
+//  - lock file: where flock fails with ENOLCK, EOPNOTSUPP, ENOSYS or EINVAL (NFS without a
+//    lock manager, some FUSE file systems), or when KILN_LOCK=file is set (for shared file
+//    systems whose flock is local to each host), the lock is the existence of the lock file,
+//    created atomically (written under a temporary name, then link()ed to its name, which fails
+//    when it exists; this is atomic on NFS too) and removed at the end. Its text ends with
+//    "(lock file)". A lock file left by a process that died is stale: it is broken (renamed
+//    aside, checked to be the same file, removed) only when it names this host and its pid no
+//    longer runs; one naming another host, or a pid that runs (possibly a reused pid), is
+//    refused with its path, to be removed by hand once that writer is known to be gone.
+// Both methods see each other: a flock holder refuses while the file names a live lock-file
+// holder, a lock-file holder refuses while another process holds the file's flock.
 //
 // Limits: flock works between processes on one machine and, on shared file systems, only where
 // the file system passes it on: NFS v4 (and v3 with lockd), Lustre mounted with `flock`, CephFS,
-// GPFS. On a file system that ignores it, two writers of one part are not stopped.
+// GPFS; elsewhere set KILN_LOCK=file. Breaking a stale lock file races only with another
+// process breaking the same one at the same moment; then one of them refuses.
 // Thread safety: a PartLock is owned by one thread; distinct locks are independent.
 #ifndef KILN_TOOLS_PART_LOCK_H_
 #define KILN_TOOLS_PART_LOCK_H_
@@ -21,23 +40,40 @@
 
 namespace kiln {
 
+enum class LockMethod {
+  kAuto,   // flock, or the lock file where the file system does not support flock
+  kFlock,  // flock only: an error where it is not supported
+  kFile,   // the lock file only
+};
+
+// The method of the environment: KILN_LOCK=file gives kFile, KILN_LOCK=flock kFlock, anything
+// else (or unset) kAuto.
+LockMethod LockMethodFromEnvironment();
+
 class PartLock {
  public:
   // Creates (if missing) and locks `path`; `what` names the part in messages ("part 2 of 4").
   // Errors: IOError "<what> is being written by another process (host H pid P since T; lock
-  // PATH)" when it is held, or naming the path when it cannot be created.
-  static Result<std::unique_ptr<PartLock>> Acquire(const std::string& path,
-                                                   const std::string& what);
-  // Returns OK when nobody holds the lock file `path` now (or it does not exist), else the same
-  // IOError as Acquire. Takes and releases the lock at once.
+  // PATH)" when it is held (for a lock file, with how to remove it once that writer is gone),
+  // or naming the path when it cannot be created.
+  static Result<std::unique_ptr<PartLock>> Acquire(const std::string& path, const std::string& what,
+                                                   LockMethod method = LockMethodFromEnvironment());
+  // Returns OK when nobody holds the lock file `path` now (or it does not exist, or it is a
+  // stale lock file), else the same IOError as Acquire. Takes and releases no lock file.
   static Status CheckFree(const std::string& path, const std::string& what);
-  ~PartLock();  // releases the lock
+  ~PartLock();  // releases the lock (a lock file: removes it, if it is still this one)
   PartLock(const PartLock&) = delete;
   PartLock& operator=(const PartLock&) = delete;
 
+  // True when held as a lock file (LockMethod::kFile, or kAuto without flock support).
+  bool is_lock_file() const { return fd_ < 0; }
+
  private:
-  explicit PartLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  PartLock(int fd, std::string path, uint64_t dev, uint64_t ino)
+      : fd_(fd), path_(std::move(path)), dev_(dev), ino_(ino) {}
+  int fd_ = -1;                 // the flocked descriptor; -1 for a lock file
+  std::string path_;            // the lock file (lock-file method)
+  uint64_t dev_ = 0, ino_ = 0;  // identity of the lock file this process created
 };
 
 }  // namespace kiln

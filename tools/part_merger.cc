@@ -343,8 +343,10 @@ void BuildWholeJob(const std::vector<Part>& parts, bool copy_mode, Manifest* man
 
 // Plans every move, reading each shard once: checks its size, its hash against the part's
 // manifest and its header, and records the hash it will have once renumbered.
+// `step`, when set, is called with each checked shard's sample count.
 Status PlanMoves(const std::vector<Part>& parts, const std::string& staging,
-                 std::vector<Move>* moves, std::vector<DataFileInfo>* files, uint64_t* bytes_read) {
+                 std::vector<Move>* moves, std::vector<DataFileInfo>* files, uint64_t* bytes_read,
+                 const std::function<void(uint64_t samples)>& step = nullptr) {
   uint32_t global = 0;
   uint64_t first = 0;
   for (const Part& p : parts) {
@@ -378,6 +380,7 @@ Status PlanMoves(const std::vector<Part>& parts, const std::string& staging,
                                   std::to_string(local_first));
       }
       *bytes_read += plan->bytes;
+      if (step) step(f.samples);
       Move m;
       m.from = path;
       m.to = staging + "/" + ShardFileName(global);
@@ -490,9 +493,10 @@ Status RunJournal(const std::string& staging, const std::string& output) {
   return Status::Ok();
 }
 
+// `step`, when set, is called after each copied record with 1.
 Status CopyRecords(const std::vector<Part>& parts, const std::string& output, Manifest manifest,
                    const std::string& rejected_tsv, const std::string& skipped_tsv,
-                   MergeReport* report) {
+                   const std::function<void(uint64_t samples)>& step, MergeReport* report) {
   const Part& ref = parts.front();
   const ordered_json options = ordered_json::parse(ref.record.options_json, nullptr, false);
   DatasetWriterOptions wo;
@@ -519,6 +523,7 @@ Status CopyRecords(const std::vector<Part>& parts, const std::string& output, Ma
       KILN_RETURN_IF_ERROR(encoder.Encode(raw.data(), raw.size(), label, *key, &record));
       KILN_RETURN_IF_ERROR(writer->Add(record));
       report->bytes_read += raw.size();
+      if (step) step(1);
     }
   }
   KILN_RETURN_IF_ERROR(writer->AddFile(kRejectedName, rejected_tsv));
@@ -529,6 +534,20 @@ Status CopyRecords(const std::vector<Part>& parts, const std::string& output, Ma
 
 }  // namespace
 
+namespace {
+
+// The lock of the merge's output (the one a plain `kiln pack` into it takes), held for the whole
+// merge; its file is removed (while still locked) when the merge ends, whatever the outcome.
+struct OutputLock {
+  std::string path;
+  std::unique_ptr<PartLock> lock;
+  ~OutputLock() {
+    if (lock && !lock->is_lock_file()) ::unlink(path.c_str());  // a lock file removes itself
+  }
+};
+
+}  // namespace
+
 Result<MergeReport> MergeParts(const MergeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   MergeReport report;
@@ -536,6 +555,13 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
   if (output.empty()) return Status::InvalidArgument("the output path is empty");
   report.output = output;
   const std::string staging = output + ".partial";
+  // One writer per output: a second merge, or a pack, into it is refused before either
+  // touches OUTPUT.partial.
+  OutputLock output_lock;
+  output_lock.path = staging + ".lock";
+  Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(output_lock.path, "output " + output);
+  if (!lock.ok()) return Status::InvalidArgument(lock.status().message());
+  output_lock.lock = std::move(lock).value();
   std::error_code ec;
   if (fs::exists(output, ec) && !(fs::is_directory(output, ec) && fs::is_empty(output, ec))) {
     return Status::InvalidArgument("output " + output + " exists and is not empty");
@@ -558,6 +584,12 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
     }
     KILN_RETURN_IF_ERROR(CheckParts(&parts, roots));
     const bool copy_mode = options.reshard || parts.front().manifest.format != "shards";
+    uint64_t samples_total = 0, samples_done = 0;
+    for (const Part& p : parts) samples_total += p.manifest.samples;
+    const auto step = [&](uint64_t samples) {
+      samples_done += samples;
+      if (options.progress) options.progress(samples_done, samples_total);
+    };
     report.copied = copy_mode;
     Manifest manifest;
     std::string rejected_tsv, skipped_tsv;
@@ -579,12 +611,12 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
         }
       }
       report.bytes_read = 0;  // counted again as records are copied
-      KILN_RETURN_IF_ERROR(
-          CopyRecords(parts, output, std::move(manifest), rejected_tsv, skipped_tsv, &report));
+      KILN_RETURN_IF_ERROR(CopyRecords(parts, output, std::move(manifest), rejected_tsv,
+                                       skipped_tsv, step, &report));
     } else {
       std::vector<Move> moves;
       std::vector<DataFileInfo> files;
-      KILN_RETURN_IF_ERROR(PlanMoves(parts, staging, &moves, &files, &report.bytes_read));
+      KILN_RETURN_IF_ERROR(PlanMoves(parts, staging, &moves, &files, &report.bytes_read, step));
       manifest.files = files;
       // Moving needs one file system: refuse before the first rename rather than halfway.
       if (fs::exists(staging, ec)) {

@@ -30,6 +30,7 @@
 #define KILN_TOOLS_PART_MERGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ struct MergeOptions {
   // Copy records into freshly cut shards instead of moving the parts' shards (see above).
   // Default false.
   bool reshard = false;
+  // Called on the calling thread with (samples done, samples of all parts): in move mode as each
+  // part shard is checked, in copy mode as each record is copied. For progress displays (kiln
+  // merge). Default: none.
+  std::function<void(uint64_t samples_done, uint64_t samples_total)> progress = nullptr;
 };
 
 struct MergeReport {
@@ -68,7 +73,9 @@ struct MergeReport {
 // Merges as described above. Errors: NotFound "part 2 of 4 is missing (...)"; Corruption naming
 // the part and what disagrees (option by flag, classes, listing, versions, range, counts, a
 // damaged manifest or shard), or "part 2 of 4 is incomplete (... left ...partial): rerun it with
-// --resume"; IOError when a part's writer still holds its lock, or naming a path the system
+// --resume"; InvalidArgument naming the other writer when another merge or a `kiln pack` is
+// writing `output` (the lock `output.partial.lock`, tools/part_lock.h, held for the whole
+// merge); IOError when a part's writer still holds its lock, or naming a path the system
 // refused; InvalidArgument for an existing non-empty output, or an interrupted merge in
 // `output.partial` without `resume`.
 Result<MergeReport> MergeParts(const MergeOptions& options);

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <opencv2/core/version.hpp>
 
+#include "formats/version.h"
+
 #define KILN_STRINGIFY_(x) #x
 #define KILN_STRINGIFY(x) KILN_STRINGIFY_(x)
 
@@ -13,7 +15,7 @@ namespace kiln {
 
 std::string ToolVersionsJson() {
   nlohmann::ordered_json j;
-  j["kiln"] = kKilnVersion;
+  j["kiln"] = kVersionString;  // formats/version.h: the one version number
   j["opencv"] = CV_VERSION;
 #ifdef LIBJPEG_TURBO_VERSION
   j["libjpeg-turbo"] = KILN_STRINGIFY(LIBJPEG_TURBO_VERSION);

@@ -11,9 +11,6 @@
 
 namespace kiln {
 
-// kiln's version, as `kiln --version` prints it after "kiln ".
-inline constexpr char kKilnVersion[] = "0.1.0";
-
 // Returns a JSON object text, e.g. {"kiln":"0.1.0","opencv":"4.6.0","libjpeg-turbo":"2.1.5",
 // "zstd":"1.5.4"}: kiln's and OpenCV's as compiled in, libjpeg-turbo's from its headers, zstd's
 // from the library loaded at run time.

@@ -105,6 +105,33 @@ MappedRange ShardDataset::StoredRange(uint64_t index) const {
   return shard->file().RangeAt(e.offset, e.stored_size);
 }
 
+std::string ShardDataset::DataFilePath(uint32_t file) const {
+  return file < shards_.size() ? shards_[file]->path() : std::string();
+}
+
+bool ShardDataset::LocateStored(uint64_t index, StoredLocation* location) const {
+  if (index >= num_samples()) return false;
+  const auto it = std::upper_bound(first_sample_.begin(), first_sample_.end(), index);
+  const size_t s = static_cast<size_t>(it - first_sample_.begin()) - 1;
+  const ShardReader& shard = *shards_[s];
+  const ShardIndexEntry e = shard.entry(index - first_sample_[s]);
+  if (!shard.EntryProblem(e).empty()) return false;  // payload inside the data region: before EOF
+  location->file = static_cast<uint32_t>(s);
+  location->offset = e.offset;
+  location->size = e.stored_size;
+  return true;
+}
+
+Status ShardDataset::DecodeStored(uint64_t index, const uint8_t* stored, uint64_t size,
+                                  RecordDecoder* decoder, uint8_t* out, int64_t* label) const {
+  if (index >= num_samples()) {
+    return Status::OutOfRange(dir() + ": sample " + std::to_string(index) + " of " +
+                              std::to_string(num_samples()));
+  }
+  const auto [shard, record] = Locate(index);
+  return shard->ReadRecordFrom(record, stored, size, decoder, out, label);
+}
+
 std::string ShardDataset::SampleLocation(uint64_t index) const {
   if (index >= num_samples()) return Dataset::SampleLocation(index);
   const auto [shard, record] = Locate(index);

@@ -32,6 +32,11 @@ class ShardDataset final : public Dataset {
   void AdviseAccess(AccessAdvice advice) const override;
   std::string SampleLocation(uint64_t index) const override;
   ErrorLocation SampleErrorLocation(uint64_t index) const override;
+  uint32_t data_file_count() const override { return static_cast<uint32_t>(shards_.size()); }
+  std::string DataFilePath(uint32_t file) const override;
+  bool LocateStored(uint64_t index, StoredLocation* location) const override;
+  Status DecodeStored(uint64_t index, const uint8_t* stored, uint64_t size, RecordDecoder* decoder,
+                      uint8_t* out, int64_t* label) const override;
 
   size_t shard_count() const { return shards_.size(); }
   const ShardReader& shard(size_t i) const { return *shards_[i]; }

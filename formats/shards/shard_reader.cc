@@ -91,6 +91,11 @@ Status ShardReader::CheckRecord(uint64_t i) const {
 
 Status ShardReader::ReadRecord(uint64_t i, RecordDecoder* decoder, uint8_t* out,
                                int64_t* label) const {
+  return ReadRecordFrom(i, nullptr, 0, decoder, out, label);
+}
+
+Status ShardReader::ReadRecordFrom(uint64_t i, const uint8_t* bytes, uint64_t size,
+                                   RecordDecoder* decoder, uint8_t* out, int64_t* label) const {
   if (i >= record_count()) {
     return RecordOutOfRange(i);
   }
@@ -99,8 +104,15 @@ Status ShardReader::ReadRecord(uint64_t i, RecordDecoder* decoder, uint8_t* out,
   if (!problem.empty()) {
     return AtRecord(Status::Corruption("bad index entry: " + problem), i, EntryOffset(i));
   }
+  if (bytes == nullptr) {  // ReadRecord: from the mapping
+    bytes = stored(e);
+  } else if (size != e.stored_size) {
+    return Status::Corruption(RecordLocation(i, e.offset) + ": " + std::to_string(size) +
+                              " stored bytes given, the index entry says " +
+                              std::to_string(e.stored_size));
+  }
   // One pass over a raw record: copy and checksum together (RecordDecoder::DecodeChecked).
-  Status s = decoder->DecodeChecked(stored(e), e.stored_size, e.codec, e.label, e.checksum, out,
+  Status s = decoder->DecodeChecked(bytes, e.stored_size, e.codec, e.label, e.checksum, out,
                                     e.raw_size);
   if (!s.ok()) return AtRecord(s, i, e.offset);
   *label = e.label;

@@ -69,6 +69,11 @@ class ShardReader {
   // stores its label in `*label`. Errors: OutOfRange; Corruption naming path, record and offset
   // ("checksum mismatch", bounds, zstd).
   Status ReadRecord(uint64_t i, RecordDecoder* decoder, uint8_t* out, int64_t* label) const;
+  // ReadRecord with the record's stored bytes taken from `stored` (`size` bytes the caller read
+  // from the file at the entry's offset) instead of the mapping: the same checks, the same
+  // errors, and Corruption when `size` differs from the entry's stored size.
+  Status ReadRecordFrom(uint64_t i, const uint8_t* stored, uint64_t size, RecordDecoder* decoder,
+                        uint8_t* out, int64_t* label) const;
 
   // Checks the footer's index checksum over the whole index and keys sections: O(records).
   // Errors: Corruption naming the path and the index offset.

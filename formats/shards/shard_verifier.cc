@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -40,11 +41,19 @@ class Checker {
     std::string hash_problem;
     std::thread hasher;
     if (expected) {
-      hasher = std::thread([&] { hash_problem = WholeFileHashProblem(*file, *expected); });
+      try {
+        hasher = std::thread([&] { hash_problem = WholeFileHashProblem(*file, *expected); });
+      } catch (const std::system_error&) {
+        // No thread to be had (RLIMIT_NPROC, RLIMIT_AS): hash on this one, after the records.
+      }
     }
     const size_t first_problem = report_->problems.size();
     CheckShardContents(path, file->size(), expected, shard_index, first_sample, schema);
-    if (hasher.joinable()) hasher.join();
+    if (hasher.joinable()) {
+      hasher.join();
+    } else if (expected) {
+      hash_problem = WholeFileHashProblem(*file, *expected);
+    }
     if (!hash_problem.empty()) {
       report_->problems.insert(
           report_->problems.begin() + static_cast<std::ptrdiff_t>(first_problem),
@@ -115,6 +124,9 @@ class Checker {
         continue;
       }
       ++report_->records_checked;
+      if (options_.progress) {
+        options_.progress(report_->records_checked, manifest_ ? manifest_->samples : 0);
+      }
       if (manifest_ && !manifest_->classes.empty() &&
           (e.label < 0 || static_cast<uint64_t>(e.label) >= manifest_->classes.size())) {
         Problem(path, static_cast<int64_t>(i), static_cast<int64_t>(shard.EntryOffset(i)),

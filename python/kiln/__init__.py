@@ -10,50 +10,43 @@ Reading (what a training process imports; never loads OpenCV)::
             ...
 
 Datasets: :func:`pack` (``kiln pack``), :func:`verify` (``kiln verify``), :func:`inspect`
-(``kiln inspect``). Errors are :class:`KilnError` subclasses carrying kiln's message (file,
-record, offset). Make the package importable with ``PYTHONPATH=BUILD/python`` (build tree) or
-``PYTHONPATH=PREFIX/python`` (after ``cmake --install BUILD --prefix PREFIX``); it is built for
-Debian's ``/usr/bin/python3``.
+(``kiln inspect``); :class:`Dataset` is a map-style view (``ds[i] -> (sample, label)``) for
+``torch.utils.data.DataLoader``. Errors are :class:`KilnError` subclasses carrying kiln's message
+(file, record, offset); bad arguments raise :class:`InvalidArgumentError` (a ``ValueError``) or,
+for a wrong type, :class:`ArgumentTypeError` (also a ``TypeError``).
+
+Install with ``pip install --no-build-isolation .`` from the source tree (README, "Install the
+Python package"), or use the build tree with ``PYTHONPATH=BUILD/python`` or
+``PYTHONPATH=PREFIX/python`` (after ``cmake --install BUILD --prefix PREFIX``); the extensions
+are built for the interpreter CMake found (Debian's ``/usr/bin/python3``).
 """
 
 import json as _json
-import os as _os
+from typing import Any, Dict, List, Optional, Sequence, Union
 
-from ._errors import (CorruptionError, InvalidArgumentError, KilnError, KilnIOError,
-                      NotFoundError, NotSupportedError, OutOfRangeError)
-from ._loader import Loader
-
+from . import _core
 from ._core import __version__  # formats/version.h, from CMake's project(VERSION)
+from ._dataset import Dataset
+from ._errors import (ArgumentTypeError, CorruptionError, InvalidArgumentError, KilnError,
+                      KilnIOError, NotFoundError, NotSupportedError, OutOfRangeError)
+from ._loader import Loader, PathLike, _fspath, loader_options
 
 __all__ = [
-    "Loader", "pack", "verify", "inspect", "formats", "KilnError", "InvalidArgumentError", "NotFoundError",
-    "CorruptionError", "KilnIOError", "NotSupportedError", "OutOfRangeError",
+    "Loader", "Dataset", "loader_options", "pack", "verify", "inspect", "formats", "KilnError",
+    "InvalidArgumentError", "ArgumentTypeError", "NotFoundError", "CorruptionError",
+    "KilnIOError", "NotSupportedError", "OutOfRangeError", "PathLike", "__version__",
 ]
 
 
-def _size_text(size):
-    if isinstance(size, str):
-        return size
-    if isinstance(size, int):
-        return str(size)
-    h, w = size
-    return f"{int(h)}x{int(w)}"
-
-
-def _channel_text(values):
-    if values is None:
-        return ""
-    if isinstance(values, str):
-        return values
-    if isinstance(values, (int, float)):
-        return repr(float(values))
-    return ",".join(repr(float(v)) for v in values)
-
-
-def pack(input, output, *, size=224, resize=0, crop="center", channels=3, layout="hwc",
-         dtype="uint8", mean=None, std=None, format="shards", shard_size="128MiB",
-         compress="none", threads=0, shuffle_seed=None, on_error="skip", max_pixels=None,
-         overwrite=False, root=None, exact_decode=False, image_ext=None, label_from="cls"):
+def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], str] = 224,
+         resize: int = 0, crop: str = "center", channels: int = 3, layout: str = "hwc",
+         dtype: str = "uint8", mean: Union[None, float, Sequence[float]] = None,
+         std: Union[None, float, Sequence[float]] = None, format: str = "shards",
+         shard_size: Union[int, str] = "128MiB", compress: str = "none", threads: int = 0,
+         shuffle_seed: Optional[int] = None, on_error: str = "skip",
+         max_pixels: Optional[int] = None, overwrite: bool = False,
+         root: Optional[PathLike] = None, exact_decode: bool = False,
+         image_ext: Optional[str] = None, label_from: str = "cls") -> Dict[str, Any]:
     """Packs an image folder, list file or WebDataset tar shards into a dataset, like ``kiln pack``
     (same code).
 
@@ -67,12 +60,19 @@ def pack(input, output, *, size=224, resize=0, crop="center", channels=3, layout
     dtypes; ``format``: one of ``formats()`` (``"shards"``, ``"lmdb"``, ``"hdf5"``); ``shard_size``: e.g. ``"64MiB"``;
     ``compress``: ``"none"``, ``"zstd"`` or ``"zstd:L"``; ``threads``: 0 = every core;
     ``shuffle_seed``: write-time shuffle; ``on_error``: ``"skip"`` (report and go on) or
-    ``"fail"``; ``max_pixels``: refuse larger images (0: no limit); ``overwrite``: replace an
-    existing kiln dataset; ``exact_decode``: decode JPEGs at full size instead of shrink-on-load
-    (tools/decode_policy.md). Tar shards (a ``.tar`` file, a directory of them or a pattern such
-    as ``"shards/{000000..000009}.tar"``, tools/tar_input.md): ``image_ext``, e.g. ``"jpg,png"``
+    ``"fail"``; ``max_pixels``: the one pixel limit of a pack: an image whose decoded size or
+    whose size after the resize (before the crop) has more pixels is refused (None: kiln's
+    default, 178956970; 0: no kiln limit on either; as ``kiln pack --max-pixels``);
+    ``overwrite``: replace an existing kiln dataset; ``exact_decode``: decode every JPEG at full
+    size instead of shrink-on-load (``kiln pack --exact-decode``, tools/decode_policy.md). Tar
+    shards (a ``.tar`` file, a directory of them or a pattern such as
+    ``"shards/{000000..000009}.tar"``, tools/tar_input.md): ``image_ext``, e.g. ``"jpg,png"``
     (default the ImageFolder extensions), ``label_from``: ``"cls"``, ``"json:FIELD"`` or
     ``"class-folder"``.
+
+    The arguments become one ``kiln::PackOptions`` (``kiln._tools.PackOptions``), checked field by
+    field and then by the C++ validator ``kiln pack`` uses, with its messages: a value out of range
+    raises InvalidArgumentError, a value of the wrong type ArgumentTypeError.
 
     Returns a dict (the ``kiln pack --json`` object): listed, packed, rejected, seconds,
     output_bytes, input_bytes, images_per_s, mb_per_s, output, rejections (each with path, line
@@ -87,17 +87,39 @@ def pack(input, output, *, size=224, resize=0, crop="center", channels=3, layout
     """
     from . import _tools  # lazily: the converter links OpenCV
 
-    text = _tools.pack_json(
-        _os.fspath(input), _os.fspath(output), "" if root is None else _os.fspath(root),
-        _size_text(size), int(resize), str(crop), int(channels), str(layout), str(dtype),
-        _channel_text(mean), _channel_text(std), str(format), str(shard_size), str(compress),
-        int(threads), -1 if shuffle_seed is None else int(shuffle_seed), str(on_error),
-        -1 if max_pixels is None else int(max_pixels), bool(overwrite), bool(exact_decode),
-        "" if image_ext is None else str(image_ext), str(label_from))
-    return _json.loads(text)
+    o = _tools.PackOptions()
+    o.input = _fspath(input, "input")
+    o.output = _fspath(output, "output")
+    o.root = "" if root is None else _fspath(root, "root")
+    o.size = size
+    o.resize = resize
+    o.crop = crop
+    o.channels = channels
+    o.layout = layout
+    o.dtype = dtype
+    if mean is not None:
+        o.mean = mean
+    if std is not None:
+        o.std = std
+    o.format = format
+    o.shard_size = shard_size
+    o.compress = compress
+    o.threads = threads
+    o.shuffle_seed = shuffle_seed
+    o.on_error = on_error
+    if max_pixels is not None:
+        o.max_pixels = max_pixels
+    o.overwrite = overwrite
+    o.exact_decode = exact_decode
+    if image_ext is not None:
+        o.image_ext = image_ext
+    o.label_from = label_from
+    o.validate()
+    result: Dict[str, Any] = _json.loads(_tools.pack_json(o))
+    return result
 
 
-def verify(path, *, deep=False):
+def verify(path: PathLike, *, deep: bool = False) -> Dict[str, Any]:
     """Checks a dataset's files and record checksums against its manifest (``kiln verify``).
 
     Never raises for damaged data: returns the report as a dict with ``ok`` (bool), dir, deep,
@@ -107,10 +129,13 @@ def verify(path, *, deep=False):
     directory or manifest is itself a problem in the report. ``deep=True`` also decompresses
     every record. The GIL is released while verifying.
     """
-    return _json.loads(_core_module().verify_json(_os.fspath(path), bool(deep)))
+    if not isinstance(deep, bool):
+        raise ArgumentTypeError(f"deep must be a bool, got {type(deep).__name__}")
+    result: Dict[str, Any] = _json.loads(_core.verify_json(_fspath(path), deep))
+    return result
 
 
-def inspect(path):
+def inspect(path: PathLike) -> Dict[str, Any]:
     """Describes a dataset (``kiln inspect --json``): returns a dict with dir, format, tool,
     samples, shape (list, in layout order), dtype, layout, sample_bytes, classes, compression,
     shuffle_seed, bytes, preprocessing, source and files ({file, samples, bytes}).
@@ -118,18 +143,14 @@ def inspect(path):
     Opens the dataset, validating each file's size, header and footer against the manifest.
     Raises NotFoundError (no dataset there) or CorruptionError (naming the file).
     """
-    return _json.loads(_core_module().inspect_json(_os.fspath(path)))
+    result: Dict[str, Any] = _json.loads(_core.inspect_json(_fspath(path)))
+    return result
 
 
-def formats(*, compiled_only=True):
+def formats(*, compiled_only: bool = True) -> List[str]:
     """Returns the names of the storage formats, from kiln's format registry (the same list as
     ``kiln pack --format``): those this build can write and read, or with
     ``compiled_only=False`` every format kiln knows. Use ``_core.formats()`` for the full rows
     (name, description, compiled_in, and why a format is missing).
     """
-    return [f["name"] for f in _core_module().formats() if f["compiled_in"] or not compiled_only]
-
-
-def _core_module():
-    from . import _core
-    return _core
+    return [str(f["name"]) for f in _core.formats() if f["compiled_in"] or not compiled_only]

@@ -48,10 +48,10 @@ def setup(loader, normalize, crop_h, crop_w, flip, seed):
     schema = loader._core.sample_schema
     if normalize is not None and schema["dtype"] == "uint8" and schema["layout"] == "hwc":
         if crop_h or crop_w or flip:
-            args = list(loader._core_args)
-            args[10], args[11], args[12] = 0, 0, False  # crop and flip run in the kernel
-            loader._core_args = tuple(args)
-            loader._core = _core.Loader(*loader._core_args, **loader._core_kwargs)
+            options = loader._options.copy()
+            options.crop_height, options.crop_width, options.flip = 0, 0, False  # in the kernel
+            loader._options = options
+            loader._core = _core.Loader(loader.path, options)
         mean, std = loader._normalize_values
         loader._kernel = (mean, std, loader._out_dtype, crop_h, crop_w, flip, seed)
         shape = loader._core.set_normalize(*loader._kernel)

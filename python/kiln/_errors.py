@@ -10,6 +10,7 @@ one kind, and each also derives from the closest built-in exception:
 kiln status code      exception                       also a
 ====================  ==============================  ==========================
 InvalidArgument       :class:`InvalidArgumentError`   ``ValueError``
+(wrong Python type)   :class:`ArgumentTypeError`      ``InvalidArgumentError``, ``TypeError``
 NotFound              :class:`NotFoundError`          ``FileNotFoundError``
 Corruption            :class:`CorruptionError`        ``RuntimeError``
 IOError               :class:`KilnIOError`            ``OSError``
@@ -17,19 +18,28 @@ NotSupported          :class:`NotSupportedError`      ``NotImplementedError``
 OutOfRange            :class:`OutOfRangeError`        ``IndexError``
 Cancelled, Internal   :class:`KilnError`              ``RuntimeError``
 ====================  ==============================  ==========================
+
+Bad arguments. Every argument of the public API is checked once, in C++ where it becomes an
+option (``kiln::LoaderOptions``, ``kiln::PackOptions``), with the command line's message: a value
+out of range (``batch_size=0``, ``batch_size=2**40``, ``prefetch=-1``) raises
+:class:`InvalidArgumentError`, a value of the wrong type (``batch_size="8"``) raises
+:class:`ArgumentTypeError`. Both are :class:`KilnError` and ``ValueError``; the second is also a
+``TypeError``, so ``except TypeError`` and ``except kiln.KilnError`` both catch it.
 """
+
+from typing import Dict, Optional, Type
 
 
 class KilnError(RuntimeError):
     """A kiln operation failed. ``str(e)`` is kiln's message; ``e.code`` its status code name;
     ``e.path``, ``e.record`` and ``e.offset`` where it was seen (None when unknown)."""
 
-    code = "Unknown"
-    path = None
-    record = None
-    offset = None
+    code: str = "Unknown"
+    path: Optional[str] = None
+    record: Optional[int] = None
+    offset: Optional[int] = None
 
-    def __init__(self, message, code=None):
+    def __init__(self, message: str, code: Optional[str] = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
@@ -41,16 +51,22 @@ class InvalidArgumentError(KilnError, ValueError):
     code = "InvalidArgument"
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong Python type (the message names it and the type given)."""
+
+    code = "InvalidArgument"
+
+
 class NotFoundError(KilnError, FileNotFoundError):
     """A file or directory does not exist, or a directory is not a kiln dataset."""
 
     code = "NotFound"
 
-    def __init__(self, message, code=None):
+    def __init__(self, message: str, code: Optional[str] = None) -> None:
         KilnError.__init__(self, message, code)
 
-    def __str__(self):
-        return self.args[0] if self.args else ""
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class CorruptionError(KilnError):
@@ -64,11 +80,11 @@ class KilnIOError(KilnError, OSError):
 
     code = "IOError"
 
-    def __init__(self, message, code=None):
+    def __init__(self, message: str, code: Optional[str] = None) -> None:
         KilnError.__init__(self, message, code)
 
-    def __str__(self):
-        return self.args[0] if self.args else ""
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class NotSupportedError(KilnError, NotImplementedError):
@@ -83,13 +99,13 @@ class OutOfRangeError(KilnError, IndexError):
     code = "OutOfRange"
 
 
-_BY_CODE = {
+_BY_CODE: Dict[str, Type[KilnError]] = {
     cls.code: cls
     for cls in (InvalidArgumentError, NotFoundError, CorruptionError, KilnIOError,
                 NotSupportedError, OutOfRangeError)
 }
 
 
-def error_from_status(code, message):
+def error_from_status(code: str, message: str) -> KilnError:
     """Returns the exception instance for a kiln status (used by the C++ extensions)."""
     return _BY_CODE.get(code, KilnError)(message, code)

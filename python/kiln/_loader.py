@@ -2,28 +2,50 @@
 
 import os
 import threading
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple,
+                    Union)
 
 from . import _core, _cuda
+from ._errors import ArgumentTypeError
 
-_TAILS = ("short", "drop", "pad")
-_SHUFFLES = ("exact", "block", "none")
+if TYPE_CHECKING:  # only for the type checker
+    import numpy
+
+#: What ``path`` arguments accept: a str or an ``os.PathLike`` (``pathlib.Path``).
+PathLike = Union[str, "os.PathLike[str]"]
+#: ``normalize=(mean, std)``: each a number or one number per channel.
+Normalize = Tuple[Union[float, Sequence[float]], Union[float, Sequence[float]]]
 
 
-def _shuffle_mode(shuffle):
-    """Maps the ``shuffle`` argument (True, False, "exact", "block" or "none") to a mode name."""
+def _fspath(path: Any, name: str = "path") -> str:
+    """``os.fspath(path)`` as a str, or kiln.ArgumentTypeError naming the argument."""
+    try:
+        value = os.fspath(path)
+    except TypeError:
+        raise ArgumentTypeError(f"{name} must be a str or os.PathLike, got "
+                                f"{type(path).__name__}") from None
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a str path, got {type(value).__name__}")
+    return value
+
+
+def _shuffle_mode(shuffle: Union[bool, str, None]) -> Any:
+    """Maps ``shuffle`` (True, False, None or a mode name) to what LoaderOptions.shuffle takes;
+    the C++ side checks the name."""
     if shuffle is True:
         return "exact"
     if shuffle is False or shuffle is None:
         return "none"
-    if isinstance(shuffle, str) and shuffle in _SHUFFLES:
-        return shuffle
-    raise ValueError(f"shuffle must be True, False, 'exact', 'block' or 'none', got {shuffle!r}")
+    return shuffle
 
 
-def _import_torch():
+def _import_torch() -> Any:
+    """torch, when importable, else None. Imported by name so that type checkers of user code
+    (mypy) do not analyse all of torch for kiln's sake: batches are typed Any."""
+    import importlib
     try:
-        import torch
-        import torch.utils.dlpack
+        torch = importlib.import_module("torch")
+        importlib.import_module("torch.utils.dlpack")
     except ImportError:
         return None
     return torch
@@ -32,13 +54,10 @@ def _import_torch():
 _world_logged = False
 
 
-def _world_from_environment():
+def _world_from_environment() -> Dict[str, Any]:
     """Rank and world size from the launcher's variables; logs their source once per process."""
     global _world_logged
-    try:
-        world = _core.world_from_environment()
-    except Exception as e:  # a half-set launcher environment: say which variables
-        raise ValueError(f"kiln.Loader: rank/world_size from the environment: {e}") from None
+    world: Dict[str, Any] = _core.world_from_environment()
     if not _world_logged:
         _world_logged = True
         import logging
@@ -47,15 +66,52 @@ def _world_from_environment():
     return world
 
 
-def _crop_size(crop):
+def _crop_size(crop: Union[None, int, Sequence[int]]) -> Tuple[Any, Any]:
     if crop is None:
         return 0, 0
-    if isinstance(crop, int):
-        return crop, crop
-    crop = tuple(crop)
+    if isinstance(crop, (str, bytes)) or not isinstance(crop, Sequence):
+        return crop, crop  # an int (LoaderOptions checks it)
     if len(crop) != 2:
-        raise ValueError(f"crop must be an int or (height, width), got {crop!r}")
-    return int(crop[0]), int(crop[1])
+        raise ArgumentTypeError(f"crop must be an int or (height, width), got {crop!r}")
+    return crop[0], crop[1]
+
+
+def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, seed: int = 0,
+                   drop_last: bool = False, num_threads: int = 0, prefetch: int = 2,
+                   pin_memory: bool = True, rank: Optional[int] = None,
+                   world_size: Optional[int] = None,
+                   crop: Union[None, int, Sequence[int]] = None, flip: bool = False,
+                   tail: str = "short", block_bytes: int = 4 << 20, window: int = 16,
+                   read_ahead_bytes: int = 16 << 20, io: str = "auto") -> "_core.LoaderOptions":
+    """Returns the ``kiln::LoaderOptions`` of ``kiln.Loader``'s keyword arguments (same names
+    and defaults), checked field by field and then as a whole (``ValidateLoaderOptions``, the
+    messages of ``kiln bench``). ``rank``/``world_size`` None: from the launcher's environment.
+    Raises kiln.InvalidArgumentError (out of range) or kiln.ArgumentTypeError (wrong type)."""
+    if rank is None or world_size is None:
+        world = _world_from_environment()
+        if rank is None:
+            rank = world["rank"]
+        if world_size is None:
+            world_size = world["world_size"]
+    o = _core.LoaderOptions()
+    o.batch_size = batch_size
+    o.shuffle = _shuffle_mode(shuffle)
+    o.seed = seed
+    o.drop_last = drop_last
+    o.num_threads = num_threads
+    o.prefetch = prefetch
+    o.pin_memory = pin_memory
+    o.rank = rank
+    o.world_size = world_size
+    o.crop_height, o.crop_width = _crop_size(crop)
+    o.flip = flip
+    o.tail = tail
+    o.block_bytes = block_bytes
+    o.shuffle_window = window
+    o.read_ahead_bytes = read_ahead_bytes
+    o.io = io
+    o.validate()
+    return o
 
 
 class Loader:
@@ -64,7 +120,7 @@ class Loader:
     ``Loader(path, batch_size=256, shuffle=True, seed=0, drop_last=False, num_threads=0,
     prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
     normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16,
-    read_ahead_bytes=16 << 20, dtype=None)``
+    read_ahead_bytes=16 << 20, dtype=None, io="auto")``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -101,7 +157,9 @@ class Loader:
     Epochs. Each ``for`` loop over the loader (each ``iter(loader)``) runs one epoch. The
     sample order depends only on ``(seed, epoch)``: ``set_epoch(e)`` picks the epoch the next
     loop runs (as with PyTorch's ``DistributedSampler.set_epoch``); without it the epoch
-    advances by itself, 0, 1, 2, ..., so a new loop never repeats the previous order by accident.
+    advances by itself, 0, 1, 2, ..., so a new loop never repeats the previous order by accident
+    (a loop broken off early counts as a pass too). The counter is the C++ loader's
+    (``Loader::BeginEpoch`` in reader/loader.h); ``epoch`` reads it.
     Starting a new loop abandons the previous loop's epoch; the old iterator then raises
     ``RuntimeError``. Breaking out of a loop early is fine.
 
@@ -134,7 +192,16 @@ class Loader:
             nothing. Bounds the page cache held by samples read ahead but not yet used to about
             this much (``shuffle="block"``: at least one window of blocks). Keep it well below
             the memory the process may use for page cache. 0 turns it off; 0 to 2**32.
-            Default 16 MiB. Shards and HDF5 only (LMDB ignores it).
+            Default 16 MiB. Shards and HDF5 only (LMDB ignores it). With ``io="direct"`` it
+            bounds the direct reads in flight (and their staging memory) instead.
+        io: how records are read. ``"mmap"``: copied from the file mappings, kept in the page
+            cache (data that fits in memory). ``"direct"``: O_DIRECT reads through io_uring,
+            bypassing the page cache (data larger than memory: every epoch reads storage at the
+            disk's rate); shards only, and where io_uring or O_DIRECT is unavailable (LMDB,
+            HDF5, seccomp'd containers) the loader reads through the mappings instead.
+            ``"auto"``: ``"direct"`` when the dataset exceeds half the memory the process may
+            use (RAM or its cgroup limit), else ``"mmap"``. Batches are identical either way.
+            Default ``"auto"``. See README, "Data larger than memory".
         seed: permutation and augmentation seed, identical on every rank. Default 0.
         drop_last: drop each rank's last partial batch. Default False.
         num_threads: fetch threads (threads, not processes; persistent across epochs);
@@ -206,65 +273,56 @@ class Loader:
     ``spawn`` method refuses to send one to a child: send its path and options instead.
     """
 
-    def __init__(self, path, batch_size=256, shuffle=True, seed=0, drop_last=False,
-                 num_threads=0, prefetch=2, pin_memory=True, device=None, rank=None,
-                 world_size=None, crop=None, flip=False, normalize=None, copy=False,
-                 tail="short", backend=None, block_bytes=4 << 20, window=16,
-                 read_ahead_bytes=16 << 20, dtype=None):
-        if tail not in _TAILS:
-            raise ValueError(f"tail must be one of {_TAILS}, got {tail!r}")
-        if rank is None or world_size is None:
-            world = _world_from_environment()
-            if rank is None:
-                rank = world["rank"]
-            if world_size is None:
-                world_size = world["world_size"]
+    def __init__(self, path: PathLike, batch_size: int = 256,
+                 shuffle: Union[bool, str] = True, seed: int = 0, drop_last: bool = False,
+                 num_threads: int = 0, prefetch: int = 2, pin_memory: bool = True,
+                 device: Optional[str] = None, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, crop: Union[None, int, Sequence[int]] = None,
+                 flip: bool = False, normalize: Optional[Normalize] = None, copy: bool = False,
+                 tail: str = "short", backend: Optional[str] = None, block_bytes: int = 4 << 20,
+                 window: int = 16, read_ahead_bytes: int = 16 << 20,
+                 dtype: Any = None, io: str = "auto") -> None:
+        self.path = _fspath(path)
         if backend not in (None, "torch", "numpy"):
             raise ValueError(f"backend must be None, 'torch' or 'numpy', got {backend!r}")
-        self._torch = None if backend == "numpy" else _import_torch()
+        self._torch: Any = None if backend == "numpy" else _import_torch()
         if backend == "torch" and self._torch is None:
             raise ImportError("kiln.Loader(backend='torch') needs torch, which is not importable")
-        for name, value in (("batch_size", batch_size), ("num_threads", num_threads),
-                            ("prefetch", prefetch), ("rank", rank), ("world_size", world_size),
-                            ("seed", seed)):
-            if int(value) < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
+        self._options = loader_options(
+            batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
+            num_threads=num_threads, prefetch=prefetch, pin_memory=pin_memory, rank=rank,
+            world_size=world_size, crop=crop, flip=flip, tail=tail, block_bytes=block_bytes,
+            window=window, read_ahead_bytes=read_ahead_bytes, io=io)
+        if not isinstance(copy, bool):
+            raise ArgumentTypeError(f"copy must be a bool, got {type(copy).__name__}")
         self._device = self._check_device(device)
-        crop_h, crop_w = _crop_size(crop)
-        mode = _shuffle_mode(shuffle)
-        if int(block_bytes) < 1:
-            raise ValueError(f"block_bytes must be >= 1, got {block_bytes}")
-        if int(window) < 1:
-            raise ValueError(f"window must be >= 1, got {window}")
-        if not 0 <= int(read_ahead_bytes) <= 1 << 32:
-            raise ValueError(f"read_ahead_bytes must be in [0, 2**32], got {read_ahead_bytes}")
-        self._core_args = (os.fspath(path), int(batch_size), mode, int(seed), bool(drop_last),
-                           int(num_threads), int(prefetch), bool(pin_memory), int(rank),
-                           int(world_size), crop_h, crop_w, bool(flip), tail, 0,
-                           int(block_bytes), int(window))
-        self._core_kwargs = {"read_ahead_bytes": int(read_ahead_bytes)}
         if self._device is not None:
-            self._core_kwargs["device"] = self._device_index
-        self._core = _core.Loader(*self._core_args, **self._core_kwargs)
-        self.shuffle = mode
-        self._copy = bool(copy)
+            self._options.device = self._device_index
+        self._core = _core.Loader(self.path, self._options)
+        self.shuffle: str = self._options.shuffle
+        self._copy = copy
         self._normalize = self._check_normalize(normalize)
         self._out_dtype = self._check_dtype(dtype)
-        self._kernel = None  # device="cuda" + normalize on uint8 HWC: kiln's fused kernel
+        self._kernel: Any = None  # device="cuda" + normalize on uint8 HWC: kiln's fused kernel
+        self.batch_size: int = self._options.batch_size
+        self.rank: int = self._options.rank
+        self.world_size: int = self._options.world_size
         if self._device is not None:
-            _cuda.setup(self, normalize, crop_h, crop_w, bool(flip), int(seed))
-        self.path = os.fspath(path)
-        self.batch_size = int(batch_size)
-        self.rank = int(rank)
-        self.world_size = int(world_size)
-        self._next_epoch = 0
-        self._epoch = None
+            _cuda.setup(self, normalize, self._options.crop_height, self._options.crop_width,
+                        self._options.flip, self._options.seed)
+        # The epoch counter is the C++ loader's (Loader::BeginEpoch); Python keeps only a
+        # set_epoch() request for the next loop and which iterator is the current one.
+        self._requested_epoch: Optional[int] = None
+        self._looped = False        # a loop has started: `epoch` is the C++ loader's
         self._generation = 0
-        self._active = False       # a loop over the current epoch is in progress
-        self._resumed_epoch = None  # load_state_dict's epoch, until the next loop starts
         self._lock = threading.Lock()
 
-    def __reduce__(self):
+    @property
+    def options(self) -> "_core.LoaderOptions":
+        """A copy of the ``kiln::LoaderOptions`` this loader was made with."""
+        return self._options.copy()
+
+    def __reduce__(self) -> Any:
         raise TypeError(
             "a kiln.Loader cannot be pickled: it owns fetch threads and batch memory of this "
             "process. Send the dataset path and options to the other process and create the "
@@ -272,7 +330,7 @@ class Loader:
 
     # -- configuration --------------------------------------------------------------------
 
-    def _check_device(self, device):
+    def _check_device(self, device: Optional[str]) -> Any:
         self._device_index = -1
         if device is None:
             return None
@@ -284,7 +342,7 @@ class Loader:
         torch_device, self._device_index = _cuda.check_device(self._torch, name)
         return torch_device
 
-    def _check_dtype(self, dtype):
+    def _check_dtype(self, dtype: Any) -> str:
         if dtype is None:
             return "float32"
         name = str(dtype).replace("torch.", "")
@@ -294,7 +352,7 @@ class Loader:
             raise ValueError("dtype applies to normalize's output; give normalize=(mean, std)")
         return name
 
-    def _check_normalize(self, normalize):
+    def _check_normalize(self, normalize: Optional[Normalize]) -> Any:
         if normalize is None:
             return None
         try:
@@ -330,84 +388,92 @@ class Loader:
 
     # -- properties -----------------------------------------------------------------------
 
-    def __len__(self):
+    def __len__(self) -> int:
         """Batches per epoch on this rank (the same on every rank)."""
         return len(self._core)
 
     @property
-    def samples_per_epoch(self):
+    def samples_per_epoch(self) -> int:
         """Samples this rank reads per epoch (padding included with tail="pad")."""
         return self._core.samples_per_epoch
 
     @property
-    def num_samples(self):
+    def num_samples(self) -> int:
         """Samples in the dataset."""
         return self._core.num_samples
 
     @property
-    def classes(self):
+    def classes(self) -> List[str]:
         """Class names: label i is classes[i]."""
         return self._core.classes
 
     @property
-    def sample_shape(self):
+    def sample_shape(self) -> Tuple[int, ...]:
         """Shape of one sample as yielded before any normalize: (H, W, C) or (C, H, W)."""
-        return self._core.sample_schema["shape"]
+        shape: Tuple[int, ...] = self._core.sample_schema["shape"]
+        return shape
 
     @property
-    def dtype(self):
+    def dtype(self) -> str:
         """Stored dtype name of the samples: "uint8", "float16" or "float32"."""
-        return self._core.sample_schema["dtype"]
+        dtype: str = self._core.sample_schema["dtype"]
+        return dtype
 
     @property
-    def layout(self):
+    def layout(self) -> str:
         """"hwc" or "chw"."""
-        return self._core.sample_schema["layout"]
+        layout: str = self._core.sample_schema["layout"]
+        return layout
 
     @property
-    def num_threads(self):
+    def num_threads(self) -> int:
         """Fetch threads actually running."""
         return self._core.num_threads
 
     @property
-    def pinned(self):
+    def pinned(self) -> bool:
         """True when the batch slots are pinned (page-locked) memory."""
         return self._core.pinned
 
     @property
-    def epoch(self):
+    def epoch(self) -> Optional[int]:
         """The epoch of the current (or last) loop; None before the first loop."""
-        return self._epoch
+        return self._core.epoch if self._looped else None
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Makes the next ``for`` loop (``iter()``) run epoch ``epoch`` (>= 0)."""
-        epoch = int(epoch)
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self._next_epoch = epoch
+        if isinstance(epoch, bool) or not hasattr(epoch, "__index__"):
+            raise ArgumentTypeError(f"epoch must be an int, got {type(epoch).__name__}")
+        epoch = epoch.__index__()
+        if not 0 <= epoch < 1 << 64:
+            from ._errors import InvalidArgumentError
+            raise InvalidArgumentError(f"epoch {epoch} is out of range [0, 2**64)")
+        with self._lock:
+            self._requested_epoch = epoch
 
-    def key(self, index):
+    def key(self, index: int) -> str:
         """Returns sample ``index``'s key: its source path relative to the packed folder."""
-        return self._core.key(int(index))
+        key: str = self._core.key(index)
+        return key
 
-    def batch_indices(self):
+    def batch_indices(self) -> Optional["numpy.ndarray[Any, Any]"]:
         """Returns the dataset indices of the batch last yielded (NumPy int64 [B], a copy), or
         None between epochs."""
         return self._core.indices()
 
-    def batch_is_padding(self):
+    def batch_is_padding(self) -> Optional["numpy.ndarray[Any, Any]"]:
         """Returns which samples of the batch last yielded are padding (tail="pad"), as a NumPy
         bool [B] copy, or None between epochs."""
         return self._core.is_padding()
 
-    def stats(self):
+    def stats(self) -> Dict[str, int]:
         """Cumulative reader counters: batches, samples, bytes, consumer_wait_ns, fetch_ns,
         slot_wait_ns."""
         return self._core.stats()
 
     # -- checkpoint and resume ------------------------------------------------------------
 
-    def state_dict(self):
+    def state_dict(self) -> Dict[str, Any]:
         """Returns where the loader is in its stream, as a plain dict of ints, strings and bools
         (``torch.save``, ``json.dumps`` and ``torch.distributed.checkpoint`` store it), in the
         convention of torchdata's ``StatefulDataLoader``.
@@ -425,15 +491,15 @@ class Loader:
         """
         self._core.check_process()
         with self._lock:
-            active, resumed = self._active, self._resumed_epoch
-            next_epoch = self._next_epoch
-        state = _core.state_to_dict(self._core.state())
-        if not active and resumed != next_epoch:
-            state["epoch"] = next_epoch     # the next loop runs this epoch from its start
+            requested = self._requested_epoch
+        state: Dict[str, Any] = _core.state_to_dict(self._core.state())
+        if requested is not None and not (state["epoch"] == requested and
+                                          self._core.at_epoch_start):
+            state["epoch"] = requested     # the next loop runs this epoch from its start
             state["samples_consumed"] = 0
         return state
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Makes the next loop resume where ``state_dict`` (from ``state_dict()``, possibly of
         another process or world size) left off, in O(1): no consumed batch is replayed.
 
@@ -455,37 +521,36 @@ class Loader:
         Old iterators stop working (they raise ``RuntimeError``).
         """
         if not isinstance(state_dict, dict):
-            raise TypeError(f"load_state_dict expects a dict from state_dict(), got "
-                            f"{type(state_dict).__name__}")
-        blob = _core.state_from_dict(state_dict)
-        args = list(self._core_args)
-        args[14] = 0  # start_epoch: the state's epoch
-        core = _core.Loader(*args, resume=blob, **self._core_kwargs)
+            raise ArgumentTypeError(f"load_state_dict expects a dict from state_dict(), got "
+                                    f"{type(state_dict).__name__}")
+        options = self._options.copy()
+        options.resume = _core.state_from_dict(state_dict)
+        options.start_epoch = 0  # the state's epoch
+        core = _core.Loader(self.path, options)
         if self._kernel is not None:
             core.set_normalize(*self._kernel)
         with self._lock:
             self._core = core
             self._generation += 1
-            self._active = False
-            self._next_epoch = int(state_dict["epoch"])
-            self._resumed_epoch = self._next_epoch
+            self._requested_epoch = None
 
     # -- iteration ------------------------------------------------------------------------
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tuple[Any, Any]]:
         self._core.check_process()  # in a forked child, before self._lock (the copy may hold it)
         with self._lock:
-            epoch = self._next_epoch
-            self._next_epoch = epoch + 1
+            requested, self._requested_epoch = self._requested_epoch, None
             self._generation += 1
             generation = self._generation
-            self._epoch = epoch
-            self._active = True
-            self._resumed_epoch = None
-        self._core.set_epoch(epoch)  # free for a resumed epoch: its position is kept
+            self._looped = True
+        if requested is not None:
+            self._core.set_epoch(requested)  # free for a resumed epoch: its position is kept
+            epoch = requested
+        else:
+            epoch = self._core.begin_epoch()
         return _EpochIterator(self, generation, epoch)
 
-    def _apply_normalize(self, images):
+    def _apply_normalize(self, images: Any) -> Any:
         scale, mean, std = self._normalize
         if self._torch is not None:
             out = images.to(self._torch.float32, copy=True)  # never in place on a slot
@@ -501,7 +566,7 @@ class Loader:
         out /= std
         return out.astype(np.float16) if self._out_dtype == "float16" else out
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"kiln.Loader({self.path!r}, batch_size={self.batch_size}, "
                 f"samples={self.num_samples}, batches_per_epoch={len(self)}, "
                 f"rank={self.rank}, world_size={self.world_size}, "
@@ -512,7 +577,7 @@ class _EpochIterator:
     """One epoch of a Loader. Not a generator: after a step raises (a damaged record), the next
     step continues with the following batch."""
 
-    def __init__(self, loader, generation, epoch):
+    def __init__(self, loader: Loader, generation: int, epoch: int) -> None:
         self._loader = loader
         self._generation = generation
         self._epoch = epoch
@@ -520,13 +585,13 @@ class _EpochIterator:
         torch = loader._torch
         self._from_dlpack = torch.utils.dlpack.from_dlpack if torch is not None else None
 
-    def __iter__(self):
+    def __iter__(self) -> "_EpochIterator":
         return self
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._loader)
 
-    def __next__(self):
+    def __next__(self) -> Tuple[Any, Any]:
         loader = self._loader
         if self._done:
             raise StopIteration
@@ -539,9 +604,6 @@ class _EpochIterator:
         item = loader._core.next(loader._copy, self._from_dlpack is not None)
         if item is None:
             self._done = True
-            with loader._lock:
-                if self._generation == loader._generation:
-                    loader._active = False
             raise StopIteration
         images, labels = item
         if self._from_dlpack is not None:
@@ -551,14 +613,11 @@ class _EpochIterator:
             images = loader._apply_normalize(images)
         return images, labels
 
-    def _next_device(self):
+    def _next_device(self) -> Tuple[Any, Any]:
         loader = self._loader
         item = _cuda.next_batch(loader)
         if item is None:
             self._done = True
-            with loader._lock:
-                if self._generation == loader._generation:
-                    loader._active = False
             raise StopIteration
         images, labels = item
         if loader._normalize is not None and loader._kernel is None:

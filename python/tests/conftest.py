@@ -8,6 +8,11 @@ import pytest
 
 import kiln
 
+# The installed-package run (run_installed.py) names the package directory the suite must test.
+_expected = os.environ.get("KILN_EXPECT_PACKAGE_DIR")
+if _expected and os.path.dirname(os.path.abspath(kiln.__file__)) != os.path.abspath(_expected):
+    raise RuntimeError(f"kiln was imported from {kiln.__file__}, not from {_expected}")
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SAMPLES = os.path.join(REPO, "samples", "fashion-mnist")
 IDX_DIR = "/usr/share/datasets/fashion-mnist"

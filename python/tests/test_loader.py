@@ -351,6 +351,21 @@ def test_shuffle_modes(packed):
         kiln.Loader(packed, shuffle="block", block_bytes=0)
 
 
+def test_io_paths_give_the_same_batches(packed):
+    """io="direct" and io="mmap" serve identical batches; other values are refused."""
+    def epoch(**kw):
+        loader = kiln.Loader(packed, batch_size=64, num_threads=2, seed=5, copy=True, **kw)
+        return [(images.numpy().tobytes(), labels.tolist()) for images, labels in loader]
+    want = epoch(io="mmap")
+    assert epoch(io="direct") == want
+    assert epoch(io="direct", shuffle="block", block_bytes=7840) == \
+        epoch(io="mmap", shuffle="block", block_bytes=7840)
+    assert epoch() == want
+    assert kiln.Loader(packed, io="direct").options.io == "direct"
+    with pytest.raises(kiln.InvalidArgumentError):
+        kiln.Loader(packed, io="uring")
+
+
 def test_read_ahead_bytes(packed):
     """read_ahead_bytes changes what is read ahead, never the batches; its range is checked."""
     def epoch(**kw):

@@ -86,3 +86,53 @@ def test_formats_come_from_the_registry(tmp_path):
         out = str(tmp_path / name)
         kiln.pack(SAMPLES, out, size=28, channels=1, threads=2, format=name)
         assert kiln.inspect(out)["format"] == name and kiln.verify(out)["ok"]
+
+
+def write_pgm(path, width, height, value=128):
+    """A binary PGM (P5) grey image of width x height pixels, all `value`."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(b"P5\n%d %d\n255\n" % (width, height) + bytes([value]) * (width * height))
+
+
+def test_max_pixels_is_one_limit(tmp_path):
+    """max_pixels bounds the decoded image and the resized one alike; 0 lifts both
+    (tools/packer.h, PackOptions::decode)."""
+    tree = tmp_path / "tree"
+    # 100 x 2 = 200 pixels decoded; covering 28 x 28 resizes it to 1400 x 28 = 39200 pixels.
+    write_pgm(str(tree / "a" / "wide.pgm"), 100, 2)
+    write_pgm(str(tree / "a" / "square.pgm"), 30, 30)   # 900 decoded, 28 x 28 resized
+    report = kiln.pack(str(tree), str(tmp_path / "limited"), size=28, channels=1, threads=1,
+                       max_pixels=1000)
+    assert report["packed"] == 1 and len(report["rejections"]) == 1
+    reason = report["rejections"][0]["reason"]
+    assert report["rejections"][0]["path"].endswith("wide.pgm")
+    assert "1400 x 28" in reason and "exceeds the limit of 1000" in reason, reason
+    # The decoded size is checked against the same limit.
+    with pytest.raises(kiln.CorruptionError, match="0 images could be packed") as info:
+        kiln.pack(str(tree), str(tmp_path / "tiny"), size=28, channels=1, threads=1,
+                  max_pixels=199)
+    assert "100 x 2 = 200 pixels exceeds the limit of 199" in str(info.value), str(info.value)
+
+
+def test_max_pixels_zero_lifts_the_resize_limit(tmp_path):
+    """3600 x 1 covering 224 x 224 resizes to 806400 x 224 = 180633600 pixels: over the default
+    limit (178956970), packed with max_pixels=0 (one grey image: 180 MB while resizing)."""
+    tree = tmp_path / "tree"
+    write_pgm(str(tree / "a" / "line.pgm"), 3600, 1, value=7)
+    with pytest.raises(kiln.CorruptionError, match="exceeds the limit of 178956970"):
+        kiln.pack(str(tree), str(tmp_path / "default"), size=224, channels=1, threads=1)
+    lifted = kiln.pack(str(tree), str(tmp_path / "lifted"), size=224, channels=1, threads=1,
+                       max_pixels=0)
+    assert lifted["packed"] == 1 and lifted["rejections"] == [], lifted
+    image, label = kiln.Dataset(str(tmp_path / "lifted"), backend="numpy")[0]
+    assert image.shape == (224, 224, 1) and int(image.min()) == int(image.max()) == 7
+
+
+def test_exact_decode_reaches_the_packer(tmp_path):
+    photos = os.path.join(os.path.dirname(SAMPLES), "photos")
+    for exact, want in ((False, "shrink-on-load"), (True, "exact")):
+        out = str(tmp_path / f"photos-{exact}")
+        report = kiln.pack(photos, out, size=32, threads=1, exact_decode=exact)
+        assert report["packed"] > 0
+        assert kiln.inspect(out)["preprocessing"]["jpeg_decode"] == want

@@ -10,6 +10,12 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" > /dev/null
 test -x "$work/prefix/bin/kiln"
+# The image plugin that the installed kiln opens for pack and show (found from bin/ through the
+# libdir), and the bash completion where bash-completion looks for it.
+find "$work/prefix" -path "*/kiln/kiln_imaging.so" | grep -q . ||
+  { echo "kiln_imaging.so not installed"; exit 1; }
+completion="$work/prefix/share/bash-completion/completions/kiln"
+bash --norc --noprofile -c 'source "$1" && complete -p kiln' _ "$completion" | grep -q "_kiln"
 test -f "$work/prefix/include/kiln/reader/loader.h"
 cmake -S "$here/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_DISABLE_FIND_PACKAGE_OpenCV=ON \
@@ -17,6 +23,7 @@ cmake -S "$here/consumer" -B "$work/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Releas
 cmake --build "$work/consumer" > /dev/null
 "$work/prefix/bin/kiln" pack "$root/samples/fashion-mnist" "$work/data" --size 28 --channels 1 \
   > /dev/null 2>&1
+"$work/prefix/bin/kiln" verify "$work/data" > /dev/null
 out=$("$work/consumer/consumer" "$work/data" 2 2>/dev/null)
 echo "$out"
 # 1,000 samples, 100 per class: labels 0..9 sum to 4500 in every epoch.

@@ -355,7 +355,7 @@ TEST(LoaderLimits, FetchThreadsBeyondTheProcessLimitAreAnError) {
       << child.report;
   EXPECT_NE(child.report.find("RLIMIT_NPROC"), std::string::npos) << child.report;
   if (root) {
-    EXPECT_NE(child.report.find("(2 started)"), std::string::npos) << child.report;
+    EXPECT_NE(child.report.find("; 2 started)"), std::string::npos) << child.report;
     EXPECT_NE(child.report.find("\nlower num_threads: ok"), std::string::npos) << child.report;
   }
 }

@@ -576,6 +576,73 @@ TEST(LoaderTest, NextAfterTheEndStartsTheNextEpoch) {
   for (size_t b = 0; b < set1.size(); ++b) EXPECT_EQ(set1[b].ids, epochs[1][b].ids);
 }
 
+// BeginEpoch is the one epoch counter kiln.Loader uses: a fresh loader's first pass is its
+// start epoch; a pass abandoned mid-epoch, or run to its end, is followed by the next epoch;
+// SetEpoch picks the pass's epoch.
+TEST(LoaderTest, BeginEpochCountsPasses) {
+  TestDatasetOptions dso;
+  dso.num_samples = 90;
+  TestDataset ds(dso);
+  ASSERT_TRUE(ds.ok());
+  LoaderOptions o = Opts(16, 2, 2, true, 12);
+  o.start_epoch = 4;
+  std::unique_ptr<Loader> loader = MustOpen(ds, o);
+  ASSERT_NE(loader, nullptr);
+  EXPECT_TRUE(loader->at_epoch_start());
+  EXPECT_EQ(loader->BeginEpoch(), 4u);
+  EXPECT_EQ(loader->BeginEpoch(), 4u);  // nothing served yet: still epoch 4
+  ExpectCompleteEpoch(ReadEpoch(*loader), ds, o, 4);
+  EXPECT_FALSE(loader->at_epoch_start());
+  EXPECT_EQ(loader->BeginEpoch(), 5u);  // after the end
+  EXPECT_TRUE(loader->at_epoch_start());
+  Batch b;
+  ASSERT_TRUE(loader->Next(&b).ok());
+  EXPECT_EQ(b.epoch, 5u);
+  EXPECT_FALSE(loader->at_epoch_start());
+  EXPECT_EQ(loader->BeginEpoch(), 6u);  // abandoned mid-epoch
+  ExpectCompleteEpoch(ReadEpoch(*loader), ds, o, 6);
+  loader->SetEpoch(2);
+  EXPECT_EQ(loader->BeginEpoch(), 2u);
+  ExpectCompleteEpoch(ReadEpoch(*loader), ds, o, 2);
+}
+
+// ValidateLoaderOptions names the option and its range; Create refuses with the same status.
+TEST(LoaderTest, ValidateLoaderOptionsNamesTheOption) {
+  EXPECT_TRUE(ValidateLoaderOptions(LoaderOptions{}).ok());
+  const struct {
+    void (*edit)(LoaderOptions*);
+    const char* message;
+  } cases[] = {
+      {[](LoaderOptions* o) { o->batch_size = 0; }, "batch_size 0 must be at least 1"},
+      {[](LoaderOptions* o) { o->world_size = 0; }, "world_size 0 must be at least 1"},
+      {[](LoaderOptions* o) {
+         o->rank = 3;
+         o->world_size = 3;
+       },
+       "rank 3 must be below world_size 3"},
+      {[](LoaderOptions* o) { o->prefetch = 65; }, "prefetch 65 must be in [1, 64]"},
+      {[](LoaderOptions* o) { o->num_threads = 300; }, "num_threads 300 must be at most 256"},
+      {[](LoaderOptions* o) { o->block_bytes = 0; }, "block_bytes 0 must be in [1, 2^40]"},
+      {[](LoaderOptions* o) { o->shuffle_window = 0; }, "shuffle_window 0 must be in"},
+      {[](LoaderOptions* o) { o->read_ahead_bytes = (uint64_t{4} << 30) + 1; },
+       "read_ahead_bytes 4294967297 must be at most 4 GiB"},
+      {[](LoaderOptions* o) { o->device = -2; }, "device -2 must be -1"},
+  };
+  TestDataset ds{TestDatasetOptions{}};
+  ASSERT_TRUE(ds.ok());
+  for (const auto& c : cases) {
+    LoaderOptions o;
+    o.pin_memory = false;
+    c.edit(&o);
+    const Status s = ValidateLoaderOptions(o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.message;
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << s.message();
+    Result<std::unique_ptr<Loader>> l = Loader::Open(ds.dir(), o);
+    ASSERT_FALSE(l.ok()) << c.message;
+    EXPECT_EQ(l.status().message(), s.message());
+  }
+}
+
 // B31 through the loader: a fresh loader resuming at epoch 2 sees the uninterrupted run's
 // epoch 2.
 TEST(LoaderTest, FieldCase_B31_StartEpochReplaysTheSameEpoch) {

@@ -58,5 +58,28 @@ TEST(DiagnoseTest, StorageBoundRunRecommendsReadAheadWhenItIsOff) {
   EXPECT_EQ(r.verdict.find("--shuffle block"), std::string::npos) << r.verdict;
 }
 
+TEST(DiagnoseTest, StorageBoundMappedRunRecommendsDirectReads) {
+  BenchReport r = StorageBoundRun();
+  Diagnose(&r);
+  EXPECT_NE(r.verdict.find("--io direct"), std::string::npos) << r.verdict;
+}
+
+TEST(DiagnoseTest, StorageBoundDirectRunNamesItsReadsAndTheDiskShare) {
+  BenchReport r = StorageBoundRun();
+  r.io = "direct";
+  r.cache = "warm";  // direct reads bypass the cache: storage-bound whatever is resident
+  r.major_faults = 0;
+  r.direct_reads = 14000;
+  r.direct_max_in_flight = 55;
+  r.disk_mb_per_s = 600;
+  Diagnose(&r);
+  EXPECT_EQ(r.bottleneck, "storage") << r.verdict;
+  EXPECT_NE(r.verdict.find("14000 direct reads"), std::string::npos) << r.verdict;
+  EXPECT_NE(r.verdict.find("300 MB/s is 50% of the storage's 600 MB/s"), std::string::npos)
+      << r.verdict;
+  EXPECT_EQ(r.verdict.find("--io direct"), std::string::npos) << r.verdict;
+  EXPECT_NE(r.verdict.find("--shuffle block"), std::string::npos) << r.verdict;
+}
+
 }  // namespace
 }  // namespace kiln

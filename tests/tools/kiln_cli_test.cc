@@ -249,6 +249,42 @@ TEST_F(KilnCliTest, BenchShuffleNamesTheReadOrderAndNoShuffleStillWorks) {
   EXPECT_EQ(Kiln("bench " + *dataset_ + " --shuffle random").exit_code, 2);
 }
 
+TEST_F(KilnCliTest, BenchIoDirectAndMmapServeTheSameBatches) {
+  auto bench = [&](const std::string& flags) {
+    const CliRun r = Kiln("bench " + *dataset_ + " --epochs 1 --batch-size 100 --json " + flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.out;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  const auto mapped = bench("--io mmap");
+  EXPECT_EQ(mapped.value("io", ""), "mmap");
+  const auto direct = bench("--io direct");
+  // Where io_uring is refused the loader falls back to the mappings and says why.
+  EXPECT_TRUE(direct.value("io", "") == "direct" ||
+              direct.value("io_reason", "").find("io_uring") != std::string::npos)
+      << direct.dump();
+  EXPECT_EQ(direct.value("checksum", 0ull), mapped.value("checksum", 1ull));
+  EXPECT_TRUE(direct.value("every_sample_once", false));
+  EXPECT_EQ(bench("").value("io", ""), "mmap") << "auto: the test dataset fits in memory";
+  EXPECT_EQ(Kiln("bench " + *dataset_ + " --io uring").exit_code, 2);
+}
+
+TEST_F(KilnCliTest, BenchRefusesBlockOptionsWithoutBlockOrderAndNegativeSeeds) {
+  const CliRun window = Kiln("bench " + *dataset_ + " --epochs 1 --window 4 --json");
+  EXPECT_EQ(window.exit_code, 2) << window.out;
+  EXPECT_NE(window.out.find("--shuffle block"), std::string::npos) << window.out;
+  EXPECT_EQ(Kiln("bench " + *dataset_ + " --epochs 1 --shuffle none --block-kib 64").exit_code, 2);
+  EXPECT_EQ(Kiln("bench " + *dataset_ + " --epochs 1 --seed -1").exit_code, 2);
+}
+
+TEST_F(KilnCliTest, BenchTextSaysOneEpochAndWarnsOfAShortRun) {
+  // The test dataset is a few batches of 256: shorter than 4x the prefetch fill.
+  const CliRun r = Kiln("bench " + *dataset_ + " --epochs 1 --no-shuffle");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("(1 epoch,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dataset (unshuffled) order"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the rate mostly measures start-up"), std::string::npos) << r.out;
+}
+
 TEST_F(KilnCliTest, BenchSweepTablesThreadsByPrefetchAndRecommends) {
   const CliRun r = Kiln("bench " + *dataset_ + " --epochs 1 --batch-size 100 --sweep --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;

@@ -388,6 +388,47 @@ TEST(PackerTest, AllRejectedNamesTheReasonsAndLeavesNothing) {
   EXPECT_FALSE(fs::exists(o.output + ".partial"));
 }
 
+// decode.max_pixels is a pack's one pixel limit: it bounds the resized image too. The 28 x 28
+// images (784 pixels) pass the decode check at 1000 but resize to 56 x 56 = 3136 pixels.
+TEST(PackerTest, MaxPixelsAlsoBoundsTheResizedImage) {
+  PackOptions o = FashionOptions(FreshDir("max_pixels_resized"), 2);
+  o.preprocess.schema.height = o.preprocess.schema.width = 56;
+  o.decode.max_pixels = 1000;
+  o.preprocess.max_pixels = 0;  // replaced by decode.max_pixels
+  Result<PackReport> report = Pack(o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("gives 56 x 56 = 3136 pixels, which exceeds the "
+                                           "limit of 1000"),
+            std::string::npos)
+      << report.status().message();
+  o.decode.max_pixels = 3136;
+  o.preprocess.max_pixels = 1;  // replaced as well: the pack's one limit allows 3136
+  o.output = FreshDir("max_pixels_enough");
+  report = Pack(o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->packed, 1000u);
+}
+
+TEST(PackerTest, ValidatePackOptionsRefusesWhatTheCliRefuses) {
+  PackOptions o = FashionOptions(FreshDir("validate"), 1);
+  EXPECT_TRUE(ValidatePackOptions(o).ok());
+  PackOptions mean = o;
+  mean.preprocess.mean = {0.5f, 0.5f, 0.5f};
+  EXPECT_NE(ValidatePackOptions(mean).message().find("--mean and --std apply to float16"),
+            std::string::npos);
+  mean.preprocess.schema.dtype = DType::kFloat32;
+  EXPECT_TRUE(ValidatePackOptions(mean).ok());
+  mean.preprocess.std = {0.1f, 0.2f, 0.3f};
+  EXPECT_NE(ValidatePackOptions(mean).message().find("--channels 1 takes one --mean and one --std"),
+            std::string::npos);
+  PackOptions channels = o;
+  channels.preprocess.schema.channels = 2;
+  EXPECT_EQ(ValidatePackOptions(channels).code(), StatusCode::kInvalidArgument);
+  Result<PackReport> report = Pack(channels);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(), ValidatePackOptions(channels).message());
+}
+
 TEST(PackerTest, ResizeSmallerThanTheCropIsRefusedUpFront) {
   PackOptions o = FashionOptions(FreshDir("small_resize"), 2);
   o.preprocess.resize_shorter = 10;
@@ -425,6 +466,10 @@ TEST(PackerTest, CancelStopsAndLeavesNothing) {
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), StatusCode::kCancelled);
   EXPECT_NE(report.status().message().find("interrupted"), std::string::npos);
+  // 100 inputs in, one shard of 128 MiB not finished: nothing to resume, and the message says so.
+  EXPECT_NE(report.status().message().find("no shard was finished: nothing is kept"),
+            std::string::npos)
+      << report.status().message();
   EXPECT_FALSE(fs::exists(o.output));
   EXPECT_FALSE(fs::exists(o.output + ".partial"));
 }
@@ -446,6 +491,15 @@ TEST(PackerTest, ResumeAfterInterruptionIsByteIdentical) {
   });
   ASSERT_EQ(first.status().code(), StatusCode::kCancelled);
   EXPECT_NE(first.status().message().find("--resume"), std::string::npos);
+  // The message counts what --resume keeps (the inputs in finished shards), as the resumed run's
+  // report does, not the 650 inputs done when it stopped.
+  const std::string& msg = first.status().message();
+  const size_t kept_at = msg.find("with the first ");
+  ASSERT_NE(kept_at, std::string::npos) << msg;
+  const uint64_t kept = std::stoull(msg.substr(kept_at + std::string("with the first ").size()));
+  EXPECT_EQ(msg.rfind("interrupted after ", 0), 0u) << msg;
+  EXPECT_NE(msg.find(" of 1000 inputs: " + resumed + " was not created; "), std::string::npos)
+      << msg;
   EXPECT_FALSE(fs::exists(resumed));
   ASSERT_TRUE(fs::exists(resumed + ".partial"));
 
@@ -455,6 +509,7 @@ TEST(PackerTest, ResumeAfterInterruptionIsByteIdentical) {
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_TRUE(second->resume_note.empty()) << second->resume_note;
   EXPECT_GT(second->resumed_inputs, 400u);
+  EXPECT_EQ(second->resumed_inputs, kept);
   EXPECT_EQ(second->packed, 1000u);
   EXPECT_FALSE(fs::exists(resumed + ".partial"));
   for (const auto& entry : fs::directory_iterator(whole)) {
