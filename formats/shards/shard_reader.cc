@@ -112,8 +112,8 @@ Status ShardReader::ReadRecordFrom(uint64_t i, const uint8_t* bytes, uint64_t si
                               std::to_string(e.stored_size));
   }
   // One pass over a raw record: copy and checksum together (RecordDecoder::DecodeChecked).
-  Status s = decoder->DecodeChecked(bytes, e.stored_size, e.codec, e.label, e.checksum, out,
-                                    e.raw_size);
+  Status s =
+      decoder->DecodeChecked(bytes, e.stored_size, e.codec, e.label, e.checksum, out, e.raw_size);
   if (!s.ok()) return AtRecord(s, i, e.offset);
   *label = e.label;
   return Status::Ok();
