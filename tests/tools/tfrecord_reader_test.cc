@@ -106,6 +106,25 @@ TEST(TFRecordReaderTest, ReadsEveryRecordOfAnIndependentWriter) {
   EXPECT_TRUE(ReadEverything(dir + "/empty.tfrecord").empty());
 }
 
+// The bytes of tools/pack_inputs.md's "TFRecord framing" examples: an empty record, then one
+// holding "hello".
+TEST(TFRecordReaderTest, TheSpecsWorkedExampleParses) {
+  const std::string dir = Scratch("spec");
+  const unsigned char bytes[] = {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x29, 0x03,
+                                 0x98, 0x07, 0xd8, 0xea, 0x82, 0xa2, 0x05, 0x00, 0x00, 0x00,
+                                 0x00, 0x00, 0x00, 0x00, 0xea, 0xb2, 0x04, 0x3e, 'h',  'e',
+                                 'l',  'l',  'o',  0xbb, 0x1f, 0x1c, 0x19};
+  WriteAll(dir + "/spec.tfrecord",
+           std::string(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+  const std::vector<Read> got = ReadEverything(dir + "/spec.tfrecord");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].kind, TFRecordRead::kRecord) << got[0].problem;
+  EXPECT_EQ(got[0].data, "");
+  EXPECT_EQ(got[1].kind, TFRecordRead::kRecord) << got[1].problem;
+  EXPECT_EQ(got[1].data, "hello");
+  EXPECT_EQ(got[1].offset, 16u);
+}
+
 TEST(TFRecordReaderTest, FlippedDataByteRejectsThatRecordOnly) {
   const std::string dir = Scratch("data");
   const std::string path = dir + "/a.tfrecord";
