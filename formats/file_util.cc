@@ -63,6 +63,24 @@ Result<std::string> ReadFileToString(const std::string& path) {
   return out.str();
 }
 
+bool PathsOverlap(const std::string& a, const std::string& b) {
+  // weakly_canonical leaves a relative path relative when none of it exists ("zz" stays "zz"),
+  // so make it absolute first.
+  std::error_code ec;
+  auto resolve = [&ec](const std::string& p) {
+    return std::filesystem::weakly_canonical(std::filesystem::absolute(p, ec), ec);
+  };
+  const std::filesystem::path ra = resolve(a), rb = resolve(b);
+  if (ec) return false;
+  auto within = [](const std::filesystem::path& inner, const std::filesystem::path& outer) {
+    std::string i = inner.lexically_normal().string(), o = outer.lexically_normal().string();
+    if (i.empty() || i.back() != '/') i += '/';
+    if (o.empty() || o.back() != '/') o += '/';
+    return i.compare(0, o.size(), o) == 0;
+  };
+  return within(ra, rb) || within(rb, ra);
+}
+
 Status RemoveTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);

@@ -27,6 +27,12 @@ Result<std::string> ReadFileToString(const std::string& path);
 Status CheckSizeAgainstManifest(const std::string& path, uint64_t actual_bytes,
                                 uint64_t expected_bytes);
 
+// True when `a` and `b` are the same directory or one lies inside the other, after making both
+// absolute and resolving symbolic links, "." and ".." in the parts that exist (a path that does
+// not exist yet is judged by its existing parent: "out" beside "." lies inside "."). False when
+// either cannot be resolved.
+bool PathsOverlap(const std::string& a, const std::string& b);
+
 // Removes `path` and everything below it. Errors: IOError naming the path.
 Status RemoveTree(const std::string& path);
 

@@ -30,6 +30,21 @@ uint64_t CanonicalChecksum(const ordered_json& doc) {
 }
 }  // namespace
 
+std::optional<ManifestPart> PartOfPartitionedPack(const Manifest& manifest) {
+  const ordered_json source = ordered_json::parse(manifest.source_json, nullptr, false);
+  if (!source.is_object()) return std::nullopt;
+  const auto record = source.find("partition");
+  if (record == source.end() || !record->is_object()) return std::nullopt;
+  const auto index = record->find("index");
+  const auto count = record->find("count");
+  if (index == record->end() || count == record->end() || !index->is_number_unsigned() ||
+      !count->is_number_unsigned() || count->get<uint64_t>() > UINT32_MAX ||
+      index->get<uint64_t>() >= count->get<uint64_t>()) {
+    return std::nullopt;
+  }
+  return ManifestPart{index->get<uint32_t>(), count->get<uint32_t>()};
+}
+
 Result<uint64_t> ManifestChecksum(const std::string& text, const std::string& origin) {
   ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {

@@ -53,6 +53,17 @@ struct Manifest {
   Status Write(const std::string& dir) const;
 };
 
+// Which part of a partitioned pack a dataset is: `source.partition`'s `index` (from 0) and
+// `count`, as `kiln pack --part I --of N` writes them (tools/partition.h, PartitionRecord).
+struct ManifestPart {
+  uint32_t index = 0;
+  uint32_t count = 1;
+};
+// The part `manifest` describes, or nullopt for a whole dataset (no `source.partition`, or one
+// without integer `index` and `count`). Readers use it only to warn that a part holds a subset
+// of the samples; nothing else in a reader depends on `source`.
+std::optional<ManifestPart> PartOfPartitionedPack(const Manifest& manifest);
+
 // The manifest checksum of a manifest's JSON text, as `manifest_xxh3_64` stores it: XXH3-64
 // (seed 0) of the canonical form, i.e. the document without its `manifest_xxh3_64` key, dumped
 // by nlohmann::json with sorted keys, no whitespace and UTF-8 unescaped (formats/manifest.md).

@@ -426,6 +426,14 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
                        " ranks and this tail policy, rank " + std::to_string(options.rank) +
                        " gets no samples (its own share would be " + std::to_string(share) + ")");
   }
+  if (const std::optional<ManifestPart> part = PartOfPartitionedPack(dataset->manifest());
+      part && part->count > 1) {
+    WarnOnce(dataset->dir() + " is part " + std::to_string(part->index) + " of " +
+             std::to_string(part->count) + " of a partitioned pack (kiln pack --part " +
+             std::to_string(part->index) + " --of " + std::to_string(part->count) +
+             "): it holds only that part's " + std::to_string(dataset->num_samples()) +
+             " samples; `kiln merge` joins the parts into the whole dataset");
+  }
   KILN_ASSIGN_OR_RETURN(const uint64_t fingerprint,
                         ManifestChecksum(dataset->manifest().ToJson(), dataset->dir()));
   std::unique_ptr<Loader> loader(

@@ -316,7 +316,9 @@ struct LoaderStats {
 class Loader {
  public:
   // Builds a loader over `dataset` (shared: the loader keeps it alive), allocates its slots and
-  // starts its threads, which begin filling epoch options.start_epoch at once.
+  // starts its threads, which begin filling epoch options.start_epoch at once. A dataset that
+  // is one part of a partitioned pack (`kiln pack --part I --of N`, not yet merged) is read as
+  // it is, with one warning on stderr naming the part: it holds only that part's samples.
   // Errors: InvalidArgument for out-of-range options (naming the option; also a `device` index
   // at or above the device count when devices exist); OutOfRange when slot memory (host or
   // device) cannot be allocated; CudaStatus errors naming the CUDA call for device batches.

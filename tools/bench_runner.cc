@@ -23,6 +23,8 @@
 namespace kiln {
 
 namespace {
+// Timed parts shorter than this give no meaningful rate (BenchReport::short_run_note).
+constexpr double kShortestTimedSeconds = 0.01;
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -438,6 +440,12 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
                        std::to_string(fill) +
                        " the loader fills ahead (prefetch + 1): the rate mostly measures start-up; "
                        "use more --epochs, a smaller --batch-size or a larger dataset";
+  } else if (r.seconds < kShortestTimedSeconds) {
+    // Clock resolution and scheduling dominate below this: a rate would be noise.
+    char took[64];
+    std::snprintf(took, sizeof(took), "%.2f ms", r.seconds * 1e3);
+    r.short_run_note = std::string("note: the timed part took ") + took +
+                       ", too short for a meaningful rate; use more --epochs or a larger dataset";
   }
   return r;
 }

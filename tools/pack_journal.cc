@@ -44,6 +44,10 @@ std::string PackJournalJson(uint64_t fingerprint, const PackJournal& journal) {
   j["fingerprint"] = HexDigest(fingerprint);
   j["items_done"] = journal.items_done;
   j["input_bytes"] = journal.input_bytes;
+  j["listed_inputs"] = journal.listed_inputs;
+  j["options"] = journal.options_json.empty()
+                     ? nlohmann::ordered_json::object()
+                     : nlohmann::ordered_json::parse(journal.options_json, nullptr, false);
   nlohmann::ordered_json f = nlohmann::ordered_json::array();
   for (const DataFileInfo& s : journal.files) {
     f.push_back({{"file", s.file},
@@ -60,7 +64,38 @@ std::string PackJournalJson(uint64_t fingerprint, const PackJournal& journal) {
   return j.dump();
 }
 
+namespace {
+
+// Why a journal with another fingerprint cannot be resumed, as precisely as the journal allows.
+std::string WhyOtherRun(const std::string& staging, const nlohmann::json& journal,
+                        const std::string& options_json, uint64_t listed_inputs) {
+  const std::string run = "the interrupted run at " + staging;
+  const nlohmann::json now = nlohmann::json::parse(options_json, nullptr, false);
+  const auto then = journal.find("options");
+  if (then != journal.end() && then->is_object() && !then->empty() && now.is_object()) {
+    std::string differing;
+    for (const auto& [flag, value] : now.items()) {
+      const auto old_value = then->find(flag);
+      if (old_value != then->end() && *old_value == value) continue;
+      differing += (differing.empty() ? "" : ", ") + flag + " was " +
+                   (old_value == then->end() ? std::string("not recorded") : old_value->dump()) +
+                   ", now " + value.dump();
+    }
+    if (!differing.empty()) return run + " used other options (" + differing + ")";
+  }
+  const auto listed = journal.find("listed_inputs");
+  if (listed != journal.end() && listed->is_number_unsigned() && listed->get<uint64_t>() != 0 &&
+      listed->get<uint64_t>() != listed_inputs) {
+    return run + " listed " + std::to_string(listed->get<uint64_t>()) + " inputs, this run " +
+           std::to_string(listed_inputs) + ": the input changed";
+  }
+  return run + " used other inputs or options (the listing, its order or the classes differ)";
+}
+
+}  // namespace
+
 std::optional<PackJournal> ReadPackJournal(const std::string& staging, uint64_t fingerprint,
+                                           const std::string& options_json, uint64_t listed_inputs,
                                            std::string* why) {
   Result<std::string> text = ReadFileToString(staging + "/" + kPackJournalFileName);
   if (!text.ok()) {
@@ -69,8 +104,12 @@ std::optional<PackJournal> ReadPackJournal(const std::string& staging, uint64_t 
   }
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   try {
-    if (j.is_discarded() || j.at("fingerprint").get<std::string>() != HexDigest(fingerprint)) {
-      *why = "the interrupted run at " + staging + " used other inputs or options";
+    if (j.is_discarded()) {
+      *why = "the progress journal at " + staging + " is not JSON";
+      return std::nullopt;
+    }
+    if (j.at("fingerprint").get<std::string>() != HexDigest(fingerprint)) {
+      *why = WhyOtherRun(staging, j, options_json, listed_inputs);
       return std::nullopt;
     }
     PackJournal journal;

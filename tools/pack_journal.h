@@ -31,6 +31,11 @@ struct PackJournal {
   uint64_t input_bytes = 0;  // image bytes read for the samples in `files`
   std::vector<DataFileInfo> files;
   std::vector<Rejection> rejections;
+  // What the run was asked for, so a resume with other options can name the one that differs:
+  // every option that decides the bytes, keyed by its flag (a JSON object), and the number of
+  // listed inputs (items and listing problems). Empty and 0 in journals of older versions.
+  std::string options_json;
+  uint64_t listed_inputs = 0;
 };
 
 // Returns the XXH3-64 of everything that decides the output bytes: format, schema,
@@ -45,8 +50,12 @@ uint64_t PackFingerprint(const PackOptions& options, const std::vector<std::stri
 std::string PackJournalJson(uint64_t fingerprint, const PackJournal& journal);
 
 // Reads `<staging>/progress.json`. Returns an empty optional, with the reason in `why`, when
-// there is nothing usable to resume: no journal, another fingerprint, or unreadable JSON.
+// there is nothing usable to resume: no journal, unreadable JSON, or another fingerprint; then
+// `why` names each option that differs between the journal and `options_json` (this run's, as
+// PackJournal::options_json) with both values ("--size was \"64x64\", now \"48x48\""), else the
+// listed counts when `listed_inputs` differs, else says the listing or classes changed.
 std::optional<PackJournal> ReadPackJournal(const std::string& staging, uint64_t fingerprint,
+                                           const std::string& options_json, uint64_t listed_inputs,
                                            std::string* why);
 
 }  // namespace kiln

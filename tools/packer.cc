@@ -100,15 +100,7 @@ std::string EscapeTsv(const std::string& text) {
 // Refuses an output that is, holds or sits inside the input: packing would read its own output
 // as a class folder, and --overwrite would delete the input.
 Status CheckOutputApart(const std::string& input_root, const std::string& output) {
-  std::error_code ec;
-  const std::filesystem::path in = std::filesystem::weakly_canonical(input_root, ec);
-  const std::filesystem::path out = std::filesystem::weakly_canonical(output, ec);
-  if (ec) return Status::Ok();
-  auto within = [](const std::filesystem::path& inner, const std::filesystem::path& outer) {
-    const std::string i = inner.string() + "/", o = outer.string() + "/";
-    return i.compare(0, o.size(), o) == 0;
-  };
-  if (within(out, in) || within(in, out)) {
+  if (PathsOverlap(input_root, output)) {
     return Status::InvalidArgument("output " + output + " and input " + input_root +
                                    " overlap; write the dataset outside the input tree");
   }
@@ -254,12 +246,27 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
     report->rejections.push_back({p.path, p.line, p.reason});
   }
   if (listing.items.empty()) {
-    return Status::InvalidArgument(
-        "0 images found under " +
-        (input.is_dir ? options.input : options.input + " (root " + input.root + ")") + " (" +
-        std::to_string(listing.ignored_files) + " other files ignored, " +
-        std::to_string(listing.problems.size()) +
-        " problems; image extensions: jpg jpeg png apng gif bmp tif tiff webp ppm pgm pbm pnm)");
+    const std::string where =
+        input.is_dir ? options.input : options.input + " (root " + input.root + ")";
+    if (listing.problems.empty()) {
+      return Status::InvalidArgument(
+          "0 images found under " + where + " (" + std::to_string(listing.ignored_files) +
+          " other files ignored; image extensions: jpg jpeg png apng gif bmp tif tiff webp ppm "
+          "pgm pbm pnm)");
+    }
+    // Every listed item was a problem (a flat folder, labels of the wrong kind...): say why.
+    std::string message = "no image to pack under " + where + ": all " +
+                          std::to_string(listing.problems.size()) + " listed " +
+                          (listing.problems.size() == 1 ? "item was" : "items were") + " rejected";
+    const size_t shown = std::min<size_t>(listing.problems.size(), 3);
+    for (size_t i = 0; i < shown; ++i) {
+      message +=
+          (i == 0 ? ": " : "; ") + listing.problems[i].path + ": " + listing.problems[i].reason;
+    }
+    if (listing.problems.size() > shown) {
+      message += "; and " + std::to_string(listing.problems.size() - shown) + " more";
+    }
+    return Status::InvalidArgument(message);
   }
   if (options.on_error == OnError::kFail && !listing.problems.empty()) {
     const SourceProblem& p = listing.problems.front();
@@ -280,6 +287,9 @@ struct OpenedWriter {
   size_t first_item = 0;
 };
 
+// Every option that decides a record's bytes, keyed by its flag (defined below).
+std::string PartOptionsJson(const PackOptions& o);
+
 // With --resume, continues the interrupted run in `<output>.partial` when its journal matches
 // `fingerprint` (taking over its packed count, rejections and input bytes); otherwise (and
 // without --resume) creates a new writer. Why a resume did not happen goes to
@@ -297,7 +307,8 @@ Result<OpenedWriter> OpenOrResumeWriter(const PackOptions& options, const PackIn
     while (staging.size() > 1 && staging.back() == '/') staging.pop_back();
     staging += ".partial";
     std::optional<PackJournal> journal =
-        ReadPackJournal(staging, fingerprint, &report->resume_note);
+        ReadPackJournal(staging, fingerprint, PartOptionsJson(options),
+                        input.items.size() + input.listing_problems, &report->resume_note);
     if (journal && options.format != "shards") {
       report->resume_note = "resuming is implemented for the shards format only";
       journal.reset();
@@ -545,6 +556,8 @@ class PackPipeline {
     journal.input_bytes = report_->input_bytes - w.input_bytes;
     journal.files = writer_->finished_files();
     journal.rejections = report_->rejections;
+    journal.options_json = PartOptionsJson(options_);
+    journal.listed_inputs = input_.items.size() + input_.listing_problems;
     return WriteFileAtomically(writer_->staging_dir() + "/" + kPackJournalFileName,
                                PackJournalJson(fingerprint_, journal));
   }

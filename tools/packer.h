@@ -79,7 +79,8 @@ struct PackOptions {
   // Continue an interrupted pack of the same inputs and options (shards format): the shards it
   // finished in `<output>.partial` are kept and the rest is written; the result is
   // byte-identical to an uninterrupted run. With nothing to resume (or different inputs or
-  // options), packs from the start and says so in PackReport::resume_note. Default false.
+  // options), packs from the start and says why in PackReport::resume_note (naming each option
+  // that differs with both values, or the listed counts when the input changed). Default false.
   bool resume = false;
   // Partitioned packing (tools/partition.h; SCALE-OUT.md). Every part lists the whole input,
   // takes the classes from the whole listing, applies the shuffle to the whole listing, then
@@ -144,13 +145,14 @@ Status ValidatePackOptions(const PackOptions& options);
 using PackProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 // Packs `options.input` into a dataset at `options.output`. Errors: NotFound for a missing
-// input; InvalidArgument for bad options or when no image is found ("0 images found under
-// ROOT ...") and for an existing non-empty output; Corruption under OnError::kFail for the
-// first bad input (naming the file and the reason); IOError naming the path (no space left);
-// InvalidArgument "output OUT is being written by another process (host H pid P ...)" when
-// another pack or merge holds OUT's lock (tools/part_lock.h); IOError naming --threads when the
-// worker threads cannot be started (RLIMIT_NPROC, a pids limit, RLIMIT_AS: checked before any
-// is needed, since oneTBB aborts on a worker it cannot start); OutOfRange naming --threads when
+// input; InvalidArgument for bad options, when no image is found ("0 images found under
+// ROOT ...") or every listed item is a problem ("no image to pack under ROOT: all 3 listed
+// items were rejected: PATH: REASON; ..."), and for an existing non-empty output; Corruption under
+// OnError::kFail for the first bad input (naming the file and the reason); IOError naming the path
+// (no space left); InvalidArgument "output OUT is being written by another process (host H pid P
+// ...)" when another pack or merge holds OUT's lock (tools/part_lock.h); IOError naming --threads
+// when the worker threads cannot be started (RLIMIT_NPROC, a pids limit, RLIMIT_AS: checked before
+// any is needed, since oneTBB aborts on a worker it cannot start); OutOfRange naming --threads when
 // decoder or buffer memory cannot be allocated. Every failure leaves no OUT.partial behind
 // (Cancelled keeps finished shards for --resume).
 // When Pack fails and `failed` is not null, *failed receives the counts as far as the pack got

@@ -555,6 +555,14 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
   if (output.empty()) return Status::InvalidArgument("the output path is empty");
   report.output = output;
   const std::string staging = output + ".partial";
+  // An output inside a part (or holding one) would be deleted with the parts, or merge a part
+  // into itself: refused before anything, even the lock file, is written.
+  for (const std::string& input : options.inputs) {
+    if (PathsOverlap(input, output)) {
+      return Status::InvalidArgument("output " + output + " and input " + input +
+                                     " overlap; write the merged dataset outside the parts");
+    }
+  }
   // One writer per output: a second merge, or a pack, into it is refused before either
   // touches OUTPUT.partial.
   OutputLock output_lock;

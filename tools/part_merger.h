@@ -76,7 +76,8 @@ struct MergeReport {
 // --resume"; InvalidArgument naming the other writer when another merge or a `kiln pack` is
 // writing `output` (the lock `output.partial.lock`, tools/part_lock.h, held for the whole
 // merge); IOError when a part's writer still holds its lock, or naming a path the system
-// refused; InvalidArgument for an existing non-empty output, or an interrupted merge in
+// refused; InvalidArgument for an output that lies inside an input or holds one (checked
+// before anything is written), an existing non-empty output, or an interrupted merge in
 // `output.partial` without `resume`.
 Result<MergeReport> MergeParts(const MergeOptions& options);
 

@@ -227,15 +227,19 @@ int64_t LmdbDataset::OffsetOf(const uint8_t* value) const {
   return -1;
 }
 
-std::string LmdbDataset::Location(uint64_t index, const uint8_t* value) const {
+std::string LmdbDataset::Location(uint64_t index, const uint8_t* value,
+                                  std::optional<std::string_view> dataset_key) const {
   const int64_t offset = OffsetOf(value);
-  return data_path() + " record " + std::to_string(index) + " (key " + FormatChecksum(index) +
-         ", offset " + (offset >= 0 ? std::to_string(offset) : std::string("unknown")) + ")";
+  const std::string key =
+      dataset_key ? "'" + std::string(*dataset_key) + "'" : FormatChecksum(index);
+  return data_path() + " record " + std::to_string(index) + " (key " + key + ", offset " +
+         (offset >= 0 ? std::to_string(offset) : std::string("unknown")) + ")";
 }
 
-Status LmdbDataset::AtRecord(const Status& status, uint64_t index, const uint8_t* value) const {
+Status LmdbDataset::AtRecord(const Status& status, uint64_t index, const uint8_t* value,
+                             std::optional<std::string_view> dataset_key) const {
   return status.WithLocation({data_path(), static_cast<int64_t>(index), OffsetOf(value)},
-                             Location(index, value));
+                             Location(index, value, dataset_key));
 }
 
 void LmdbDataset::LocateRun(void* txn, uint64_t first) const {
@@ -316,7 +320,13 @@ Status LmdbDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* 
   const uint8_t* stored = LmdbValueStored(value, *h);
   Status s = decoder->DecodeChecked(stored, h->stored_size, h->codec, h->label, h->checksum, out,
                                     h->raw_size);
-  if (!s.ok()) return AtRecord(s, index, stored);
+  if (!s.ok()) {
+    // The record's place is where its value starts (as kiln verify names it); its dataset key
+    // is named when the header that holds it is intact.
+    std::optional<std::string_view> key;
+    if (LmdbHeaderCheck(value, h->key_size) == h->header_check) key = LmdbValueKey(value, *h);
+    return AtRecord(s, index, value, key);
+  }
   *label = h->label;
   return Status::Ok();
 }

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "formats/dataset.h"
@@ -64,10 +65,15 @@ class LmdbDataset final : public Dataset {
   Status Lookup(uint64_t index, const uint8_t** value, size_t* size) const;
   // Returns the byte offset of `value` (a pointer into LMDB's map) in data.mdb, -1 if unknown.
   int64_t OffsetOf(const uint8_t* value) const;
-  // Returns "<data.mdb> record <index> (key 0x.., offset <offset or unknown>)".
-  std::string Location(uint64_t index, const uint8_t* value) const;
-  // Returns `status` prefixed with Location(index, value), its location() set to the same place.
-  Status AtRecord(const Status& status, uint64_t index, const uint8_t* value) const;
+  // Returns "<data.mdb> record <index> (key 'NAME', offset <offset or unknown>)", NAME the
+  // dataset key from the value header when `dataset_key` is given, else the LMDB key
+  // ("key 0x.."); the offset is where the value starts, as `kiln verify` names it.
+  std::string Location(uint64_t index, const uint8_t* value,
+                       std::optional<std::string_view> dataset_key = std::nullopt) const;
+  // Returns `status` prefixed with Location(index, value, dataset_key), its location() set to
+  // the same place.
+  Status AtRecord(const Status& status, uint64_t index, const uint8_t* value,
+                  std::optional<std::string_view> dataset_key = std::nullopt) const;
   // Fills the location cache for samples [first, first + run) with one cursor walk.
   void LocateRun(void* txn, uint64_t first) const;
 

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "formats/manifest.h"
 #include "formats/shards/shard_reader.h"
 #include "reader/augmenter.h"
 #include "reader/host_buffer.h"
@@ -736,6 +737,44 @@ TEST(LoaderTest, FieldCase_B33_DropLast) {
 
 // B33 (c): 10 samples, batch 32, drop_last: no batches, no hang, and a warning, even when
 // another warning (pinned memory unavailable) was printed before in the process.
+// A part of a partitioned pack opened as if it were the dataset: read as it is, with a warning
+// that names the part (the user may have meant the merged dataset); a whole dataset, and a
+// manifest whose partition record is malformed, give no such warning.
+TEST(LoaderTest, OpeningOnePartOfAPartitionedPackWarns) {
+  TestDatasetOptions dso;
+  dso.num_samples = 12;
+  TestDataset ds(dso);
+  ASSERT_TRUE(ds.ok());
+  auto open_and_read = [&](const std::string& source_json) {
+    Result<Manifest> m = Manifest::Read(ds.dir());
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    m->source_json = source_json;
+    EXPECT_TRUE(m->Write(ds.dir()).ok());
+    ::testing::internal::CaptureStderr();
+    std::unique_ptr<Loader> loader = MustOpen(ds, Opts(4, 1));
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(loader, nullptr);
+    uint64_t samples = 0;
+    Batch b;
+    while (loader != nullptr) {
+      Result<bool> r = loader->Next(&b);
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      if (!r.ok() || !*r) break;
+      samples += b.size;
+    }
+    EXPECT_EQ(samples, 12u);
+    return err;
+  };
+  EXPECT_EQ(open_and_read("{}").find("partitioned pack"), std::string::npos);
+  EXPECT_EQ(open_and_read(R"({"partition": {"index": 3, "count": 2}})").find("partitioned pack"),
+            std::string::npos);
+  const std::string err =
+      open_and_read(R"({"kind": "imagefolder", "partition": {"index": 1, "count": 4}})");
+  EXPECT_NE(err.find(ds.dir() + " is part 1 of 4 of a partitioned pack"), std::string::npos) << err;
+  EXPECT_NE(err.find("only that part's 12 samples"), std::string::npos) << err;
+  EXPECT_NE(err.find("kiln merge"), std::string::npos) << err;
+}
+
 TEST(LoaderTest, FieldCase_B33_DropLastWithNoBatchesWarns) {
   TestDatasetOptions dso;
   dso.num_samples = 10;

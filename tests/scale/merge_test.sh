@@ -86,6 +86,22 @@ expect_refusal "part 2 of 4 is missing" "$kiln" merge "$d/out.parts" "$d/out"
 mv "$d/aside" "$p2"
 untouched
 
+# An output inside a part, inside the parts directory or holding it is a usage error (exit 2)
+# before anything is written; before, the merged dataset was moved into the part and deleted
+# with the parts, and the merge reported success.
+for out in "$p2/inside" "$d/out.parts/beside" "$d/out.parts/part-00000-of-00004/x/.." "$d"; do
+  rc=0
+  "$kiln" merge "$d/out.parts" "$out" > /dev/null 2> "$work/refusal.log" || rc=$?
+  [[ $rc -eq 2 ]] || { cat "$work/refusal.log" >&2; fail "merge into $out: expected exit 2, got $rc"; }
+  grep -q "overlap; write the merged dataset outside the parts" "$work/refusal.log" ||
+    { cat "$work/refusal.log" >&2; fail "merge into $out: no overlap message"; }
+  [[ ! -e $out.partial.lock && ! -e $out.partial ]] || fail "a refused merge into $out left files"
+done
+(cd "$p2" && rc=0 && "$kiln" merge .. inside > /dev/null 2>&1 || rc=$? && [[ $rc -eq 2 ]]) ||
+  fail "a merge from .. into a directory inside a part was not refused"
+[[ ! -e $p2/inside ]] || fail "a refused merge created $p2/inside"
+untouched
+
 "$kiln" pack "$fm" "$d/out" "${args[@]}" --part 2 --of 8 > /dev/null 2>&1
 expect_refusal "part 2 of 8.*different --of" "$kiln" merge "$d/out.parts" "$d/out"
 rm -rf "$d/out.parts/part-00002-of-00008"*

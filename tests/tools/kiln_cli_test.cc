@@ -283,6 +283,17 @@ TEST_F(KilnCliTest, BenchTextSaysOneEpochAndWarnsOfAShortRun) {
   EXPECT_NE(r.out.find("(1 epoch,"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("dataset (unshuffled) order"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the rate mostly measures start-up"), std::string::npos) << r.out;
+  // Enough batches: a note only when the timed part was under 10 ms (then no rate is trusted).
+  const CliRun many = Kiln("bench " + *dataset_ + " --epochs 2 --batch-size 8 --prefetch 1 --json");
+  ASSERT_EQ(many.exit_code, 0) << many.out;
+  const auto j = nlohmann::json::parse(many.out);
+  ASSERT_GE(j.at("batches").get<uint64_t>(), 8u) << many.out;
+  const std::string note = j.at("short_run_note").get<std::string>();
+  if (j.at("seconds").get<double>() < 0.01) {
+    EXPECT_NE(note.find("too short for a meaningful rate"), std::string::npos) << many.out;
+  } else {
+    EXPECT_EQ(note, "") << many.out;
+  }
 }
 
 TEST_F(KilnCliTest, BenchSweepTablesThreadsByPrefetchAndRecommends) {

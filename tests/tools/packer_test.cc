@@ -362,6 +362,41 @@ TEST(PackerTest, OutputInsideOrHoldingTheInputIsRefused) {
   }
   EXPECT_TRUE(fs::exists(src + "/cls/a.jpg"));
   EXPECT_FALSE(fs::exists(src + "/out"));
+  // Relative forms, from inside the input: "." and "cls/.." are the input, "zz" lies in it.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(src);
+  for (const std::string& input : {std::string("."), std::string("cls/..")}) {
+    o.input = input;
+    o.output = "zz";
+    Result<PackReport> report = Pack(o);
+    EXPECT_FALSE(report.ok()) << input;
+    EXPECT_NE(report.status().message().find("overlap"), std::string::npos) << input;
+  }
+  fs::current_path(cwd);
+  EXPECT_FALSE(fs::exists(src + "/zz"));
+}
+
+// A flat folder of images (no class folders; the commonest first mistake) lists every image as
+// a problem: the error gives the reasons, not "0 images found" with an extension hint.
+TEST(PackerTest, EveryItemAProblemNamesTheReasons) {
+  const std::string src = FreshDir("flat_src");
+  fs::create_directories(src);
+  for (int i = 0; i < 5; ++i) WriteColourJpeg(src + "/img" + std::to_string(i) + ".jpg", 40 + i);
+  PackOptions o;
+  o.input = src;
+  o.output = FreshDir("flat_out");
+  o.preprocess.schema = {DType::kUint8, Layout::kHWC, 4, 4, 3};
+  Result<PackReport> report = Pack(o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
+  const std::string& m = report.status().message();
+  EXPECT_EQ(m.find("0 images found"), std::string::npos) << m;
+  EXPECT_NE(m.find("all 5 listed items were rejected: "), std::string::npos) << m;
+  EXPECT_NE(m.find("img0.jpg: image file directly under the root belongs to no class"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("; and 2 more"), std::string::npos) << m;
+  EXPECT_FALSE(fs::exists(o.output));
 }
 
 TEST(PackerTest, AnImageFileAsInputIsAUsageError) {
@@ -538,10 +573,42 @@ TEST(PackerTest, ResumeWithOtherOptionsStartsOver) {
   o.shuffle_seed = 5;  // a different output: the kept shards must not be reused
   Result<PackReport> report = Pack(o);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
-  EXPECT_NE(report->resume_note.find("other inputs or options"), std::string::npos)
+  // The note names the option that differs, with both values.
+  EXPECT_NE(report->resume_note.find("used other options (--shuffle-seed was null, now 5)"),
+            std::string::npos)
       << report->resume_note;
   EXPECT_EQ(report->resumed_inputs, 0u);
   EXPECT_TRUE(VerifyDataset(out, {}).ok());
+}
+
+TEST(PackerTest, ResumeAfterTheInputChangedSaysSo) {
+  const std::string src = FreshDir("resume_grown_src");
+  for (int i = 0; i < 40; ++i) {
+    fs::create_directories(src + "/c" + std::to_string(i % 2));
+    WriteColourJpeg(src + "/c" + std::to_string(i % 2) + "/" + std::to_string(i) + ".jpg", i);
+  }
+  const std::string out = FreshDir("resume_grown");
+  PackOptions o;
+  o.input = src;
+  o.output = out;
+  o.preprocess.schema = {DType::kUint8, Layout::kHWC, 8, 8, 3};
+  o.shard_size_bytes = 1024;
+  o.threads = 1;
+  std::atomic<bool> cancel{false};
+  o.cancel = &cancel;
+  ASSERT_FALSE(Pack(o, [&](uint64_t done, uint64_t) {
+                 if (done == 30) cancel = true;
+               }).ok());
+  ASSERT_TRUE(fs::exists(out + ".partial/progress.json"));
+  WriteColourJpeg(src + "/c0/extra.jpg", 99);
+  o.cancel = nullptr;
+  o.resume = true;
+  Result<PackReport> report = Pack(o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_NE(report->resume_note.find("listed 40 inputs, this run 41: the input changed"),
+            std::string::npos)
+      << report->resume_note;
+  EXPECT_EQ(report->packed, 41u);
 }
 
 // Shrink-on-load (tools/shrink_on_load.h) is the default for JPEG; --exact-decode gives the

@@ -378,11 +378,12 @@ TEST(LmdbDataset, FlippedByteIsNamedByVerifierAndReader) {
   EXPECT_EQ(s.code(), StatusCode::kCorruption);
   EXPECT_NE(s.message().find("data.mdb record 17"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
-  // The same place in fields: data.mdb, sample 17, the first stored byte after header and key.
-  EXPECT_EQ(
-      s.location(),
-      (ErrorLocation{out + "/data.mdb", 17,
-                     static_cast<int64_t>(value + kLmdbValueHeaderBytes + KeyOf(17).size())}));
+  // The same place as kiln verify names: data.mdb, sample 17, where its value starts, and the
+  // dataset key (before, the reader gave the stored bytes' offset and the LMDB key in hex).
+  EXPECT_EQ(s.location(), (ErrorLocation{out + "/data.mdb", 17, static_cast<int64_t>(value)}));
+  EXPECT_NE(s.message().find("(key '" + KeyOf(17) + "', offset " + std::to_string(value) + ")"),
+            std::string::npos)
+      << s.message();
   EXPECT_EQ(s.reason().rfind("checksum mismatch", 0), 0u) << s.reason();
   EXPECT_TRUE((*ds)->ReadSample(16, &dec, buf.data(), &label).ok());
 
