@@ -439,7 +439,7 @@ bool IsTarInput(const std::string& input) {
   return HasTarName(input);
 }
 
-Result<std::vector<std::string>> ExpandShardInput(const std::string& input) {
+Result<std::vector<std::string>> ExpandShardInput(const std::string& input, bool require_all) {
   std::vector<std::string> shards;
   std::error_code ec;
   if (!HasPattern(input)) {
@@ -460,7 +460,7 @@ Result<std::vector<std::string>> ExpandShardInput(const std::string& input) {
   KILN_RETURN_IF_ERROR(ExpandBraces(input, &names));
   for (const std::string& name : names) {
     if (!HasGlob(name)) {
-      if (!fs::exists(name, ec)) {
+      if (require_all && !fs::exists(name, ec)) {
         return Status::NotFound("shard " + name + " (from " + input + ") does not exist");
       }
       shards.push_back(name);
