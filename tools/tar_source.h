@@ -7,7 +7,7 @@
 // members with the same key form one sample. Members are read in stream order with libarchive
 // (tar, pax, GNU tar and their gzip / zstd / xz / bzip2 compressed forms).
 //
-// Per sample (tools/tar_input.md has the whole accounting):
+// Per sample (tools/pack_inputs.md has the whole accounting):
 //   - exactly one member whose extension (lower-cased, the whole suffix after the first dot)
 //     is one of TarListOptions::image_exts holds the image; none, or two or more, make the
 //     sample a problem (a rejection naming the shard, the key and the members);
