@@ -7,7 +7,7 @@
 // members with the same key form one sample. Members are read in stream order with libarchive
 // (tar, pax, GNU tar and their gzip / zstd / xz / bzip2 compressed forms).
 //
-// Per sample (tools/tar_input.md has the whole accounting):
+// Per sample (tools/pack_inputs.md has the whole accounting):
 //   - exactly one member whose extension (lower-cased, the whole suffix after the first dot)
 //     is one of TarListOptions::image_exts holds the image; none, or two or more, make the
 //     sample a problem (a rejection naming the shard, the key and the members);
@@ -54,9 +54,13 @@ bool IsTarInput(const std::string& input);
 // first ("{000000..000099}" counts with the width of the wider bound, "{a,b}" alternates,
 // nested and repeated braces allowed), then each result globbed (glob(3), sorted) when it holds
 // '*', '?' or '['.
-// Errors: NotFound naming a shard that does not exist or a glob that matches nothing;
-// InvalidArgument for an unbalanced brace or a range over 10,000,000 names.
-Result<std::vector<std::string>> ExpandShardInput(const std::string& input);
+// With `require_all` false, a name that a brace expression gives (no glob) is returned whether
+// or not it exists: a part of a pack split by shard file (`kiln pack --part I`) checks only its
+// own shards, which may be all that its node can see.
+// Errors: NotFound naming a shard that does not exist (require_all) or a glob that matches
+// nothing; InvalidArgument for an unbalanced brace or a range over 10,000,000 names.
+Result<std::vector<std::string>> ExpandShardInput(const std::string& input,
+                                                  bool require_all = true);
 
 // Parses `--image-ext`: comma-separated extensions, a leading dot allowed, empty items ignored
 // ("jpg,.png" gives jpg and png). Errors: InvalidArgument when no extension remains.

@@ -66,7 +66,7 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     ``overwrite``: replace an existing kiln dataset; ``exact_decode``: decode every JPEG at full
     size instead of shrink-on-load (``kiln pack --exact-decode``, tools/decode_policy.md). Tar
     shards (a ``.tar`` file, a directory of them or a pattern such as
-    ``"shards/{000000..000009}.tar"``, tools/tar_input.md): ``image_ext``, e.g. ``"jpg,png"``
+    ``"shards/{000000..000009}.tar"``, tools/pack_inputs.md): ``image_ext``, e.g. ``"jpg,png"``
     (default the ImageFolder extensions), ``label_from``: ``"cls"``, ``"json:FIELD"`` or
     ``"class-folder"``.
 
