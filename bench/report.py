@@ -48,14 +48,16 @@ PHOTO_NAMES = [("kiln-shrink", "kiln pack, shrink-on-load (default), shards raw,
                ("ffcv-raw", "FFCV DatasetWriter, RGB raw (PIL decode + resize), 2 workers"),
                ("ffcv-jpg", "FFCV DatasetWriter, RGB JPEG (PIL decode + resize), 2 workers")]
 photo_rates = {}
+photo_loads = {}
 for tag, r in R.items():
     if tag.startswith("photos/") and r:
         photo_rates.setdefault(tag.split("/")[2], []).append(r.get("images_per_s") or r.get("samples_per_s") or 0)
+        photo_loads.setdefault(tag.split("/")[2], []).append(L.get(tag, "").split(" ")[0])
 if photo_rates:
     bound = _median(photo_rates.get("cv2", [0]))
     w("### Converter: full-size photos (plasma-workspace-wallpapers) to 3x224x224")
     w("")
-    w("| converter | images/s (median) | runs | / OpenCV full-decode bound |")
+    w("| converter | images/s (median) | runs (load average) | / OpenCV full-decode bound |")
     w("| --- | ---: | --- | ---: |")
     for key, name in PHOTO_NAMES:
         errs = [E[t] for t in E if t.startswith("photos/") and t.endswith("/" + key)]
@@ -65,7 +67,8 @@ if photo_rates:
             continue
         xs = photo_rates[key]
         med = _median(xs)
-        w("| %s | %.1f | %s | %.2fx |" % (name, med, ", ".join("%.1f" % x for x in xs), med / bound if bound else 0))
+        w("| %s | %.1f | %s | %.2fx |" % (name, med, ", ".join("%.1f (%s)" % (x, l) for x, l in zip(xs, photo_loads[key])),
+                                         med / bound if bound else 0))
     w("")
 
 DS = {"fm": "Fashion-MNIST, 70,000 x 1x28x28 uint8", "tiles": "photo tiles, 3x224x224 uint8"}

@@ -50,9 +50,9 @@ Result<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::string& path
   }
   try {
     writer->io_thread_ = std::thread([w = writer.get()] { w->IoLoop(); });
-  } catch (const std::system_error& e) {
-    return Status::IOError("cannot start the writer thread of " + tmp + ": " + e.what() +
-                           " (the thread limit, RLIMIT_NPROC, is reached)");
+  } catch (const std::system_error&) {
+    // No thread to be had (RLIMIT_NPROC; `kiln pack --threads 1` must work with none): the
+    // buffers are written on the caller's thread instead.
   }
   uint8_t bytes[kShardHeaderBytes];
   EncodeShardHeader(header, bytes);
@@ -132,6 +132,12 @@ Status ShardWriter::WaitIdle() {
 }
 
 Status ShardWriter::Submit() {
+  if (!io_thread_.joinable()) {
+    const size_t size = filled_;
+    filled_ = 0;
+    current_ ^= 1;
+    return WriteOut(buffers_[current_ ^ 1].get(), size);
+  }
   KILN_RETURN_IF_ERROR(WaitIdle());
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -6,7 +6,8 @@
 //
 // Writing: bytes are gathered in 4 MiB buffers, and each full buffer goes to the file on the
 // writer's own I/O thread while the caller fills the other one, so the caller (the converter's
-// ordered write stage) does not wait for the disk. The file is opened with O_DIRECT where the
+// ordered write stage) does not wait for the disk (where no thread can be started, RLIMIT_NPROC,
+// the buffers are written on the caller's thread). The file is opened with O_DIRECT where the
 // filesystem allows it (ext4, xfs, btrfs ...; not tmpfs on older kernels): the 4 KiB-aligned
 // buffers go to the disk without being copied into the page cache, which is what writing a
 // large dataset cost most (BENCHMARKS.md, "Converter: the tile pack against a fair bound").

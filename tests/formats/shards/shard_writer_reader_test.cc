@@ -197,7 +197,9 @@ TEST(ShardWriterReaderTest, LargeShardIsTheSameWrittenDirectOrThroughThePageCach
       ASSERT_EQ(out, SampleBytes(schema.sample_bytes(), i)) << path << " record " << i;
     }
   }
-  if (files.size() == 2) EXPECT_TRUE(files[0] == files[1]);
+  if (files.size() == 2) {
+    EXPECT_TRUE(files[0] == files[1]);
+  }
   std::error_code ec;
   fs::remove_all(shm_dir, ec);
 }
