@@ -48,14 +48,16 @@ PHOTO_NAMES = [("kiln-shrink", "kiln pack, shrink-on-load (default), shards raw,
                ("ffcv-raw", "FFCV DatasetWriter, RGB raw (PIL decode + resize), 2 workers"),
                ("ffcv-jpg", "FFCV DatasetWriter, RGB JPEG (PIL decode + resize), 2 workers")]
 photo_rates = {}
+photo_loads = {}
 for tag, r in R.items():
     if tag.startswith("photos/") and r:
         photo_rates.setdefault(tag.split("/")[2], []).append(r.get("images_per_s") or r.get("samples_per_s") or 0)
+        photo_loads.setdefault(tag.split("/")[2], []).append(L.get(tag, "").split(" ")[0])
 if photo_rates:
     bound = _median(photo_rates.get("cv2", [0]))
     w("### Converter: full-size photos (plasma-workspace-wallpapers) to 3x224x224")
     w("")
-    w("| converter | images/s (median) | runs | / OpenCV full-decode bound |")
+    w("| converter | images/s (median) | runs (load average) | / OpenCV full-decode bound |")
     w("| --- | ---: | --- | ---: |")
     for key, name in PHOTO_NAMES:
         errs = [E[t] for t in E if t.startswith("photos/") and t.endswith("/" + key)]
@@ -65,10 +67,66 @@ if photo_rates:
             continue
         xs = photo_rates[key]
         med = _median(xs)
-        w("| %s | %.1f | %s | %.2fx |" % (name, med, ", ".join("%.1f" % x for x in xs), med / bound if bound else 0))
+        w("| %s | %.1f | %s | %.2fx |" % (name, med, ", ".join("%.1f (%s)" % (x, l) for x, l in zip(xs, photo_loads[key])),
+                                         med / bound if bound else 0))
     w("")
 
 DS = {"fm": "Fashion-MNIST, 70,000 x 1x28x28 uint8", "tiles": "photo tiles, 3x224x224 uint8"}
+
+# ---- tiles and Fashion-MNIST against the fair bound (conv/D/ROUND/TOOL), rounds alternating.
+conv_rates = {}
+for tag, r in R.items():
+    if tag.startswith("conv/") and r:
+        _, d, _, tool = tag.split("/")
+        conv_rates.setdefault((d, tool), []).append(
+            (r.get("images_per_s") or r.get("samples_per_s") or 0, L.get(tag, "")))
+CONV_NAMES = [("kiln", "kiln pack, shards raw, 2 threads"),
+              ("cv2", "OpenCV imread + INTER_AREA resize + crop, nothing written, 2 processes"),
+              ("cv2-write", "the same + each tensor written to one file (os.pwrite), fsync at the end: the fair bound, 2 processes")]
+goals = []
+for d in ("fm", "tiles"):
+    if (d, "kiln") not in conv_rates:
+        continue
+    fair = _median([x for x, _ in conv_rates.get((d, "cv2-write"), [(0, "")])])
+    w("### Converter against the fair bound: %s" % DS[d])
+    w("")
+    w("| converter | images/s (median) | runs (load average) | kiln / this |")
+    w("| --- | ---: | --- | ---: |")
+    kiln_med = _median([x for x, _ in conv_rates[(d, "kiln")]])
+    rows_ = list(CONV_NAMES) + [("ffcv-raw", "FFCV DatasetWriter, RGB raw (PIL decode), 2 workers"),
+                                ("ffcv-jpg", "FFCV DatasetWriter, RGB JPEG (PIL decode), 2 workers")]
+    for key, name in rows_:
+        if key.startswith("ffcv-"):
+            r = R.get("ffcv-write/%s/%s" % (d, key[5:]))
+            xs = [(r.get("images_per_s") or r.get("samples_per_s") or 0, L.get("ffcv-write/%s/%s" % (d, key[5:]), ""))] if r else []
+        else:
+            xs = conv_rates.get((d, key), [])
+        if not xs:
+            continue
+        med = _median([x for x, _ in xs])
+        w("| %s | %s | %s | %.2fx |" % (name, format(round(med), ","),
+                                       ", ".join("%s (%s)" % (format(round(x), ","), l.split(" ")[0]) for x, l in xs),
+                                       kiln_med / med if med else 0))
+    w("")
+    if fair:
+        goals.append(("%s: kiln >= 90%% of the fair bound" % d, "%.0f%%" % (100 * kiln_med / fair), kiln_med >= 0.9 * fair))
+if photo_rates and "kiln-shrink" in photo_rates:
+    k = _median(photo_rates["kiln-shrink"])
+    for key, label, need in (("cv2", "photos: kiln >= 2.5x the OpenCV full-decode bound", 2.5),
+                             ("pil-draft", "photos: kiln ahead of PIL with draft", 1.0),
+                             ("ffcv-raw", "photos: kiln >= 3x FFCV's writer (raw)", 3.0),
+                             ("ffcv-jpg", "photos: kiln >= 3x FFCV's writer (JPEG)", 3.0)):
+        if key in photo_rates:
+            v = _median(photo_rates[key])
+            goals.append((label, "%.2fx" % (k / v), k / v >= need if key != "pil-draft" else k > v))
+if goals:
+    w("### Converter goals, from the tables above")
+    w("")
+    w("| goal | measured | met |")
+    w("| --- | ---: | --- |")
+    for label, v, ok in goals:
+        w("| %s | %s | %s |" % (label, v, "yes" if ok else "no"))
+    w("")
 charts = {}
 for d in ("fm", "tiles"):
     w("### Reader: %s" % DS[d])

@@ -10,7 +10,9 @@
 # Env: KILN_BUILD_DIR (default build; must hold tools/kiln and bench/make_synthetic_dataset,
 # a Release build), BENCH_SECONDS (time limit per Python peer measurement, default 8),
 # BENCH_SKIP_SCALING=1 to skip the 10^3..10^6 runs, BENCH_ONLY=photos to run only the full-size
-# photo converters (shrink-on-load; BENCH_PHOTO_ROUNDS rounds, default 3).
+# photo converters (shrink-on-load; BENCH_PHOTO_ROUNDS rounds, default 3), BENCH_ONLY=converters
+# for the converter table alone: the photos, then tiles and Fashion-MNIST against their fair
+# bound (BENCH_CONV_ROUNDS rounds, default 3), and FFCV's writer on each.
 # Installs what it needs (scripts/setup.sh plus the peers: python3-ffcv python3-numba
 # python3-opencv python3-matplotlib plasma-workspace-wallpapers), as root or through sudo;
 # the wallpapers give the photo tiles (about 2,000 here).
@@ -119,6 +121,35 @@ declare -A shape=([fm]="--size 28 --channels 1" [tiles]="--size 224 --channels 3
 declare -A pyshape=([fm]="--size 28 --channels 1" [tiles]="--size 224 --channels 3")
 declare -A epochs=([fm]=5 [tiles]=3)
 
+# ---- converters against the fair bound, rounds alternating: kiln pack (shards raw) against
+# OpenCV decode + resize + crop alone (cv2) and the same writing the same tensor bytes to one
+# file, fsynced at the end (cv2-write: the fair bound for a converter that stores its output).
+for round in $(seq 1 "${BENCH_CONV_ROUNDS:-3}"); do
+  for d in fm tiles; do
+    find "${src[$d]}" -type f -exec cat {} + > /dev/null
+    rm -rf "$work/conv-$d"
+    record "conv/$d/$round/kiln" "$kiln" pack "${src[$d]}" "$work/conv-$d" ${shape[$d]} --threads 2 --json
+    rm -rf "$work/conv-$d"
+    record "conv/$d/$round/cv2" $py bench/peers.py convert cv2 "${src[$d]}" - ${pyshape[$d]}
+    rm -f "$work/conv-$d.bin"
+    record "conv/$d/$round/cv2-write" $py bench/peers.py convert cv2-write "${src[$d]}" "$work/conv-$d.bin" ${pyshape[$d]}
+    rm -f "$work/conv-$d.bin"
+  done
+done
+if [[ ${BENCH_ONLY:-} == converters ]]; then
+  for d in fm tiles; do
+    size=$([[ $d == fm ]] && echo 28 || echo 224)
+    for m in raw jpg; do
+      rm -f "$work/$d-$m.beton"
+      record "ffcv-write/$d/$m" $py bench/peers.py ffcv-write $m "${src[$d]}" "$work/$d-$m.beton" --size $size
+      rm -f "$work/$d-$m.beton"
+    done
+  done
+  $py bench/report.py "$res" "$work/report.md" bench/charts
+  echo "results: $res; report: $work/report.md" >&2
+  exit 0
+fi
+
 record memcpy $py bench/peers.py memcpy --threads 2
 
 for d in fm tiles; do
@@ -153,6 +184,8 @@ for d in fm tiles; do
   # ---- readers: kiln (each format), warm; shards raw also cold; sweep on shards raw
   for f in shards-none shards-zstd lmdb-none hdf5-none; do
     [[ -f $work/$d-$f/kiln.json ]] || continue
+    # Warm: kiln pack writes shards with O_DIRECT, so they are not in the page cache yet.
+    find "$work/$d-$f" -type f -exec cat {} + > /dev/null
     record "read/$d/kiln-$f" "$kiln" bench "$work/$d-$f" --threads 2 --prefetch 4 --epochs ${epochs[$d]} --json
   done
   record "read/$d/kiln-shards-none-cold" "$kiln" bench "$work/$d-shards-none" --threads 2 --prefetch 4 --epochs 1 --cold --json

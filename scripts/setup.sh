@@ -22,6 +22,8 @@ KILN_DEBIAN_PACKAGES=(
   libjpeg62-turbo-dev libexif-dev
   # first frames of GIF and animated WebP (tools/first_frame_decoder.h)
   libgif-dev libwebp-dev
+  # bench/png_decode_speed: libspng and libpng against OpenCV's PNG path (BENCHMARKS.md)
+  libspng-dev libpng-dev
   # WebDataset tar shards as converter input (tools/tar_source.h)
   libarchive-dev
   # TFRecord files as converter input (tools/tfrecord_reader.h): zlib for gzip files; the test

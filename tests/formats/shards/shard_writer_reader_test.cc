@@ -1,6 +1,7 @@
 // Tests for formats/shards/shard_writer.h and formats/shards/shard_reader.h: round trips,
 // alignment, projected sizes, atomic finish, open errors and the location named by every per-record
 // error.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -123,6 +124,84 @@ TEST(ShardWriterReaderTest, RoundTripManyRecordsMixedCodecs) {
       ASSERT_EQ(bytes[p], 0) << "padding byte " << p;
     }
   }
+}
+
+// The open flags (fdinfo prints them in octal) of this process's open file whose path ends with
+// `suffix`, read from /proc/self/fdinfo; -1 when no such file is open.
+int OpenFileFlags(const std::string& suffix) {
+  for (const auto& fd : fs::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = fs::read_symlink(fd.path(), ec).string();
+    if (ec || target.size() < suffix.size() ||
+        target.compare(target.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    std::ifstream info("/proc/self/fdinfo/" + fd.path().filename().string());
+    std::string key;
+    while (info >> key) {
+      if (key == "flags:") {
+        std::string octal;
+        info >> octal;
+        return static_cast<int>(std::stoul(octal, nullptr, 8));
+      }
+    }
+  }
+  return -1;
+}
+
+// Shards span several 4 MiB write buffers and end in a tail that is not a multiple of 4 KiB:
+// written with O_DIRECT where the filesystem takes it (the test's temporary directory, checked
+// with a probe file) and through the page cache where it does not (/dev/shm on kernels whose
+// tmpfs refuses O_DIRECT), the files are byte for byte the same and read back.
+TEST(ShardWriterReaderTest, LargeShardIsTheSameWrittenDirectOrThroughThePageCache) {
+  TempDir dir;
+  const TensorSchema schema = Schema(224, 224, 3);  // 150,528-byte records
+  RecordEncoder enc(*Compression::Parse("none"));
+  constexpr uint64_t kRecords = 70;  // about 10.5 MB: two full buffers and a partial one
+  std::vector<std::string> paths = {dir / "disk.kiln"};
+  const std::string shm_dir = "/dev/shm/kiln-shard-writer-test-" + std::to_string(::getpid());
+  if (fs::is_directory("/dev/shm") && fs::create_directory(shm_dir)) {
+    paths.push_back(shm_dir + "/shm.kiln");
+  }
+  const std::string probe = dir / "probe";
+  const int probe_fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT, 0644);
+  const bool disk_takes_direct = probe_fd >= 0;
+  if (probe_fd >= 0) ::close(probe_fd);
+  std::vector<std::vector<uint8_t>> files;
+  for (const std::string& path : paths) {
+    auto writer = ShardWriter::Create(path, Header(schema));
+    ASSERT_TRUE(writer.ok()) << writer.status().ToString();
+    for (uint64_t i = 0; i < kRecords; ++i) {
+      ASSERT_TRUE((*writer)->Add(Encode(&enc, schema, i)).ok()) << path << " record " << i;
+    }
+    if (path == paths[0]) {
+      const int flags = OpenFileFlags("/disk.kiln.tmp");
+      ASSERT_GE(flags, 0) << "the shard's temporary file is not open";
+      EXPECT_EQ((flags & O_DIRECT) != 0, disk_takes_direct) << "flags " << flags;
+    }
+    auto info = (*writer)->Finish();
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    files.push_back(testing::ReadFileBytes(path));
+    EXPECT_EQ(info->bytes, files.back().size()) << path;
+    EXPECT_NE(files.back().size() % 4096, 0u) << "the tail should not be a whole 4 KiB block";
+    EXPECT_GT(files.back().size(), uint64_t{8} << 20);
+    EXPECT_EQ(info->xxh3_64, RecordChecksum(files.back().data(), files.back().size(), 0)) << path;
+    auto reader = ShardReader::Open(path);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    ASSERT_EQ((*reader)->record_count(), kRecords);
+    RecordDecoder dec;
+    std::vector<uint8_t> out(schema.sample_bytes());
+    for (uint64_t i = 0; i < kRecords; ++i) {
+      int64_t label = 0;
+      ASSERT_TRUE((*reader)->ReadRecord(i, &dec, out.data(), &label).ok()) << path << " " << i;
+      ASSERT_EQ(out, SampleBytes(schema.sample_bytes(), i)) << path << " record " << i;
+    }
+  }
+  if (files.size() == 2) {
+    EXPECT_TRUE(files[0] == files[1]);
+  }
+  std::error_code ec;
+  fs::remove_all(shm_dir, ec);
 }
 
 TEST(ShardWriterReaderTest, EveryRecordAlignedForEveryAlignment) {
