@@ -36,6 +36,7 @@
 #include "tools/shrink_on_load.h"
 #include "tools/source_listing.h"
 #include "tools/tar_source.h"
+#include "tools/tfrecord_source.h"
 #include "tools/tool_versions.h"
 
 namespace kiln {
@@ -136,11 +137,11 @@ std::string PreprocessingJson(const PackOptions& o) {
   return j.dump();
 }
 
-// What the serial input stage hands to the parallel stage: the item, and for tar input its
-// bytes, read in stream order.
+// What the serial input stage hands to the parallel stage: the item, and for tar and TFRecord
+// input its bytes, read in stream order.
 struct Fetched {
   size_t item = 0;
-  bool read = false;  // bytes / status hold the item's bytes (tar input)
+  bool read = false;  // bytes / status hold the item's bytes (tar and TFRecord input)
   Status status;
   std::string bytes;
 };
@@ -157,7 +158,8 @@ struct Work {
 struct PackInput {
   bool is_dir = false;              // an ImageFolder tree, else a list file (or tar shards)
   bool is_tar = false;              // WebDataset tar shards (tools/tar_source.h)
-  std::vector<std::string> shards;  // the tar shards, in order
+  bool is_tfrecord = false;         // TFRecord files (tools/tfrecord_source.h)
+  std::vector<std::string> shards;  // the tar shards or TFRecord files, in order
   std::string root;                 // what list-file paths are relative to (the folder for a tree)
   std::vector<SourceItem> items;
   std::vector<std::string> classes;
@@ -206,19 +208,29 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
           "--shuffle-seed is not supported for tar shards, which are read in stream order; "
           "shuffle when reading (kiln's reader shuffles by default)");
     }
+  } else if (IsTFRecordInput(options.input)) {
+    input.is_tfrecord = true;
+    KILN_ASSIGN_OR_RETURN(input.shards, ExpandTFRecordInput(options.input));
+    if (options.shuffle_seed) {
+      return Status::InvalidArgument(
+          "--shuffle-seed is not supported for TFRecord files, which are read in stream order; "
+          "shuffle when reading (kiln's reader shuffles by default)");
+    }
   }
-  input.is_dir = !input.is_tar && std::filesystem::is_directory(options.input, ec);
-  // (ExpandShardInput has found every shard.)
-  if (!input.is_tar && !input.is_dir && !std::filesystem::exists(options.input, ec)) {
+  // Tar shards and TFRecord files: a stream of files, read in order.
+  const bool is_stream = input.is_tar || input.is_tfrecord;
+  input.is_dir = !is_stream && std::filesystem::is_directory(options.input, ec);
+  // (ExpandShardInput / ExpandTFRecordInput have found every file.)
+  if (!is_stream && !input.is_dir && !std::filesystem::exists(options.input, ec)) {
     return Status::NotFound("input " + options.input + " does not exist");
   }
-  if (!input.is_tar && !input.is_dir && HasImageExtension(options.input)) {
+  if (!is_stream && !input.is_dir && HasImageExtension(options.input)) {
     return Status::InvalidArgument("input " + options.input +
                                    " is an image file; pass the folder that holds one sub-folder "
                                    "per class, or a list file of `path label` lines");
   }
   input.root = options.input;
-  if (input.is_tar) {
+  if (is_stream) {
     input.root = std::filesystem::path(input.shards.front()).parent_path().string();
     if (input.root.empty()) input.root = ".";
   } else if (!input.is_dir && options.root.empty()) {
@@ -227,7 +239,7 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   } else if (!input.is_dir) {
     input.root = options.root;
   }
-  if (input.is_tar) {
+  if (is_stream) {
     // Shards may sit beside the output; none may be inside it (--overwrite would delete it).
     for (const std::string& shard : input.shards) {
       KILN_RETURN_IF_ERROR(CheckOutputApart(shard, options.output));
@@ -238,6 +250,8 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   SourceListing listing;
   if (input.is_tar) {
     KILN_ASSIGN_OR_RETURN(listing, ListTarShards(input.shards, options.tar));
+  } else if (input.is_tfrecord) {
+    KILN_ASSIGN_OR_RETURN(listing, ListTFRecordFiles(input.shards, options.tfrecord));
   } else if (input.is_dir) {
     KILN_ASSIGN_OR_RETURN(listing, ListImageFolder(options.input));
   } else {
@@ -252,6 +266,14 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   report->skipped_files = std::move(listing.skipped);
   for (const SourceProblem& p : listing.problems) {
     report->rejections.push_back({p.path, p.line, p.reason});
+  }
+  if (listing.items.empty() && input.is_tfrecord) {
+    return Status::InvalidArgument(
+        "0 images found in " + options.input + " (" + std::to_string(input.shards.size()) +
+        " TFRecord files, " + std::to_string(listing.problems.size()) + " records rejected" +
+        (listing.problems.empty() ? std::string(")")
+                                  : "; the first: " + listing.problems[0].path + ": " +
+                                        listing.problems[0].reason + ")"));
   }
   if (listing.items.empty()) {
     return Status::InvalidArgument(
@@ -478,6 +500,15 @@ class PackPipeline {
       f.read = true;
       f.status = tar_reader_->Read(item.tar_shard, item.tar_member, &f.bytes);
       if (f.status.ok() && f.bytes.empty()) f.status = Status::InvalidArgument("empty member");
+    } else if (input_.is_tfrecord) {
+      // So is a TFRecord file: its records are read (CRCs checked, the Example parsed) here.
+      if (!tfrecord_reader_) {
+        tfrecord_reader_ = std::make_unique<TFRecordSampleReader>(input_.shards, options_.tfrecord);
+      }
+      const SourceItem& item = input_.items[f.item];
+      f.read = true;
+      f.status =
+          tfrecord_reader_->Read(item.tar_shard, item.tar_member, item.record_offset, &f.bytes);
     }
     return f;
   }
@@ -595,7 +626,8 @@ class PackPipeline {
   Status fatal_;
   std::atomic<bool> stop_{false};
   size_t next_item_ = 0;
-  std::unique_ptr<TarSampleReader> tar_reader_;  // tar input: touched by NextItem only
+  std::unique_ptr<TarSampleReader> tar_reader_;            // tar input: touched by NextItem only
+  std::unique_ptr<TFRecordSampleReader> tfrecord_reader_;  // TFRecord input: likewise
   uint64_t done_ = 0;
   size_t journaled_files_ = 0;
   uint64_t journaled_items_ = 0;  // the listed items the finished shards cover (for --resume)
@@ -633,8 +665,11 @@ std::string SourceJson(const PackOptions& options, const PackInput& input,
                        const PackReport& report) {
   PackSource source;
   source.input = options.input;
-  source.kind = input.is_tar ? "webdataset" : input.is_dir ? "imagefolder" : "list";
-  if (!input.is_dir && !input.is_tar) source.root = input.root;
+  source.kind = input.is_tar        ? "webdataset"
+                : input.is_tfrecord ? "tfrecord"
+                : input.is_dir      ? "imagefolder"
+                                    : "list";
+  if (!input.is_dir && !input.is_tar && !input.is_tfrecord) source.root = input.root;
   source.listed = report.listed;
   source.packed = report.packed;
   source.rejected = report.rejected;
@@ -671,6 +706,9 @@ std::string PartOptionsJson(const PackOptions& o) {
   j["--exact-decode"] = o.exact_decode;
   j["--image-ext"] = o.tar.image_exts;
   j["--label-from"] = o.tar.label_from;
+  j["--feature-image"] = o.tfrecord.feature_image;
+  j["--feature-label"] = o.tfrecord.feature_label;
+  j["--feature-key"] = o.tfrecord.feature_key;
   j["alpha background"] = o.decode.background;
   j["resized max pixels"] = p.max_pixels;
   return j.dump();
