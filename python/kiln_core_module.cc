@@ -673,6 +673,9 @@ PYBIND11_MODULE(_core, m) {
           },
           "'auto', 'mmap' or 'direct' (reader/loader.h, IoMode). Default 'auto'.")
       .KILN_INT_FIELD("device", device, "CUDA device for device batches; -1 = host. Default -1.")
+      .KILN_INT_FIELD("pin_device", pin_device,
+                      "With device -1: the CUDA device current while pinned slots are "
+                      "allocated; -1 = the current device. Default -1.")
       .def_property("resume", &kiln::python::ResumeBytes, &kiln::python::SetResume,
                     "A saved ReaderState (Loader.state()), or b'' / None for none.")
       .def(

@@ -363,6 +363,10 @@ Status ValidateLoaderOptions(const LoaderOptions& options) {
     return Status::InvalidArgument("device " + std::to_string(options.device) +
                                    " must be -1 (host batches) or a CUDA device index");
   }
+  if (options.pin_device < -1) {
+    return Status::InvalidArgument("pin_device " + std::to_string(options.pin_device) +
+                                   " must be -1 (the current device) or a CUDA device index");
+  }
   if (options.read_ahead_bytes > (uint64_t{4} << 30)) {
     return Status::InvalidArgument("read_ahead_bytes " + std::to_string(options.read_ahead_bytes) +
                                    " must be at most 4 GiB (4294967296)");
@@ -441,7 +445,8 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
   const uint64_t slot_bytes = data_bytes + label_bytes;
   const size_t slot_count = options.prefetch + 1;
   Result<std::unique_ptr<HostBuffer>> buffer =
-      HostBuffer::Allocate(slot_bytes * slot_count, options.pin_memory, options.device);
+      HostBuffer::Allocate(slot_bytes * slot_count, options.pin_memory,
+                           options.device >= 0 ? options.device : options.pin_device);
   if (!buffer.ok()) {
     return Status::OutOfRange(
         "Loader over " + loader->dataset_->dir() + ": " + buffer.status().message() + " (" +

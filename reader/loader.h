@@ -231,6 +231,14 @@ struct LoaderOptions {
   // only. Falls back to host batches, with one warning, where no usable device exists.
   // Range [-1, device count). Default -1.
   int device = -1;
+  // With device == -1 and pin_memory: the CUDA device made current while the pinned slots are
+  // allocated. Pinned memory is usable from every device (unified addressing); this only picks
+  // whose context the allocation uses or creates, so a process meant for GPU N (a DDP rank
+  // that copies batches to cuda:N itself) creates no context on GPU 0. -1: the calling
+  // thread's current device in kiln's CUDA runtime (0 unless kiln made another current). With
+  // device >= 0 the slots are allocated on `device` and this is ignored. Range [-1, device
+  // count); an index with no device leaves the allocation on the current device. Default -1.
+  int pin_device = -1;
 };
 
 // Returns OK when `options` is usable for any dataset, else InvalidArgument naming the first

@@ -28,23 +28,30 @@ __device__ __forceinline__ __half FromFloat<__half>(float v) {
   return __float2half_rn(v);
 }
 
-// One thread per output element, grid-stride; consecutive threads write consecutive x of one
-// output row (coalesced writes; reads stride by `channels` bytes, cached).
+// One thread per output pixel (all its channels): block (32, 8) covers 32 consecutive x of 8
+// output rows; blockIdx.x walks the row in 32-pixel pieces and the rows (sample b, row y) are
+// grid-strided over blockIdx.y. A warp reads 32 neighbouring pixels of one input row (32 x
+// channels consecutive bytes) and writes 32 consecutive elements of each channel plane, so both
+// sides are coalesced; each input byte is loaded once. Per pixel: one 64-bit division (row to
+// sample and y) and 32-bit offsets inside the row; the row bases are 64-bit, so batches over
+// 2^32 elements index correctly.
 // params: [n][3] uint32 {top, left, flip}, or null for no crop and no flip.
+constexpr uint32_t kBlockX = 32;
+constexpr uint32_t kBlockY = 8;
+
 template <typename T>
 __global__ void NormalizeCropFlipKernel(const uint8_t* __restrict__ in, uint32_t in_h,
                                         uint32_t in_w, uint32_t channels,
                                         const uint32_t* __restrict__ params, uint32_t out_h,
-                                        uint32_t out_w, uint64_t total, Norm norm,
+                                        uint32_t out_w, uint64_t rows, Norm norm,
                                         T* __restrict__ out) {
-  for (uint64_t i = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total;
-       i += uint64_t{gridDim.x} * blockDim.x) {
-    const uint32_t x = static_cast<uint32_t>(i % out_w);
-    uint64_t r = i / out_w;
-    const uint32_t y = static_cast<uint32_t>(r % out_h);
-    r /= out_h;
-    const uint32_t ch = static_cast<uint32_t>(r % channels);
-    const uint64_t b = r / channels;
+  const uint32_t x = blockIdx.x * kBlockX + threadIdx.x;
+  if (x >= out_w) return;
+  const uint64_t plane = uint64_t{out_h} * out_w;
+  for (uint64_t row = uint64_t{blockIdx.y} * kBlockY + threadIdx.y; row < rows;
+       row += uint64_t{gridDim.y} * kBlockY) {
+    const uint64_t b = row / out_h;
+    const uint32_t y = static_cast<uint32_t>(row - b * out_h);
     uint32_t top = 0, left = 0, flip = 0;
     if (params != nullptr) {
       top = params[3 * b];
@@ -52,11 +59,14 @@ __global__ void NormalizeCropFlipKernel(const uint8_t* __restrict__ in, uint32_t
       flip = params[3 * b + 2];
     }
     const uint32_t sx = flip ? out_w - 1 - x : x;
-    const uint8_t v = in[((b * in_h + top + y) * in_w + left + sx) * channels + ch];
-    // The same three IEEE operations as NormalizeSampleOnHost, each rounded to nearest even
-    // (the _rn intrinsics are never contracted into an FMA, whatever --fmad says).
-    const float scaled = __fmul_rn(static_cast<float>(v), kNormalizeScale);
-    out[i] = FromFloat<T>(__fdiv_rn(__fsub_rn(scaled, norm.mean[ch]), norm.std[ch]));
+    const uint8_t* src = in + ((b * in_h + top + y) * in_w + left + sx) * channels;
+    T* dst = out + b * channels * plane + uint64_t{y} * out_w + x;
+    for (uint32_t ch = 0; ch < channels; ++ch) {
+      // The same three IEEE operations as NormalizeSampleOnHost, each rounded to nearest even
+      // (the _rn intrinsics are never contracted into an FMA, whatever --fmad says).
+      const float scaled = __fmul_rn(static_cast<float>(src[ch]), kNormalizeScale);
+      dst[ch * plane] = FromFloat<T>(__fdiv_rn(__fsub_rn(scaled, norm.mean[ch]), norm.std[ch]));
+    }
   }
 }
 
@@ -78,7 +88,17 @@ Result<std::unique_ptr<NormalizeKernel>> NormalizeKernel::Create(const TensorSch
   k->seed_ = seed;
   KILN_ASSIGN_OR_RETURN(k->params_,
                         DeviceBuffer::Allocate(size_t{max_batch_size} * 3 * sizeof(uint32_t)));
-  k->host_params_.resize(size_t{max_batch_size} * 3);
+  // Pinned staging, so the parameter copy is truly asynchronous (a pageable source may make
+  // the driver synchronise with the stream first: CUDA Runtime API, "API synchronization
+  // behavior", memcpy). Two slots alternate; a slot is refilled only after its last copy
+  // completed (its event; two calls back, long done in a training loop).
+  const size_t slot_words = size_t{max_batch_size} * 3;
+  KILN_ASSIGN_OR_RETURN(
+      k->host_params_,
+      HostBuffer::Allocate(kParamSlots * slot_words * sizeof(uint32_t), /*pinned=*/true));
+  for (auto& event : k->params_copied_) {
+    KILN_ASSIGN_OR_RETURN(event, CudaEvent::Create());
+  }
   return std::move(k);  // nvcc's front end does not apply the implicit move here
 }
 
@@ -128,34 +148,40 @@ Status NormalizeKernel::RunRaw(const void* device_in, uint32_t size, const Augme
           std::to_string(stored_.width) + " sample");
     }
   }
+  const uint32_t slot = next_param_slot_;
+  next_param_slot_ = (slot + 1) % kParamSlots;
+  if (param_slot_used_[slot]) KILN_RETURN_IF_ERROR(params_copied_[slot].Synchronize());
+  uint32_t* staged =
+      reinterpret_cast<uint32_t*>(host_params_->data()) + size_t{slot} * max_batch_size_ * 3;
   for (uint32_t k = 0; k < size; ++k) {
-    host_params_[3 * k] = params[k].top;
-    host_params_[3 * k + 1] = params[k].left;
-    host_params_[3 * k + 2] = params[k].flip ? 1u : 0u;
+    staged[3 * k] = params[k].top;
+    staged[3 * k + 1] = params[k].left;
+    staged[3 * k + 2] = params[k].flip ? 1u : 0u;
   }
-  // Pageable source: the call returns once the bytes are staged, so host_params_ may be reused.
-  KILN_RETURN_IF_ERROR(CudaCopyToDeviceAsync(params_.data(), host_params_.data(),
-                                             size_t{size} * 3 * sizeof(uint32_t), stream));
+  KILN_RETURN_IF_ERROR(
+      CudaCopyToDeviceAsync(params_.data(), staged, size_t{size} * 3 * sizeof(uint32_t), stream));
+  KILN_RETURN_IF_ERROR(params_copied_[slot].Record(stream));
+  param_slot_used_[slot] = true;
   Norm norm{};
   for (uint32_t c = 0; c < kMaxNormalizeChannels; ++c) {
     norm.mean[c] = options_.mean[c];
     norm.std[c] = options_.std[c];
   }
-  const uint64_t total =
-      uint64_t{size} * out_schema_.channels * out_schema_.height * out_schema_.width;
-  constexpr uint32_t kThreads = 256;
-  const uint32_t blocks =
-      static_cast<uint32_t>(std::min<uint64_t>((total + kThreads - 1) / kThreads, 65535));
+  const uint64_t rows = uint64_t{size} * out_schema_.height;
+  const dim3 threads(kBlockX, kBlockY);
+  const dim3 blocks(
+      (out_schema_.width + kBlockX - 1) / kBlockX,
+      static_cast<uint32_t>(std::min<uint64_t>((rows + kBlockY - 1) / kBlockY, 65535)));
   const auto* in = static_cast<const uint8_t*>(device_in);
   const auto* p = static_cast<const uint32_t*>(params_.data());
   if (options_.out_dtype == DType::kFloat16) {
-    NormalizeCropFlipKernel<__half><<<blocks, kThreads, 0, stream>>>(
+    NormalizeCropFlipKernel<__half><<<blocks, threads, 0, stream>>>(
         in, stored_.height, stored_.width, stored_.channels, p, out_schema_.height,
-        out_schema_.width, total, norm, static_cast<__half*>(device_out));
+        out_schema_.width, rows, norm, static_cast<__half*>(device_out));
   } else {
-    NormalizeCropFlipKernel<float><<<blocks, kThreads, 0, stream>>>(
+    NormalizeCropFlipKernel<float><<<blocks, threads, 0, stream>>>(
         in, stored_.height, stored_.width, stored_.channels, p, out_schema_.height,
-        out_schema_.width, total, norm, static_cast<float*>(device_out));
+        out_schema_.width, rows, norm, static_cast<float*>(device_out));
   }
   // Peek, not Get: an error left by the caller's own earlier work is not kiln's to clear.
   return CudaStatus(cudaPeekAtLastError(), "NormalizeCropFlipKernel<<<>>>");

@@ -33,6 +33,7 @@
 #include "formats/tensor_schema.h"
 #include "reader/augmenter.h"
 #include "reader/cuda_handles.h"
+#include "reader/host_buffer.h"
 #include "reader/loader.h"
 
 namespace kiln {
@@ -104,7 +105,8 @@ class NormalizeKernel {
   // batch's upload; WaitOn adds `stream` to the batch's consumer streams (it does not replace
   // one given to an earlier WaitOn), so the loader reuses the device buffer only after this
   // kernel and the work on every other stream that waited on the batch. Does not block the
-  // host except for the parameter copy's staging (pageable, a few KiB). Successive calls must
+  // host: the parameters are staged in pinned memory (two slots; a slot is reused only after
+  // its copy two calls back completed). Successive calls must
   // use the same stream (the parameter buffer is reused in stream order). `stream` and the
   // kernel's parameter buffer must be on the batch's device (Create on that device); Run makes
   // it current for the call and restores the caller's device.
@@ -128,8 +130,14 @@ class NormalizeKernel {
   NormalizeOptions options_;
   uint32_t max_batch_size_ = 0;
   uint64_t seed_ = 0;
-  DeviceBuffer params_;                // max_batch_size_ x {top, left, flip} uint32
-  std::vector<uint32_t> host_params_;  // staging for the parameter copy
+  static constexpr uint32_t kParamSlots = 2;
+  DeviceBuffer params_;  // max_batch_size_ x {top, left, flip} uint32
+  // Staging for the parameter copy: kParamSlots slots of max_batch_size_ x 3 uint32, pinned
+  // when a device is usable; slot i is rewritten only after params_copied_[i] completed.
+  std::unique_ptr<HostBuffer> host_params_;
+  CudaEvent params_copied_[kParamSlots];
+  bool param_slot_used_[kParamSlots] = {};
+  uint32_t next_param_slot_ = 0;
 };
 
 }  // namespace kiln

@@ -37,6 +37,22 @@ def check_device(torch, name):
     return torch.device("cuda", index), index
 
 
+def pin_device(torch):
+    """The device to allocate pinned CPU-batch slots on (LoaderOptions.pin_device): torch's
+    current device when torch has initialised CUDA (so a DDP rank on cuda:N that called
+    torch.cuda.set_device gets no context on GPU 0: kiln's CUDA runtime may keep its own current
+    device, 0, apart from torch's, as torch often loads its own libcudart), else -1 (kiln's
+    current device)."""
+    if torch is None or not hasattr(torch, "cuda"):
+        return -1
+    try:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            return int(torch.cuda.current_device())
+    except (RuntimeError, AssertionError):  # a torch built without CUDA, or a broken driver
+        pass
+    return -1
+
+
 _TORCH_DTYPES = {"uint8": "uint8", "float16": "float16", "float32": "float32"}
 
 

@@ -208,7 +208,10 @@ class Loader:
             0 = the machine's hardware threads. Default 0.
         prefetch: batches filled ahead of the one you hold, 1 to 64. Default 2.
         pin_memory: allocate batch slots in pinned (page-locked) memory when kiln was built
-            with CUDA and a device is present; otherwise page-aligned host memory. Default True.
+            with CUDA and a device is present; otherwise page-aligned host memory. With
+            ``device=None`` the slots are pinned on torch's current device once torch has
+            initialised CUDA (call ``torch.cuda.set_device(local_rank)`` before making the
+            loader), so a rank on ``cuda:N`` creates no context on GPU 0. Default True.
         device: None or ``"cpu"`` for CPU batches. ``"cuda"`` / ``"cuda:N"`` (``"cuda"``: torch's
             current device) uses the reader's own upload (reader/loader.h, "Device batches"):
             each batch is copied from pinned slots on kiln's CUDA stream as soon as it is filled,
@@ -298,6 +301,8 @@ class Loader:
         self._device = self._check_device(device)
         if self._device is not None:
             self._options.device = self._device_index
+        elif pin_memory:
+            self._options.pin_device = _cuda.pin_device(self._torch)
         self._core = _core.Loader(self.path, self._options)
         self.shuffle: str = self._options.shuffle
         self._copy = copy

@@ -115,3 +115,39 @@ def test_cuda_other_device_creates_nothing_on_gpu_0(packed):
         "print('gpu0_active', active.value)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "gpu0_active 0" in out.stdout, out.stdout + out.stderr
+
+
+def test_cpu_batches_pin_on_torchs_current_device(packed):
+    # device=None with pin_memory: the slots are pinned with torch's current device current, and
+    # only once torch has initialised CUDA; before that (and without CUDA) kiln's own current
+    # device (-1).
+    loader = kiln.Loader(packed, batch_size=50)
+    expected = torch.cuda.current_device() if (
+        torch.cuda.is_available() and torch.cuda.is_initialized()) else -1
+    assert loader.options.pin_device == expected
+    assert kiln.Loader(packed, batch_size=50, pin_memory=False).options.pin_device == -1
+    assert kiln._cuda.pin_device(None) == -1
+
+
+def test_cuda_rank_on_gpu_1_pins_nothing_on_gpu_0(packed):
+    require_gpu()
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    # A DDP rank's pattern: set_device(1), CPU batches from kiln, .to() itself.
+    import subprocess
+    import sys
+    code = (
+        "import torch, kiln\n"
+        "torch.cuda.set_device(1)\n"
+        f"l = kiln.Loader({packed!r}, batch_size=50)\n"
+        "assert l.pinned and l.options.pin_device == 1, (l.pinned, l.options.pin_device)\n"
+        "for x, y in l: x.to('cuda:1', non_blocking=True)\n"
+        "torch.cuda.synchronize()\n"
+        "del l\n"
+        "import ctypes\n"
+        "cuda = ctypes.CDLL('libcuda.so.1')\n"
+        "flags, active = ctypes.c_uint(), ctypes.c_int()\n"
+        "assert cuda.cuDevicePrimaryCtxGetState(0, ctypes.byref(flags), ctypes.byref(active)) == 0\n"
+        "print('gpu0_active', active.value)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "gpu0_active 0" in out.stdout, out.stdout + out.stderr

@@ -504,6 +504,116 @@ TEST(GpuUploadTest, FusedKernelFullSizeBitExact) {
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
 }
 
+// Successive calls reuse the pinned parameter staging slots: four batches in a row on one
+// stream, each with its own crops and flips, synchronised only at the end, each equal to its own
+// host reference (a slot refilled under an in-flight copy would give a batch another's crops).
+TEST(GpuUploadTest, FusedKernelBackToBackCallsKeepTheirParameters) {
+  KILN_SKIP_WITHOUT_DEVICE();
+  const uint32_t n = 32;
+  const uint32_t calls = 4;
+  const TensorSchema stored = MakeSchema(64, 64, 3);
+  AugmentOptions aug;
+  aug.crop_height = 48;
+  aug.crop_width = 40;
+  aug.flip = true;
+  Result<TensorSchema> cropped = AugmentedSchema(stored, aug);
+  ASSERT_TRUE(cropped.ok());
+  std::vector<uint8_t> host(uint64_t{n} * stored.sample_bytes());
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<uint8_t>((i * 2654435761u) >> 7);
+  Result<CudaStream> stream = CudaStream::Create(0);
+  ASSERT_TRUE(stream.ok());
+  Result<DeviceBuffer> in = DeviceBuffer::Allocate(host.size());
+  ASSERT_TRUE(in.ok());
+  ASSERT_EQ(cudaMemcpy(in->data(), host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  const NormalizeOptions no = ImageNetNormalize();
+  Result<std::unique_ptr<NormalizeKernel>> nk = NormalizeKernel::Create(stored, aug, no, n, 7);
+  ASSERT_TRUE(nk.ok()) << nk.status().ToString();
+  const TensorSchema out_schema = (*nk)->output_schema();
+  std::vector<std::vector<AugmentParams>> params(calls, std::vector<AugmentParams>(n));
+  std::vector<DeviceBuffer> outs;
+  for (uint32_t c = 0; c < calls; ++c) {
+    for (uint32_t k = 0; k < n; ++k) params[c][k] = DrawAugmentParams(stored, aug, 7, c, k);
+    Result<DeviceBuffer> out = DeviceBuffer::Allocate((*nk)->output_bytes(n));
+    ASSERT_TRUE(out.ok());
+    ASSERT_OK((*nk)->RunRaw(in->data(), n, params[c].data(), out->data(), stream->get()));
+    outs.push_back(std::move(*out));
+  }
+  ASSERT_OK(stream->Synchronize());
+  std::vector<uint8_t> crop(cropped->sample_bytes());
+  for (uint32_t c = 0; c < calls; ++c) {
+    SCOPED_TRACE("call " + std::to_string(c));
+    std::vector<uint8_t> got((*nk)->output_bytes(n));
+    ASSERT_EQ(cudaMemcpy(got.data(), outs[c].data(), got.size(), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    std::vector<uint8_t> ref(got.size());
+    for (uint32_t k = 0; k < n; ++k) {
+      ApplyAugment(host.data() + uint64_t{k} * stored.sample_bytes(), stored, params[c][k],
+                   *cropped, crop.data());
+      NormalizeSampleOnHost(crop.data(), *cropped, no, DType::kFloat32,
+                            ref.data() + uint64_t{k} * out_schema.sample_bytes());
+    }
+    ASSERT_EQ(FirstDifference(got, ref, sizeof(float)), -1);
+  }
+}
+
+// A batch of more than 2^32 output elements (22 samples of 8192x8192x3, fp16: 4.4 G elements,
+// 4.4 GB in, 8.9 GB out): the first and the last sample, which straddles element 2^32, equal
+// the host reference, so no input or output offset wraps at 32 bits. The other samples are a
+// constant pattern; only the two checked samples are random.
+TEST(GpuUploadTest, FusedKernelIndexesPast4GiElements) {
+  KILN_SKIP_WITHOUT_DEVICE();
+  const uint32_t n = 22;
+  const TensorSchema stored = MakeSchema(8192, 8192, 3);
+  const uint64_t sample = stored.sample_bytes();
+  ASSERT_GT(uint64_t{n} * sample, uint64_t{1} << 32);
+  size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < n * sample * 3 + (uint64_t{1} << 30)) {
+    KILN_SKIP_OR_FAIL("needs " + std::to_string(n * sample * 3 >> 20) + " MiB of device memory, " +
+                      std::to_string(free_bytes >> 20) + " MiB free");
+  }
+  Result<DeviceBuffer> in = DeviceBuffer::Allocate(n * sample);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  ASSERT_EQ(cudaMemset(in->data(), 0x5a, n * sample), cudaSuccess);
+  std::vector<uint8_t> first(sample), last(sample);
+  uint64_t x = 0x243f6a8885a308d3ull;
+  for (auto* v : {&first, &last}) {
+    for (uint8_t& b : *v) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      b = static_cast<uint8_t>(x >> 40);
+    }
+  }
+  auto* in_bytes = static_cast<uint8_t*>(in->data());
+  ASSERT_EQ(cudaMemcpy(in_bytes, first.data(), sample, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(in_bytes + (n - 1) * sample, last.data(), sample, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  NormalizeOptions no = ImageNetNormalize();
+  no.out_dtype = DType::kFloat16;
+  Result<std::unique_ptr<NormalizeKernel>> nk =
+      NormalizeKernel::Create(stored, AugmentOptions{}, no, n, 1);
+  ASSERT_TRUE(nk.ok()) << nk.status().ToString();
+  const uint64_t out_sample = (*nk)->output_schema().sample_bytes();
+  Result<DeviceBuffer> out = DeviceBuffer::Allocate((*nk)->output_bytes(n));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  std::vector<AugmentParams> params(n);
+  params[n - 1].flip = true;  // the last sample also reads its rows backwards
+  Result<CudaStream> stream = CudaStream::Create(0);
+  ASSERT_TRUE(stream.ok());
+  ASSERT_OK((*nk)->RunRaw(in->data(), n, params.data(), out->data(), stream->get()));
+  ASSERT_OK(stream->Synchronize());
+  const auto* out_bytes = static_cast<const uint8_t*>(out->data());
+  for (uint32_t k : {0u, n - 1}) {
+    SCOPED_TRACE("sample " + std::to_string(k));
+    std::vector<uint8_t> got(out_sample), ref(out_sample), flipped(sample);
+    ASSERT_EQ(
+        cudaMemcpy(got.data(), out_bytes + k * out_sample, out_sample, cudaMemcpyDeviceToHost),
+        cudaSuccess);
+    ApplyAugment((k == 0 ? first : last).data(), stored, params[k], stored, flipped.data());
+    NormalizeSampleOnHost(flipped.data(), stored, no, DType::kFloat16, ref.data());
+    ASSERT_EQ(FirstDifference(got, ref, 2), -1);
+  }
+}
+
 #endif  // KILN_HAVE_CUDA_KERNELS
 
 #else  // !KILN_HAVE_CUDA

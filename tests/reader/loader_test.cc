@@ -627,6 +627,7 @@ TEST(LoaderTest, ValidateLoaderOptionsNamesTheOption) {
       {[](LoaderOptions* o) { o->read_ahead_bytes = (uint64_t{4} << 30) + 1; },
        "read_ahead_bytes 4294967297 must be at most 4 GiB"},
       {[](LoaderOptions* o) { o->device = -2; }, "device -2 must be -1"},
+      {[](LoaderOptions* o) { o->pin_device = -2; }, "pin_device -2 must be -1"},
   };
   TestDataset ds{TestDatasetOptions{}};
   ASSERT_TRUE(ds.ok());
