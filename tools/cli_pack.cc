@@ -100,7 +100,8 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_option("--part", f->part,
                    "Pack only part I (from 0) of --of N into OUTPUT.parts/part-IIIII-of-NNNNN, "
                    "or 'auto': take I (and N) from the engine's environment (Slurm array, "
-                   "mpirun, srun, Kubernetes Indexed Job, KILN_PART/KILN_PARTS); then kiln merge");
+                   "mpirun, srun, Kubernetes Indexed Job, KILN_PART/KILN_PARTS); then kiln merge. "
+                   "Tar shards are split by shard file: a part reads only its own shards");
   pack->add_option("--of", f->of,
                    "Number of parts. Without --part: pack all N parts here, in turn, into OUTPUT "
                    "(the bytes kiln merge of N parts gives)")

@@ -105,7 +105,7 @@ bool IsInputOfKind(const std::string& input, InputNamePredicate is_kind) {
 
 Result<std::vector<std::string>> ExpandInputFiles(const std::string& input,
                                                   InputNamePredicate is_kind,
-                                                  const std::string& what) {
+                                                  const std::string& what, bool require_all) {
   std::vector<std::string> files;
   std::error_code ec;
   if (!HasInputPattern(input)) {
@@ -126,7 +126,7 @@ Result<std::vector<std::string>> ExpandInputFiles(const std::string& input,
   KILN_RETURN_IF_ERROR(ExpandBraces(input, &names));
   for (const std::string& name : names) {
     if (!HasGlob(name)) {
-      if (!fs::exists(name, ec)) {
+      if (require_all && !fs::exists(name, ec)) {
         return Status::NotFound(what + " " + name + " (from " + input + ") does not exist");
       }
       files.push_back(name);

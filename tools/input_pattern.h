@@ -35,13 +35,15 @@ bool IsInputOfKind(const std::string& input, InputNamePredicate is_kind);
 // ("{000000..000099}" counts with the width of the wider bound when either bound has a leading
 // zero or both have one width, "{a,b}" alternates, nested and repeated braces allowed), then
 // each result globbed (glob(3), sorted) when it holds '*', '?' or '['. `what` names one file
-// in messages ("tar shard", "TFRecord file").
-// Errors: NotFound naming a file that does not exist, a glob that matches nothing or a
-// directory without such files; InvalidArgument for an unbalanced brace, a range that is not
+// in messages ("tar shard", "TFRecord file"). With `require_all` false, a name that a brace
+// expression gives (no glob) is returned whether or not it exists: a part of a pack split by
+// file checks only its own files, which may be all that its node can see.
+// Errors: NotFound naming a file that does not exist (require_all), a glob that matches nothing or
+// a directory without such files; InvalidArgument for an unbalanced brace, a range that is not
 // {N..M}, or a range over 10,000,000 names.
 Result<std::vector<std::string>> ExpandInputFiles(const std::string& input,
                                                   InputNamePredicate is_kind,
-                                                  const std::string& what);
+                                                  const std::string& what, bool require_all = true);
 
 }  // namespace kiln
 

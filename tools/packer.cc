@@ -159,25 +159,34 @@ struct PackInput {
   bool is_dir = false;              // an ImageFolder tree, else a list file (or tar shards)
   bool is_tar = false;              // WebDataset tar shards (tools/tar_source.h)
   bool is_tfrecord = false;         // TFRecord files (tools/tfrecord_source.h)
-  std::vector<std::string> shards;  // the tar shards or TFRecord files, in order
-  std::string root;                 // what list-file paths are relative to (the folder for a tree)
+  std::vector<std::string> shards;  // the tar shards or TFRecord files, in order (a part's own)
+  // A part of tar or TFRecord input (`--part I`): split by file. `shards` holds shard_range of
+  // the listed_shards the input names, and the listing covers those files only.
+  bool split_by_shards = false;
+  ItemRange shard_range;
+  uint64_t listed_shards = 0;
+  uint64_t shard_list_hash = 0;
+  std::string root;  // what list-file paths are relative to (the folder for a tree)
   std::vector<SourceItem> items;
   std::vector<std::string> classes;
   uint64_t listing_problems = 0;  // the first rejections, found while listing
 };
 
+// The smallest and largest label of `items`; nullopt when there is none.
+std::optional<std::pair<int64_t, int64_t>> LabelRange(const std::vector<SourceItem>& items) {
+  std::optional<std::pair<int64_t, int64_t>> range;
+  for (const SourceItem& item : items) {
+    if (!range) range = std::make_pair(item.label, item.label);
+    range->first = std::min(range->first, item.label);
+    range->second = std::max(range->second, item.label);
+  }
+  return range;
+}
+
 // Without class folders (a list file), names the classes "0".."max label" when the labels are
 // small non-negative integers; else there are no class names.
 std::vector<std::string> ClassesFromLabels(const std::vector<SourceItem>& items) {
-  std::vector<std::string> classes;
-  int64_t max_label = -1;
-  bool small = true;
-  for (const SourceItem& item : items) {
-    small = small && item.label >= 0 && item.label < 100000;
-    max_label = std::max(max_label, item.label);
-  }
-  for (int64_t l = 0; small && l <= max_label; ++l) classes.push_back(std::to_string(l));
-  return classes;
+  return ClassesFromLabelRange(LabelRange(items));
 }
 
 // Applies the write-time shuffle: the sampler's permutation for `seed` over the whole listing.
@@ -200,17 +209,27 @@ Result<std::vector<SourceItem>> ShuffleItems(std::vector<SourceItem> items, uint
 Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   std::error_code ec;
   PackInput input;
+  std::string tar_root;  // the first shard's directory, of the whole shard list
   if (IsTarInput(options.input)) {
     input.is_tar = true;
-    KILN_ASSIGN_OR_RETURN(input.shards, ExpandShardInput(options.input));
+    // A part needs only its own shards to exist (they may be all its node can see).
+    KILN_ASSIGN_OR_RETURN(input.shards,
+                          ExpandShardInput(options.input, !options.part_index.has_value()));
     if (options.shuffle_seed) {
       return Status::InvalidArgument(
           "--shuffle-seed is not supported for tar shards, which are read in stream order; "
           "shuffle when reading (kiln's reader shuffles by default)");
     }
+    if (options.part_index && options.tar.label_from == "class-folder" &&
+        options.class_map.empty()) {
+      return Status::InvalidArgument(
+          "--label-from class-folder with --part needs --class-map: a part of tar input reads "
+          "only its own shards, so it cannot know the class folders of the others");
+    }
   } else if (IsTFRecordInput(options.input)) {
     input.is_tfrecord = true;
-    KILN_ASSIGN_OR_RETURN(input.shards, ExpandTFRecordInput(options.input));
+    KILN_ASSIGN_OR_RETURN(input.shards,
+                          ExpandTFRecordInput(options.input, !options.part_index.has_value()));
     if (options.shuffle_seed) {
       return Status::InvalidArgument(
           "--shuffle-seed is not supported for TFRecord files, which are read in stream order; "
@@ -219,6 +238,28 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   }
   // Tar shards and TFRecord files: a stream of files, read in order.
   const bool is_stream = input.is_tar || input.is_tfrecord;
+  if (is_stream) {
+    tar_root = std::filesystem::path(input.shards.front()).parent_path().string();
+    if (tar_root.empty()) tar_root = ".";
+    if (options.part_index) {
+      const std::string what = input.is_tar ? "shard" : "TFRecord file";
+      input.split_by_shards = true;
+      input.listed_shards = input.shards.size();
+      input.shard_list_hash = ShardListHash(input.shards, tar_root);
+      input.shard_range = PartRange(input.listed_shards, *options.part_index, options.part_count);
+      input.shards = std::vector<std::string>(
+          input.shards.begin() + static_cast<ptrdiff_t>(input.shard_range.begin),
+          input.shards.begin() + static_cast<ptrdiff_t>(input.shard_range.end));
+      for (const std::string& shard : input.shards) {
+        if (!std::filesystem::exists(shard, ec)) {
+          return Status::NotFound(
+              what + " " + shard + " (from " + options.input + ", " + what + " " +
+              std::to_string(&shard - input.shards.data() + input.shard_range.begin) + " of part " +
+              std::to_string(*options.part_index) + ") does not exist");
+        }
+      }
+    }
+  }
   input.is_dir = !is_stream && std::filesystem::is_directory(options.input, ec);
   // (ExpandShardInput / ExpandTFRecordInput have found every file.)
   if (!is_stream && !input.is_dir && !std::filesystem::exists(options.input, ec)) {
@@ -231,8 +272,7 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   }
   input.root = options.input;
   if (is_stream) {
-    input.root = std::filesystem::path(input.shards.front()).parent_path().string();
-    if (input.root.empty()) input.root = ".";
+    input.root = tar_root;
   } else if (!input.is_dir && options.root.empty()) {
     input.root = std::filesystem::path(options.input).parent_path().string();
     if (input.root.empty()) input.root = ".";
@@ -267,7 +307,9 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   for (const SourceProblem& p : listing.problems) {
     report->rejections.push_back({p.path, p.line, p.reason});
   }
-  if (listing.items.empty() && input.is_tfrecord) {
+  // A part split by file may list nothing (no file, or only rejections): the merge checks the
+  // whole job.
+  if (listing.items.empty() && input.is_tfrecord && !input.split_by_shards) {
     return Status::InvalidArgument(
         "0 images found in " + options.input + " (" + std::to_string(input.shards.size()) +
         " TFRecord files, " + std::to_string(listing.problems.size()) + " records rejected" +
@@ -275,7 +317,7 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
                                   : "; the first: " + listing.problems[0].path + ": " +
                                         listing.problems[0].reason + ")"));
   }
-  if (listing.items.empty()) {
+  if (listing.items.empty() && !input.split_by_shards) {
     return Status::InvalidArgument(
         "0 images found under " +
         (input.is_dir ? options.input : options.input + " (root " + input.root + ")") + " (" +
@@ -747,8 +789,22 @@ PartitionRecord SelectPart(const PackOptions& options, PackInput* input, PackRep
   r.options_json = PartOptionsJson(options);
   std::string classes;
   for (const std::string& c : input->classes) classes += c + '\0';
+  // Split by shard file, classes derived from the labels differ between parts (each sees its
+  // own labels): the merge derives them from the label ranges instead.
+  if (input->split_by_shards && options.class_map.empty()) classes.clear();
   r.options_xxh3_64 = HashText(r.options_json + '\n' + classes);
   r.versions_json = ToolVersionsJson();
+  if (input->split_by_shards) {
+    // The part's own listing is all it packs, listing problems included, whatever its index.
+    r.split_by_shards = true;
+    r.shards = input->shard_range;
+    r.listed_shards = input->listed_shards;
+    r.shard_list_xxh3_64 = input->shard_list_hash;
+    r.label_range = LabelRange(input->items);
+    r.items = ItemRange{0, r.listed_items};
+    report->listed = r.items.size() + input->listing_problems;
+    return r;
+  }
   input->items =
       std::vector<SourceItem>(input->items.begin() + static_cast<ptrdiff_t>(r.items.begin),
                               input->items.begin() + static_cast<ptrdiff_t>(r.items.end));
@@ -870,6 +926,17 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
     effective.output = out + ".parts/" + PartDirectoryName(*options.part_index, options.part_count);
     report->output = effective.output;
     KILN_ASSIGN_OR_RETURN(lock, PreparePart(options, effective.output));
+  } else if (options.part_count > 1 && options.format == "shards" &&
+             (input.is_tar || input.is_tfrecord)) {
+    // As the parts split tar and TFRecord input: by file, each part's first item its first
+    // file's.
+    for (uint32_t i = 1; i < options.part_count; ++i) {
+      const uint64_t first_shard = PartRange(input.shards.size(), i, options.part_count).begin;
+      const auto it = std::lower_bound(
+          input.items.begin(), input.items.end(), first_shard,
+          [](const SourceItem& item, uint64_t shard) { return item.tar_shard < shard; });
+      boundaries.push_back(static_cast<uint64_t>(it - input.items.begin()));
+    }
   } else if (options.part_count > 1 && options.format == "shards") {
     for (uint32_t i = 1; i < options.part_count; ++i) {
       boundaries.push_back(PartRange(input.items.size(), i, options.part_count).begin);
@@ -994,6 +1061,9 @@ std::string PackReportJson(const PackReport& r) {
     j["part"] = {{"index", r.partition->index},
                  {"count", r.partition->count},
                  {"items", {r.partition->items.begin, r.partition->items.end}}};
+    if (r.partition->split_by_shards) {
+      j["part"]["shards"] = {r.partition->shards.begin, r.partition->shards.end};
+    }
   }
   return j.dump();
 }

@@ -92,13 +92,16 @@ struct PackOptions {
   // Partitioned packing (tools/partition.h; SCALE-OUT.md). Every part lists the whole input,
   // takes the classes from the whole listing, applies the shuffle to the whole listing, then
   // keeps the items PartRange(listed images, part_index, part_count); listing problems belong to
-  // part 0.
+  // part 0. Tar input is split by shard file instead: a part lists and reads only the shard
+  // files PartRange(shards, part_index, part_count), and rejects their listing problems itself;
+  // `--label-from class-folder` then needs a class map (InvalidArgument without one).
   //  - part_index set: packs that part only, into `<output>.parts/part-IIIII-of-NNNNN/` (a
   //    complete dataset whose manifest's `source.partition` says which part it is), holding the
   //    lock `<output>.parts/part-IIIII-of-NNNNN.lock` for the whole run (tools/part_lock.h). A
   //    part may pack 0 images. A finished part is refused without `overwrite`.
   //  - part_index unset, part_count > 1 (shards format): one process packs the whole input into
-  //    `output`, closing a shard at the end of each part's range, so the result equals
+  //    `output`, closing a shard at the end of each part's range (for tar input, before each
+  //    part's first shard file), so the result equals
   //    `kiln merge` of the N parts byte for byte.
   // Default: unset and 1, a plain pack. Range: part_count in [1, kMaxParts], part_index below it.
   std::optional<uint32_t> part_index;

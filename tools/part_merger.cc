@@ -207,6 +207,45 @@ std::string VersionDifference(const Part& a, const Part& b) {
   return "";
 }
 
+// Checks part `p` of a job split by shard file against the reference part `ref`: the same shard
+// list, its own place in it (PartRange over the shards: with every index present, the parts are
+// disjoint and cover every shard in order), and classes that agree with its labels.
+Status CheckShardSplit(const Part& ref, const Part& p, uint32_t n) {
+  const PartitionRecord& r = p.record;
+  if (r.shard_list_xxh3_64 != ref.record.shard_list_xxh3_64 ||
+      r.listed_shards != ref.record.listed_shards) {
+    return Status::Corruption(p.name + " was packed from another shard list than " + ref.name +
+                              " (" + std::to_string(r.listed_shards) + " shards, shard list hash " +
+                              HexDigest(r.shard_list_xxh3_64) + " vs " +
+                              std::to_string(ref.record.listed_shards) + " shards, " +
+                              HexDigest(ref.record.shard_list_xxh3_64) +
+                              "): the parts were given other inputs, or the shards changed "
+                              "between parts; pack every part from the same shard list");
+  }
+  const ItemRange expected = PartRange(r.listed_shards, r.index, n);
+  if (!(r.shards == expected)) {
+    return Status::Corruption(p.name + " holds shards [" + std::to_string(r.shards.begin) + ", " +
+                              std::to_string(r.shards.end) + ") of " +
+                              std::to_string(r.listed_shards) + " but the partition rule gives [" +
+                              std::to_string(expected.begin) + ", " + std::to_string(expected.end) +
+                              ")");
+  }
+  if (r.listed_items != r.items.size()) {
+    return Status::Corruption(p.name + " lists " + std::to_string(r.listed_items) +
+                              " samples in its shards but holds items [" +
+                              std::to_string(r.items.begin) + ", " + std::to_string(r.items.end) +
+                              ")");
+  }
+  if (p.source.class_map.empty() ? p.manifest.classes != ClassesFromLabelRange(r.label_range)
+                                 : p.manifest.classes != ref.manifest.classes) {
+    return Status::Corruption(p.name + " has other classes than " +
+                              (p.source.class_map.empty() ? "its labels give" : ref.name) + " (" +
+                              std::to_string(p.manifest.classes.size()) +
+                              "): the part's kiln.json is inconsistent; pack it again");
+  }
+  return Status::Ok();
+}
+
 // Checks that `parts` are the N parts of one job, each once; sorts them by index.
 Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& roots) {
   std::sort(parts->begin(), parts->end(),
@@ -237,21 +276,31 @@ Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& root
   uint64_t packed = 0;
   for (const Part& p : *parts) {
     const PartitionRecord& r = p.record;
+    if (r.split_by_shards != ref.record.split_by_shards) {
+      const Part& by_shards = r.split_by_shards ? p : ref;
+      const Part& by_items = r.split_by_shards ? ref : p;
+      return Status::Corruption(by_shards.name + " was split by shard file (tar input) but " +
+                                by_items.name +
+                                " by listed item: they are not parts of one job; pack every "
+                                "part again");
+    }
     if (p.manifest.format != ref.manifest.format) {
       return Status::Corruption(p.name + " was packed with --format " + p.manifest.format +
                                 " but " + ref.name + " with --format " + ref.manifest.format);
     }
     std::string diff = OptionDifference(ref, p);
     if (!diff.empty()) return Status::Corruption(diff);
-    if (p.manifest.classes != ref.manifest.classes) {
+    if (r.split_by_shards) {
+      KILN_RETURN_IF_ERROR(CheckShardSplit(ref, p, n));
+    } else if (p.manifest.classes != ref.manifest.classes) {
       return Status::Corruption(p.name + " has other classes than " + ref.name + " (" +
                                 std::to_string(p.manifest.classes.size()) + " vs " +
                                 std::to_string(ref.manifest.classes.size()) +
                                 "): the input changed between parts; pack every part again");
     }
-    if (r.listing_xxh3_64 != ref.record.listing_xxh3_64 ||
-        r.listed_items != ref.record.listed_items ||
-        r.listing_problems != ref.record.listing_problems) {
+    if (!r.split_by_shards && (r.listing_xxh3_64 != ref.record.listing_xxh3_64 ||
+                               r.listed_items != ref.record.listed_items ||
+                               r.listing_problems != ref.record.listing_problems)) {
       return Status::Corruption(p.name + " saw another listing than " + ref.name + " (" +
                                 std::to_string(r.listed_items) + " images, listing hash " +
                                 HexDigest(r.listing_xxh3_64) + " vs " +
@@ -271,14 +320,18 @@ Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& root
                                 " (options hash " + HexDigest(r.options_xxh3_64) + " vs " +
                                 HexDigest(ref.record.options_xxh3_64) + ")");
     }
-    const ItemRange expected = PartRange(r.listed_items, r.index, n);
+    // Split by shard file, a part's items are its own listing (CheckShardSplit checked it).
+    const ItemRange expected =
+        r.split_by_shards ? ItemRange{0, r.listed_items} : PartRange(r.listed_items, r.index, n);
     if (!(r.items == expected)) {
       return Status::Corruption(p.name + " holds items [" + std::to_string(r.items.begin) + ", " +
                                 std::to_string(r.items.end) + ") but the partition rule gives [" +
                                 std::to_string(expected.begin) + ", " +
                                 std::to_string(expected.end) + ")");
     }
-    const uint64_t inputs = r.items.size() + (r.index == 0 ? r.listing_problems : 0);
+    // Listing problems: part 0's, or each part its own shards' when split by shard file.
+    const uint64_t inputs =
+        r.items.size() + (r.index == 0 || r.split_by_shards ? r.listing_problems : 0);
     if (p.source.packed + p.source.rejected != inputs || p.source.listed != inputs ||
         p.manifest.samples != p.source.packed) {
       return Status::Corruption(
@@ -314,6 +367,19 @@ void BuildWholeJob(const std::vector<Part>& parts, bool copy_mode, Manifest* man
   manifest->record_alignment = ref.manifest.record_alignment;
   manifest->shuffle_seed = ref.manifest.shuffle_seed;
   manifest->preprocessing_json = ref.manifest.preprocessing_json;
+  const bool by_shards = ref.record.split_by_shards;
+  if (by_shards && ref.source.class_map.empty()) {
+    // As one pack of the whole input derives them: from every part's labels.
+    std::optional<std::pair<int64_t, int64_t>> labels;
+    for (const Part& p : parts) {
+      const auto& l = p.record.label_range;
+      if (!l) continue;
+      if (!labels) labels = l;
+      labels->first = std::min(labels->first, l->first);
+      labels->second = std::max(labels->second, l->second);
+    }
+    manifest->classes = ClassesFromLabelRange(labels);
+  }
   PackSource source;
   source.input = ref.source.input;
   source.kind = ref.source.kind;
@@ -326,18 +392,51 @@ void BuildWholeJob(const std::vector<Part>& parts, bool copy_mode, Manifest* man
   // Moved shards keep the parts' boundaries: the manifest says so, as `kiln pack --of N` does.
   source.parts = copy_mode ? 1 : ref.record.count;
   rejected_tsv->clear();
+  // Split by shard file, each part lists its own shards: the listing problems of every part
+  // come first, in part order, then the other rejections, as one pack of the whole input
+  // writes them.
+  std::string listing_rows, other_rows;
+  if (by_shards) {
+    source.skipped = 0;
+    skipped_tsv->clear();
+  }
   for (const Part& p : parts) {
     source.listed += p.source.listed;
     source.packed += p.source.packed;
     source.rejected += p.source.rejected;
     manifest->samples += p.manifest.samples;
-    if (rejected_tsv->empty()) {
-      *rejected_tsv = p.rejected_tsv;  // part 0's, header line included
-    } else {
-      const size_t body = p.rejected_tsv.find('\n');
-      if (body != std::string::npos) rejected_tsv->append(p.rejected_tsv, body + 1);
+    if (by_shards) {
+      *source.skipped += p.source.skipped.value_or(0);
+      source.skipped_list = source.skipped_list || p.source.skipped_list;
+      if (!p.skipped_tsv.empty()) {
+        const size_t body = p.skipped_tsv.find('\n');
+        if (skipped_tsv->empty()) {
+          *skipped_tsv = p.skipped_tsv;  // header line included
+        } else if (body != std::string::npos) {
+          skipped_tsv->append(p.skipped_tsv, body + 1);
+        }
+      }
     }
+    const size_t header_end = p.rejected_tsv.find('\n');
+    if (rejected_tsv->empty()) {
+      *rejected_tsv = p.rejected_tsv.substr(
+          0, header_end == std::string::npos ? p.rejected_tsv.size() : header_end + 1);
+    }
+    if (header_end == std::string::npos) continue;
+    const std::string body = p.rejected_tsv.substr(header_end + 1);
+    if (!by_shards) {
+      other_rows += body;
+      continue;
+    }
+    size_t cut = 0;
+    for (uint64_t row = 0; row < p.record.listing_problems && cut < body.size(); ++row) {
+      const size_t end = body.find('\n', cut);
+      cut = end == std::string::npos ? body.size() : end + 1;
+    }
+    listing_rows.append(body, 0, cut);
+    other_rows.append(body, cut, std::string::npos);
   }
+  *rejected_tsv += listing_rows + other_rows;
   manifest->source_json = PackSourceJson(source);
 }
 

@@ -2,10 +2,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "formats/manifest.h"
+#include "formats/xxh3.h"
 
 namespace kiln {
 
@@ -232,6 +234,14 @@ std::string PartitionRecord::ToJson() const {
   j["options_xxh3_64"] = HexDigest(options_xxh3_64);
   j["options"] = ParseObject(options_json);
   j["versions"] = ParseObject(versions_json);
+  if (split_by_shards) {
+    j["split"] = "shards";
+    j["shards"] = {shards.begin, shards.end};
+    j["listed_shards"] = listed_shards;
+    j["shard_list_xxh3_64"] = HexDigest(shard_list_xxh3_64);
+    j["label_range"] = label_range ? nlohmann::ordered_json{label_range->first, label_range->second}
+                                   : nlohmann::ordered_json(nullptr);
+  }
   return j.dump();
 }
 
@@ -258,6 +268,31 @@ Result<PartitionRecord> PartitionRecord::FromJson(const std::string& text,
     }
     r.options_json = j.at("options").dump();
     r.versions_json = j.at("versions").dump();
+    if (j.contains("split")) {
+      if (j.at("split") != "shards") {
+        throw std::invalid_argument("'split' must be \"shards\", not " + j.at("split").dump());
+      }
+      r.split_by_shards = true;
+      const auto& shards = j.at("shards");
+      if (!shards.is_array() || shards.size() != 2)
+        throw std::invalid_argument("'shards' must be [begin, end]");
+      r.shards = {shards[0].get<uint64_t>(), shards[1].get<uint64_t>()};
+      r.listed_shards = j.at("listed_shards").get<uint64_t>();
+      r.shard_list_xxh3_64 = ParseHex64(j, "shard_list_xxh3_64");
+      const auto& labels = j.at("label_range");
+      if (!labels.is_null()) {
+        if (!labels.is_array() || labels.size() != 2 ||
+            labels[0].get<int64_t>() > labels[1].get<int64_t>()) {
+          throw std::invalid_argument("'label_range' must be null or [min, max]");
+        }
+        r.label_range = std::make_pair(labels[0].get<int64_t>(), labels[1].get<int64_t>());
+      }
+      if (r.shards.begin > r.shards.end || r.shards.end > r.listed_shards) {
+        throw std::invalid_argument("shards [" + std::to_string(r.shards.begin) + ", " +
+                                    std::to_string(r.shards.end) + ") of " +
+                                    std::to_string(r.listed_shards) + " are inconsistent");
+      }
+    }
     if (r.count < 1 || r.index >= r.count || r.items.begin > r.items.end ||
         r.items.end > r.listed_items) {
       throw std::invalid_argument(
@@ -269,6 +304,23 @@ Result<PartitionRecord> PartitionRecord::FromJson(const std::string& text,
   } catch (const std::exception& e) {
     return Status::Corruption(origin + ": partition record: " + e.what());
   }
+}
+
+uint64_t ShardListHash(const std::vector<std::string>& shards, const std::string& root) {
+  std::string text;
+  for (const std::string& shard : shards) {
+    const std::filesystem::path rel = std::filesystem::path(shard).lexically_relative(root);
+    text += (rel.empty() ? shard : rel.string()) + '\n';
+  }
+  return Xxh3(text.data(), text.size());
+}
+
+std::vector<std::string> ClassesFromLabelRange(
+    const std::optional<std::pair<int64_t, int64_t>>& label_range) {
+  std::vector<std::string> classes;
+  if (!label_range || label_range->first < 0 || label_range->second >= 100000) return classes;
+  for (int64_t l = 0; l <= label_range->second; ++l) classes.push_back(std::to_string(l));
+  return classes;
 }
 
 std::string PackSourceJson(const PackSource& s) {

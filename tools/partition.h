@@ -4,7 +4,8 @@
 // A partitioned pack (`kiln pack ... --part I --of N`) lists the whole input, derives the
 // classes from the whole listing, applies --shuffle-seed to the whole listing, then takes the
 // items [floor(I*L/N), floor((I+1)*L/N)) of the L listed images (PartRange). Listing problems
-// (unreadable folders, bad list lines) belong to part 0. Part I of N is written to
+// (unreadable folders, bad list lines) belong to part 0. WebDataset tar input is split by shard
+// file instead (PartitionRecord, "split by shard file"). Part I of N is written to
 // `OUT.parts/part-IIIII-of-NNNNN/` (PartDirectoryName) and `kiln merge` joins the parts. The
 // whole design, with each engine's conventions, is SCALE-OUT.md.
 //
@@ -15,6 +16,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "formats/status.h"
 #include "reader/world.h"
@@ -98,6 +101,19 @@ Result<PartChoice> PartFromEnvironment(std::optional<uint32_t> of,
 //                 "versions": {"kiln": "0.1.0", "opencv": "4.6.0", ...}}
 //
 // `kiln merge` compares these between parts before it moves anything.
+//
+// WebDataset tar input is split by shard file instead (`split` "shards"): part I takes the
+// shard files PartRange(S, I, N) of the S shards the input names, in order, and lists and reads
+// only those, so that no node opens another node's shards. Its record then adds
+//
+//   "split": "shards", "shards": [2, 4], "listed_shards": 8, "shard_list_xxh3_64": "...",
+//   "label_range": [0, 9]
+//
+// and `items`, `listed_items`, `listing_problems` and `listing_xxh3_64` describe the part's own
+// listing (items [0, L_I) of the L_I samples listed in its shards, its shards' listing
+// problems, which this part rejects whatever its index). A part cannot know the labels of other
+// shards, so without a class map the classes a merge writes come from `label_range` (ClassesFrom
+// Labels over the whole job) and the options hash leaves the class names out.
 struct PartitionRecord {
   uint32_t index = 0;
   uint32_t count = 1;
@@ -111,12 +127,30 @@ struct PartitionRecord {
   std::string options_json = "{}";
   // JSON object: versions of kiln and of the libraries that decide the bytes (tool_versions.h).
   std::string versions_json = "{}";
+  // Split by shard file (tar input): the fields below are written only when true.
+  bool split_by_shards = false;
+  ItemRange shards;                 // this part's shard files, in the input's shard list
+  uint64_t listed_shards = 0;       // S: shard files the input names (PartRange over them)
+  uint64_t shard_list_xxh3_64 = 0;  // hash of the shard list (ShardListHash)
+  // The smallest and largest label of the part's listed samples; nullopt when it lists none.
+  std::optional<std::pair<int64_t, int64_t>> label_range;
 
   // Returns the JSON object text, keys in the order above.
   std::string ToJson() const;
   // Parses the object `text`. Errors: Corruption naming `origin` and the bad or missing field.
   static Result<PartitionRecord> FromJson(const std::string& text, const std::string& origin);
 };
+
+// Returns the hash the partition record keeps of a shard list: XXH3-64 over each shard's path
+// relative to `root` (the first shard's directory, so nodes may mount the shards at different
+// places), each followed by '\n'.
+uint64_t ShardListHash(const std::vector<std::string>& shards, const std::string& root);
+
+// Returns the classes a pack derives from integer labels when nothing names them: "0".."max"
+// when every label is in [0, 100000), else none. `label_range` is the smallest and largest
+// label (nullopt: no sample, no class).
+std::vector<std::string> ClassesFromLabelRange(
+    const std::optional<std::pair<int64_t, int64_t>>& label_range);
 
 // The `source` object of a packed dataset's manifest, as `kiln pack` and `kiln merge` both write
 // it (so that their manifests can be byte-identical): input, kind ("imagefolder" or "list"), root

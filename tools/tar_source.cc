@@ -357,8 +357,8 @@ class Lister {
 
 bool IsTarInput(const std::string& input) { return IsInputOfKind(input, &HasTarName); }
 
-Result<std::vector<std::string>> ExpandShardInput(const std::string& input) {
-  return ExpandInputFiles(input, &HasTarName, "tar shard");
+Result<std::vector<std::string>> ExpandShardInput(const std::string& input, bool require_all) {
+  return ExpandInputFiles(input, &HasTarName, "tar shard", require_all);
 }
 
 Result<std::vector<std::string>> ParseImageExtensions(const std::string& list) {

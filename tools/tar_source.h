@@ -54,9 +54,13 @@ bool IsTarInput(const std::string& input);
 // first ("{000000..000099}" counts with the width of the wider bound, "{a,b}" alternates,
 // nested and repeated braces allowed), then each result globbed (glob(3), sorted) when it holds
 // '*', '?' or '['.
-// Errors: NotFound naming a shard that does not exist or a glob that matches nothing;
-// InvalidArgument for an unbalanced brace or a range over 10,000,000 names.
-Result<std::vector<std::string>> ExpandShardInput(const std::string& input);
+// With `require_all` false, a name that a brace expression gives (no glob) is returned whether
+// or not it exists: a part of a pack split by shard file (`kiln pack --part I`) checks only its
+// own shards, which may be all that its node can see.
+// Errors: NotFound naming a shard that does not exist (require_all) or a glob that matches
+// nothing; InvalidArgument for an unbalanced brace or a range over 10,000,000 names.
+Result<std::vector<std::string>> ExpandShardInput(const std::string& input,
+                                                  bool require_all = true);
 
 // Parses `--image-ext`: comma-separated extensions, a leading dot allowed, empty items ignored
 // ("jpg,.png" gives jpg and png). Errors: InvalidArgument when no extension remains.

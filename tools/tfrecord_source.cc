@@ -144,8 +144,8 @@ bool HasTFRecordName(std::string_view name) {
 
 bool IsTFRecordInput(const std::string& input) { return IsInputOfKind(input, &HasTFRecordName); }
 
-Result<std::vector<std::string>> ExpandTFRecordInput(const std::string& input) {
-  return ExpandInputFiles(input, &HasTFRecordName, "TFRecord file");
+Result<std::vector<std::string>> ExpandTFRecordInput(const std::string& input, bool require_all) {
+  return ExpandInputFiles(input, &HasTFRecordName, "TFRecord file", require_all);
 }
 
 Status ValidateTFRecordListOptions(const TFRecordListOptions& o) {

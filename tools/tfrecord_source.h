@@ -55,8 +55,11 @@ bool HasTFRecordName(std::string_view name);
 bool IsTFRecordInput(const std::string& input);
 
 // Returns the files of `input` in order, as ExpandInputFiles (tools/input_pattern.h) does with
-// HasTFRecordName. Errors: as ExpandInputFiles.
-Result<std::vector<std::string>> ExpandTFRecordInput(const std::string& input);
+// HasTFRecordName. With `require_all` false, names a brace expression gives are returned whether
+// or not they exist (a part of a pack split by file checks only its own files). Errors: as
+// ExpandInputFiles.
+Result<std::vector<std::string>> ExpandTFRecordInput(const std::string& input,
+                                                     bool require_all = true);
 
 // Returns the problem with `options` (an empty feature_image or feature_label, or feature_key
 // equal to one of them), or OK.

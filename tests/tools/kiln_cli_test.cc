@@ -395,4 +395,102 @@ TEST(KilnCliUsageTest, VerifyOfANonDatasetExitsOne) {
   EXPECT_NE(r.out.find("kiln.json"), std::string::npos);
 }
 
+// Runs a shell command; returns its exit status.
+int Shell(const std::string& cmd) { return std::system(cmd.c_str()); }
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+const std::string kPhotos = std::string(KILN_SOURCE_DIR) + "/samples/photos";
+
+// A tar shard made by the system tar from samples/photos (keys "animal/baboon" ...), packed,
+// verified and inspected through the command line as a WebDataset user would.
+TEST(KilnCliTarTest, PackVerifyInspectATarShard) {
+  const std::string dir = Fresh("tar_one");
+  fs::create_directories(dir);
+  const std::string shard = dir + "/photos-000000.tar";
+  ASSERT_EQ(Shell("tar -C '" + kPhotos + "' -cf '" + shard + "' animal fruit letter_f scene"), 0);
+  const CliRun pack =
+      Kiln("pack " + shard + " " + dir + "/out --size 32 --label-from class-folder --json");
+  ASSERT_EQ(pack.exit_code, 0) << pack.out;
+  const auto j = nlohmann::json::parse(pack.out);
+  EXPECT_EQ(j.at("listed"), 23);
+  EXPECT_EQ(j.at("packed"), 23);
+  EXPECT_EQ(j.at("rejected"), 0);
+  EXPECT_EQ(j.at("skipped"), 4);  // the directory entries animal/ fruit/ letter_f/ scene/
+  const CliRun verify = Kiln("verify " + dir + "/out --deep --json");
+  EXPECT_EQ(verify.exit_code, 0) << verify.out;
+  EXPECT_EQ(nlohmann::json::parse(verify.out).at("samples"), 23);
+  const CliRun inspect = Kiln("inspect " + dir + "/out --json");
+  ASSERT_EQ(inspect.exit_code, 0);
+  const auto info = nlohmann::json::parse(inspect.out);
+  EXPECT_EQ(info.at("source").at("kind"), "webdataset");
+  EXPECT_EQ(info.at("source").at("input"), shard);
+  EXPECT_EQ(info.at("classes"), nlohmann::json({"animal", "fruit", "letter_f", "scene"}));
+}
+
+// Three flat shards in the usual WebDataset layout (KEY.jpg + KEY.cls), made by the system tar
+// and named by a brace pattern: a sample without an image is rejected, an extra member skipped.
+TEST(KilnCliTarTest, PackABracePatternOfShardsWithClsLabels) {
+  const std::string dir = Fresh("tar_pattern");
+  const std::vector<std::vector<std::string>> classes_per_shard = {
+      {"animal"}, {"fruit", "letter_f"}, {"scene"}};
+  const std::vector<std::string> classes = {"animal", "fruit", "letter_f", "scene"};
+  fs::create_directories(dir + "/shards");
+  size_t images = 0;
+  for (size_t s = 0; s < classes_per_shard.size(); ++s) {
+    const std::string stage = dir + "/stage" + std::to_string(s);
+    fs::create_directories(stage);
+    for (const std::string& c : classes_per_shard[s]) {
+      const auto label = std::find(classes.begin(), classes.end(), c) - classes.begin();
+      for (const auto& e : fs::directory_iterator(kPhotos + "/" + c)) {
+        const std::string key = c + "_" + e.path().stem().string();
+        fs::copy_file(e.path(), stage + "/" + key + ".jpg");
+        std::ofstream(stage + "/" + key + ".cls") << label << "\n";
+        ++images;
+      }
+    }
+    if (s == 1) {
+      std::ofstream(stage + "/orphan.cls") << "1\n";           // no image: a rejection
+      std::ofstream(stage + "/fruit_apple.txt") << "caption";  // neither: skipped
+    }
+    char name[32];
+    std::snprintf(name, sizeof(name), "%06zu.tar", s);
+    ASSERT_EQ(Shell("cd '" + stage + "' && tar -cf '" + dir + "/shards/" + name + "' *"), 0);
+  }
+  ASSERT_EQ(images, 23u);
+  const CliRun pack =
+      Kiln("pack '" + dir + "/shards/{000000..000002}.tar' " + dir + "/out --size 32 --json");
+  ASSERT_EQ(pack.exit_code, 0) << pack.out;
+  const auto j = nlohmann::json::parse(pack.out);
+  EXPECT_EQ(j.at("listed"), 24);
+  EXPECT_EQ(j.at("packed"), 23);
+  EXPECT_EQ(j.at("rejected"), 1);
+  EXPECT_EQ(j.at("skipped"), 1);  // fruit_apple.txt
+  EXPECT_NE(ReadText(dir + "/out/skipped.tsv").find("000001.tar:fruit_apple.txt"),
+            std::string::npos);
+  ASSERT_EQ(j.at("rejections").size(), 1u);
+  EXPECT_NE(j.at("rejections")[0].at("path").get<std::string>().find("000001.tar:orphan"),
+            std::string::npos)
+      << pack.out;
+  EXPECT_NE(ReadText(dir + "/out/rejected.tsv").find("sample orphan has no image member"),
+            std::string::npos);
+  const CliRun verify = Kiln("verify " + dir + "/out --deep --json");
+  EXPECT_EQ(verify.exit_code, 0) << verify.out;
+  const CliRun inspect = Kiln("inspect " + dir + "/out --json");
+  ASSERT_EQ(inspect.exit_code, 0);
+  const auto info = nlohmann::json::parse(inspect.out);
+  EXPECT_EQ(info.at("samples"), 23);
+  EXPECT_EQ(info.at("source").at("kind"), "webdataset");
+  EXPECT_EQ(info.at("classes"), nlohmann::json({"0", "1", "2", "3"}));
+  // A pattern naming a shard that is not there is refused before anything is packed.
+  const CliRun missing =
+      Kiln("pack '" + dir + "/shards/{000000..000003}.tar' " + dir + "/out2 --size 32 --json");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.out.find("000003.tar"), std::string::npos) << missing.out;
+  EXPECT_FALSE(fs::exists(dir + "/out2"));
+}
+
 }  // namespace

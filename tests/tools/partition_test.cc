@@ -223,5 +223,59 @@ TEST(PartFromEnvironmentTest, RefusesWhatItCannotKnowOrWhatDisagrees) {
   }
 }
 
+// A record of a part split by shard file keeps its shard fields through kiln.json; one without
+// them reads as split by item; inconsistent shard ranges and labels are Corruption.
+TEST(PartitionRecordTest, ShardSplitFieldsRoundTripAndAreChecked) {
+  PartitionRecord r;
+  r.index = 1;
+  r.count = 3;
+  r.items = {0, 7};
+  r.listed_items = 7;
+  r.split_by_shards = true;
+  r.shards = {1, 3};
+  r.listed_shards = 5;
+  r.shard_list_xxh3_64 = 0x0123456789abcdefu;
+  r.label_range = std::make_pair(int64_t{-2}, int64_t{9});
+  const std::string json = r.ToJson();
+  EXPECT_NE(json.find(R"("split":"shards","shards":[1,3],"listed_shards":5,)"), std::string::npos)
+      << json;
+  Result<PartitionRecord> back = PartitionRecord::FromJson(json, "kiln.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->split_by_shards);
+  EXPECT_EQ(back->shards, (ItemRange{1, 3}));
+  EXPECT_EQ(back->listed_shards, 5u);
+  EXPECT_EQ(back->shard_list_xxh3_64, 0x0123456789abcdefu);
+  EXPECT_EQ(back->label_range, std::make_pair(int64_t{-2}, int64_t{9}));
+  EXPECT_EQ(back->ToJson(), json);
+
+  r.split_by_shards = false;
+  back = PartitionRecord::FromJson(r.ToJson(), "kiln.json");
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->split_by_shards);
+  EXPECT_EQ(r.ToJson().find("shards"), std::string::npos);
+
+  r.split_by_shards = true;
+  r.shards = {4, 6};  // beyond the 5 shards
+  back = PartitionRecord::FromJson(r.ToJson(), "kiln.json");
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(back.status().message().find("shards [4, 6) of 5"), std::string::npos);
+  r.shards = {1, 3};
+  r.label_range = std::make_pair(int64_t{3}, int64_t{2});
+  EXPECT_FALSE(PartitionRecord::FromJson(r.ToJson(), "kiln.json").ok());
+}
+
+TEST(PartitionRecordTest, ShardListHashIgnoresWhereTheShardsAreMounted) {
+  const uint64_t a = ShardListHash({"/mnt/a/s/0.tar", "/mnt/a/s/1.tar"}, "/mnt/a/s");
+  EXPECT_EQ(a, ShardListHash({"/data/s/0.tar", "/data/s/1.tar"}, "/data/s"));
+  EXPECT_NE(a, ShardListHash({"/data/s/0.tar", "/data/s/2.tar"}, "/data/s"));
+  EXPECT_NE(a, ShardListHash({"/data/s/0.tar"}, "/data/s"));
+  EXPECT_EQ(ClassesFromLabelRange(std::make_pair(int64_t{1}, int64_t{2})),
+            (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_TRUE(ClassesFromLabelRange(std::make_pair(int64_t{-1}, int64_t{2})).empty());
+  EXPECT_TRUE(ClassesFromLabelRange(std::make_pair(int64_t{0}, int64_t{100000})).empty());
+  EXPECT_TRUE(ClassesFromLabelRange(std::nullopt).empty());
+}
+
 }  // namespace
 }  // namespace kiln

@@ -16,6 +16,8 @@
 
 #include "formats/dataset.h"
 #include "tools/packer.h"
+#include "tools/part_merger.h"
+#include "tools/partition.h"
 
 namespace kiln {
 namespace {
@@ -269,6 +271,209 @@ TEST(TarSourceTest, BadLabelSourceAndShuffleAreRefused) {
   Result<PackReport> r = Pack(o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--shuffle-seed"), std::string::npos);
+}
+
+// Five flat WebDataset shards 000000.tar .. 000004.tar (KEY.jpg + KEY.cls) made by the system tar
+// from samples/photos, dealt round-robin. Shard 0 also holds a sample whose image does not decode
+// (a rejection while packing), shard 3 a label without an image (a rejection while listing) and a
+// caption member (skipped): a whole pack rejects the listing problem first.
+std::string MakeFiveShards(const std::string& dir) {
+  std::vector<fs::path> photos;
+  for (const auto& c : fs::directory_iterator(kPhotos)) {
+    if (!c.is_directory()) continue;
+    for (const auto& e : fs::directory_iterator(c.path())) photos.push_back(e.path());
+  }
+  std::sort(photos.begin(), photos.end());
+  std::vector<std::string> stages;
+  for (int s = 0; s < 5; ++s) {
+    stages.push_back(dir + "/stage" + std::to_string(s));
+    fs::create_directories(stages.back());
+  }
+  for (size_t i = 0; i < photos.size(); ++i) {
+    char key[32];
+    std::snprintf(key, sizeof(key), "s%03zu", i);
+    const std::string stage = stages[i % 5];
+    fs::copy_file(photos[i], stage + "/" + key + ".jpg");
+    WriteAll(stage + "/" + key + ".cls", std::to_string(i % 7) + "\n");
+  }
+  WriteAll(stages[0] + "/zbroken.jpg", "not a JPEG at all");
+  WriteAll(stages[0] + "/zbroken.cls", "2");
+  WriteAll(stages[3] + "/orphan.cls", "1");
+  WriteAll(stages[3] + "/s003.txt", "a caption");
+  fs::create_directories(dir + "/shards");
+  for (int s = 0; s < 5; ++s) {
+    const std::string shard = dir + "/shards/00000" + std::to_string(s) + ".tar";
+    EXPECT_EQ(std::system(("cd '" + stages[s] + "' && tar -cf '" + shard + "' *").c_str()), 0);
+  }
+  return dir + "/shards/{000000..000004}.tar";
+}
+
+PackOptions SplitOptions(const std::string& input, const std::string& output) {
+  PackOptions o = Options(input, output);
+  o.shard_size_bytes = 20000;  // about three samples per data file: several per part
+  return o;
+}
+
+// Every regular file under `dir` (relative name -> bytes).
+std::map<std::string, std::string> Files(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = ReadAll(e.path());
+  }
+  return files;
+}
+
+// Packs parts 0..N-1 of `input` into `output`.parts one by one (as N nodes would); returns the
+// parts' records.
+std::vector<PartitionRecord> PackParts(const std::string& input, const std::string& output,
+                                       uint32_t n) {
+  std::vector<PartitionRecord> records;
+  for (uint32_t i = 0; i < n; ++i) {
+    PackOptions o = SplitOptions(input, output);
+    o.part_index = i;
+    o.part_count = n;
+    Result<PackReport> r = Pack(o);
+    EXPECT_TRUE(r.ok()) << "part " << i << ": " << r.status().ToString();
+    if (!r.ok() || !r->partition) return records;
+    records.push_back(*r->partition);
+  }
+  return records;
+}
+
+Status Merge(const std::string& parts, const std::string& output, bool reshard = false) {
+  MergeOptions m;
+  m.inputs = {parts};
+  m.output = output;
+  m.reshard = reshard;
+  return MergeParts(m).status();
+}
+
+// Tar input is split by shard file: part I of 3 takes shards PartRange(5, I, 3) ([0,1), [1,3),
+// [3,5)), and the merged parts equal one `kiln pack --of 3` byte for byte (shards, kiln.json,
+// rejected.tsv with the listing problem of part 2 before the decode rejection of part 0,
+// skipped.tsv); merged with --reshard they equal a plain pack byte for byte.
+TEST(TarPartitionTest, PartsSplitByShardFileMergeToTheWholePackByteForByte) {
+  const std::string dir = Scratch("split");
+  const std::string pattern = MakeFiveShards(dir);
+  PackOptions whole = SplitOptions(pattern, dir + "/whole.kiln");
+  whole.part_count = 3;
+  Result<PackReport> w = Pack(whole);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->packed, 23u);
+  EXPECT_EQ(w->rejected, 2u);
+  EXPECT_EQ(w->skipped, 1u);
+
+  const std::vector<PartitionRecord> records = PackParts(pattern, dir + "/job.kiln", 3);
+  ASSERT_EQ(records.size(), 3u);
+  const std::vector<ItemRange> shards = {{0, 1}, {1, 3}, {3, 5}};
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(records[i].split_by_shards);
+    EXPECT_EQ(records[i].shards, shards[i]) << i;
+    EXPECT_EQ(records[i].listed_shards, 5u);
+    EXPECT_EQ(records[i].shard_list_xxh3_64, records[0].shard_list_xxh3_64);
+  }
+  EXPECT_EQ(records[0].listed_items, 6u);      // 5 photos and zbroken, listed; zbroken fails later
+  EXPECT_EQ(records[2].listing_problems, 1u);  // orphan.cls in shard 3
+  ASSERT_TRUE(Merge(dir + "/job.kiln.parts", dir + "/job.kiln").ok());
+  const auto merged = Files(dir + "/job.kiln");
+  const auto expected = Files(dir + "/whole.kiln");
+  ASSERT_GT(expected.size(), 5u);
+  EXPECT_EQ(merged.size(), expected.size());
+  for (const auto& [name, bytes] : expected) {
+    ASSERT_EQ(merged.count(name), 1u) << name;
+    EXPECT_TRUE(merged.at(name) == bytes) << name << " differs";
+  }
+  const std::string rejected = merged.at("rejected.tsv");
+  EXPECT_LT(rejected.find("orphan"), rejected.find("zbroken")) << rejected;
+
+  PackOptions plain = SplitOptions(pattern, dir + "/plain.kiln");
+  ASSERT_TRUE(Pack(plain).ok());
+  ASSERT_EQ(PackParts(pattern, dir + "/copied.kiln", 3).size(), 3u);
+  ASSERT_TRUE(Merge(dir + "/copied.kiln.parts", dir + "/copied.kiln", /*reshard=*/true).ok());
+  EXPECT_EQ(Files(dir + "/copied.kiln"), Files(dir + "/plain.kiln"));
+}
+
+// A part opens only its own shards: with shard 0 deleted and shard 4 overwritten with garbage,
+// part 1 of 3 (shards 1 and 2) packs as before; part 0 is refused naming its missing shard.
+// With more parts than shards, the parts without a shard pack 0 samples and the merge of all 8
+// equals `kiln pack --of 8`.
+TEST(TarPartitionTest, APartReadsOnlyItsOwnShards) {
+  const std::string dir = Scratch("own");
+  const std::string pattern = MakeFiveShards(dir);
+  const std::vector<PartitionRecord> before = PackParts(pattern, dir + "/before.kiln", 3);
+  ASSERT_EQ(before.size(), 3u);
+  const auto part1 = Files(dir + "/before.kiln.parts/" + PartDirectoryName(1, 3));
+
+  PackOptions whole = SplitOptions(pattern, dir + "/whole8.kiln");
+  whole.part_count = 8;
+  ASSERT_TRUE(Pack(whole).ok());
+  ASSERT_EQ(PackParts(pattern, dir + "/job8.kiln", 8).size(), 8u);
+  for (uint32_t i : {0u, 2u, 5u}) {  // PartRange(5, i, 8) is empty
+    auto ds = Dataset::Open(dir + "/job8.kiln.parts/" + PartDirectoryName(i, 8));
+    ASSERT_TRUE(ds.ok()) << i;
+    EXPECT_EQ((*ds)->num_samples(), 0u) << i;
+  }
+  ASSERT_TRUE(Merge(dir + "/job8.kiln.parts", dir + "/job8.kiln").ok());
+  EXPECT_EQ(Files(dir + "/job8.kiln"), Files(dir + "/whole8.kiln"));
+
+  fs::remove(dir + "/shards/000000.tar");
+  WriteAll(dir + "/shards/000004.tar", std::string(4096, '\x5a'));
+  PackOptions o = SplitOptions(pattern, dir + "/after.kiln");
+  o.part_index = 1;
+  o.part_count = 3;
+  Result<PackReport> r = Pack(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Files(dir + "/after.kiln.parts/" + PartDirectoryName(1, 3)), part1);
+  o.part_index = 0;
+  r = Pack(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("000000.tar"), std::string::npos) << r.status().ToString();
+  // A whole pack needs every shard.
+  EXPECT_FALSE(Pack(SplitOptions(pattern, dir + "/whole_after.kiln")).ok());
+}
+
+// The merge refuses a missing part, and a part packed from another shard list (here a sixth
+// shard added before part 1 was packed), naming the part and the reason; and --label-from
+// class-folder with --part, which no part could number alone, is refused.
+TEST(TarPartitionTest, MergeRefusesAMissingPartAndAnotherShardList) {
+  const std::string dir = Scratch("refused");
+  const std::string pattern = MakeFiveShards(dir);
+  ASSERT_EQ(PackParts(pattern, dir + "/job.kiln", 3).size(), 3u);
+  const std::string parts = dir + "/job.kiln.parts";
+  const std::string held = dir + "/held";
+  fs::rename(parts + "/" + PartDirectoryName(1, 3), held);
+  Status s = Merge(parts, dir + "/job.kiln");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("part 1 of 3 is missing"), std::string::npos) << s.ToString();
+
+  // Part 1 again, from a directory of six shards (the five and a copy).
+  fs::copy_file(dir + "/shards/000002.tar", dir + "/shards/000005.tar");
+  PackOptions o = SplitOptions(dir + "/shards", dir + "/job.kiln");
+  o.part_index = 1;
+  o.part_count = 3;
+  Result<PackReport> r = Pack(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->partition->shards, (ItemRange{2, 4}));
+  s = Merge(parts, dir + "/job.kiln");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("part 1 of 3 was packed from another shard list than part 0 of 3"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("6 shards"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(fs::exists(dir + "/job.kiln"));
+  // The right part 1 back: the merge goes through.
+  fs::remove_all(parts + "/" + PartDirectoryName(1, 3));
+  fs::rename(held, parts + "/" + PartDirectoryName(1, 3));
+  EXPECT_TRUE(Merge(parts, dir + "/job.kiln").ok());
+
+  o = SplitOptions(pattern, dir + "/folders.kiln");
+  o.tar.label_from = "class-folder";
+  o.part_index = 0;
+  o.part_count = 2;
+  r = Pack(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--class-map"), std::string::npos) << r.status().ToString();
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // damaged records (a flipped data byte, a flipped length-CRC byte, a truncated tail) and
 // records that are not samples (no image feature, a float label, two images, a duplicate key)
 // are rejections naming the file, the record and its byte offset, and every record is
-// accounted for; file names, directories and patterns; --part; --shuffle-seed refused.
+// accounted for; file names, directories and patterns; --part split by file and merged;
+// --shuffle-seed refused.
 #include "tools/tfrecord_source.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +22,8 @@
 
 #include "formats/dataset.h"
 #include "tools/packer.h"
+#include "tools/part_merger.h"
+#include "tools/partition.h"
 
 namespace kiln {
 namespace {
@@ -399,33 +402,90 @@ TEST(TFRecordSourceTest, GoldenFileListsAndPacks) {
   EXPECT_EQ(ShardBytes(o.output), ShardBytes(list.output));
 }
 
-TEST(TFRecordSourceTest, PartsSplitTheRecordsAndShuffleIsRefused) {
+// Every regular file under `dir` (relative name -> bytes).
+std::map<std::string, std::string> Files(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = ReadAll(e.path());
+  }
+  return files;
+}
+
+// TFRecord input is split by file, as tar input is by shard file: the photos in five files
+// (one record in file 3 damaged), parts 0..2 of 3 packed one by one take files [0,1), [1,3),
+// [3,5), only their own files need to exist, and the merged parts equal `--of 3` in one
+// process byte for byte (data files, kiln.json, rejected.tsv). --shuffle-seed is refused.
+TEST(TFRecordSourceTest, PartsSplitByFileAndMergeToTheWholePack) {
   const std::string dir = Scratch("parts");
   const auto photos = Photos();
-  std::vector<nlohmann::json> records;
-  for (const auto& [file, label] : photos) records.push_back(PhotoRecord(file, label));
-  RunWriter(dir, {File(dir + "/all.tfrecord", records)});
-  const Packed whole = PackAndRead(Options(dir + "/all.tfrecord", dir + "/whole.kiln"));
-  ASSERT_EQ(whole.keys.size(), 23u);
-  std::vector<std::string> keys;
-  for (uint32_t part = 0; part < 2; ++part) {
-    PackOptions o = Options(dir + "/all.tfrecord", dir + "/parted.kiln");
-    o.part_index = part;
-    o.part_count = 2;
-    Result<PackReport> r = Pack(o);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    const Packed p = ReadBack(r->output, o);
-    EXPECT_GT(p.keys.size(), 0u);
-    for (const std::string& k : p.keys) {
-      keys.push_back(k);
-      EXPECT_EQ(p.tensors.at(k), whole.tensors.at(k)) << k;
-    }
+  std::vector<std::vector<nlohmann::json>> records(5);
+  for (size_t i = 0; i < photos.size(); ++i) {
+    records[i % 5].push_back(PhotoRecord(photos[i].first, photos[i].second));
   }
-  EXPECT_EQ(keys, whole.keys);  // the two parts, in order, are the whole
+  std::vector<nlohmann::json> files;
+  for (int f = 0; f < 5; ++f) {
+    files.push_back(File(dir + "/p-0000" + std::to_string(f) + "-of-00005", records[f]));
+  }
+  const nlohmann::json w = RunWriter(dir, files);
+  {
+    const std::string f3 = dir + "/p-00003-of-00005";
+    std::string b = ReadAll(f3);
+    const uint64_t at = w["files"][3]["offsets"][1].get<uint64_t>() + 12 + 50;
+    b[at] = static_cast<char>(b[at] ^ 0x01);
+    WriteAll(f3, b);
+  }
+  const std::string pattern = dir + "/p-{00000..00004}-of-00005";
+  PackOptions whole = Options(pattern, dir + "/whole.kiln");
+  whole.shard_size_bytes = 20000;
+  whole.part_count = 3;
+  Result<PackReport> wr = Pack(whole);
+  ASSERT_TRUE(wr.ok()) << wr.status().ToString();
+  EXPECT_EQ(wr->packed, 22u);
+  EXPECT_EQ(wr->rejected, 1u);
+  const std::vector<ItemRange> ranges = {{0, 1}, {1, 3}, {3, 5}};
+  for (uint32_t i = 0; i < 3; ++i) {
+    PackOptions o = Options(pattern, dir + "/job.kiln");
+    o.shard_size_bytes = 20000;
+    o.part_index = i;
+    o.part_count = 3;
+    Result<PackReport> r = Pack(o);
+    ASSERT_TRUE(r.ok()) << "part " << i << ": " << r.status().ToString();
+    ASSERT_TRUE(r->partition.has_value());
+    EXPECT_TRUE(r->partition->split_by_shards);
+    EXPECT_EQ(r->partition->shards, ranges[i]) << i;
+    EXPECT_EQ(r->partition->listed_shards, 5u);
+  }
+  MergeOptions m;
+  m.inputs = {dir + "/job.kiln.parts"};
+  m.output = dir + "/job.kiln";
+  Result<MergeReport> merged = MergeParts(m);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  const auto expected = Files(whole.output);
+  const auto got = Files(m.output);
+  EXPECT_EQ(got.size(), expected.size());
+  for (const auto& [name, bytes] : expected) {
+    ASSERT_EQ(got.count(name), 1u) << name;
+    EXPECT_TRUE(got.at(name) == bytes) << name << " differs";
+  }
+  // Part 1 needs only files 1 and 2: with file 0 gone it packs as before; part 0 is refused.
+  fs::remove(dir + "/p-00000-of-00005");
+  PackOptions o = Options(pattern, dir + "/after.kiln");
+  o.shard_size_bytes = 20000;
+  o.part_index = 1;
+  o.part_count = 3;
+  ASSERT_TRUE(Pack(o).ok());
+  EXPECT_EQ(Files(dir + "/after.kiln.parts/" + PartDirectoryName(1, 3)),
+            Files(dir + "/job.kiln.parts/" + PartDirectoryName(1, 3)));
+  o.part_index = 0;
+  Result<PackReport> r = Pack(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("TFRecord file " + dir + "/p-00000-of-00005"),
+            std::string::npos)
+      << r.status().ToString();
 
-  PackOptions shuffled = Options(dir + "/all.tfrecord", dir + "/shuffled.kiln");
+  PackOptions shuffled = Options(dir + "/p-00001-of-00005", dir + "/shuffled.kiln");
   shuffled.shuffle_seed = 3;
-  Result<PackReport> r = Pack(shuffled);
+  r = Pack(shuffled);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--shuffle-seed is not supported for TFRecord files"),
             std::string::npos)
