@@ -716,7 +716,7 @@ std::string SourceJson(const PackOptions& options, const PackInput& input,
   source.packed = report.packed;
   source.rejected = report.rejected;
   if (!options.class_map.empty()) source.class_map = options.class_map_origin;
-  if (input.is_dir || input.is_tar) {
+  if (input.is_dir || input.is_tar || input.is_tfrecord) {
     source.skipped = report.skipped;
     source.skipped_list = report.skipped > 0;
   }
