@@ -1042,7 +1042,9 @@ std::string PackFailureJson(const Status& status, int exit_code, const PackRepor
   j["exit_code"] = exit_code;
   j.update(CountsJson(report));
   j.update(ListsJson(report));
-  return j.dump();
+  // Paths are escaped where they are made (PrintableName); a byte that is not UTF-8 still never
+  // makes the report throw: it becomes U+FFFD.
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 std::string PackReportJson(const PackReport& r) {
@@ -1065,7 +1067,7 @@ std::string PackReportJson(const PackReport& r) {
       j["part"]["shards"] = {r.partition->shards.begin, r.partition->shards.end};
     }
   }
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace kiln

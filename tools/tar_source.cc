@@ -65,6 +65,14 @@ std::string ArchiveError(archive* a) {
   return msg ? msg : "unknown error";
 }
 
+// After a failed archive_read_next_header: where the last member read started, for messages.
+std::string LastMember(archive* a, uint64_t members_read) {
+  if (members_read == 0) return ", at byte offset 0";
+  return " (the last at byte offset " + std::to_string(archive_read_header_position(a)) + ")";
+}
+
+std::string Printable(const std::string& name) { return PrintableName(name); }
+
 std::string EntryName(archive_entry* e) {
   const char* utf8 = archive_entry_pathname_utf8(e);
   if (utf8 != nullptr) return utf8;
@@ -156,12 +164,14 @@ class Lister {
   }
 
  private:
+  // Paths name the shard and the member or key; names that are not UTF-8 are escaped
+  // (PrintableName), so that reports and JSON can carry them.
   void Skip(uint32_t shard, const std::string& member, const std::string& reason) {
-    listing_.skipped.push_back({shards_[shard] + ":" + member, reason});
+    listing_.skipped.push_back({Printable(shards_[shard] + ":" + member), reason});
   }
 
   void Problem(uint32_t shard, const std::string& key, const std::string& reason) {
-    listing_.problems.push_back({shards_[shard] + ":" + key, 0, reason});
+    listing_.problems.push_back({Printable(shards_[shard] + ":" + key), 0, reason});
   }
 
   static std::string Offset(int64_t offset) { return "at byte offset " + std::to_string(offset); }
@@ -173,19 +183,20 @@ class Lister {
     uint64_t index = 0;
     for (;; ++index) {
       archive_entry* e = nullptr;
-      const int64_t offset = archive_read_header_position(a.get());
       const int r = archive_read_next_header(a.get(), &e);
       if (r == ARCHIVE_EOF) break;
       if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
         Flush(s, &group);
-        listing_.problems.push_back({path, 0,
-                                     "damaged or truncated tar archive after " +
-                                         std::to_string(index) + " members, " + Offset(offset) +
-                                         " (libarchive: " + ArchiveError(a.get()) +
-                                         "); the rest of "
-                                         "this shard is not read"});
+        listing_.problems.push_back(
+            {Printable(path), 0,
+             "damaged or truncated tar archive after " + std::to_string(index) + " members" +
+                 LastMember(a.get(), index) + " (libarchive: " + ArchiveError(a.get()) +
+                 "); the rest of "
+                 "this shard is not read"});
         return Status::Ok();
       }
+      // Where this member's first header starts (libarchive reports the last header read).
+      const int64_t offset = archive_read_header_position(a.get());
       const std::string name = EntryName(e);
       if (archive_entry_filetype(e) != AE_IFREG) {
         Skip(s, name,
@@ -280,7 +291,7 @@ class Lister {
       return done();
     }
     SourceItem item;
-    item.path = shards_[s] + ":" + images[0]->name;
+    item.path = Printable(shards_[s] + ":" + images[0]->name);
     item.key = key;
     item.tar_shard = s;
     item.tar_member = images[0]->index;
@@ -415,18 +426,19 @@ Status TarSampleReader::Read(uint32_t shard, uint64_t member, std::string* out) 
   archive* a = state_->archive.get();
   for (;;) {
     archive_entry* e = nullptr;
-    const int64_t offset = archive_read_header_position(a);
     const int r = archive_read_next_header(a, &e);
     if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
       const Status s = r == ARCHIVE_EOF
                            ? Status::Internal(path + ": member " + std::to_string(member) +
                                               " is gone (the shard changed since listing)")
-                           : Status::Corruption("truncated or damaged tar archive at byte offset " +
-                                                std::to_string(offset) +
+                           : Status::Corruption("truncated or damaged tar archive after " +
+                                                std::to_string(state_->next_entry) + " members" +
+                                                LastMember(a, state_->next_entry) +
                                                 " (libarchive: " + ArchiveError(a) + ")");
       state_->archive.reset();
       return s;
     }
+    const int64_t offset = archive_read_header_position(a);  // this member's header
     if (state_->next_entry++ != member) continue;
     Status s = ReadEntryData(a, EntryName(e) + " at byte offset " + std::to_string(offset), 0, out);
     if (!s.ok()) state_->archive.reset();

@@ -69,8 +69,10 @@ Result<std::vector<std::string>> ParseImageExtensions(const std::string& list);
 // Returns the problem with `label_from`, or OK.
 Status ValidateTarListOptions(const TarListOptions& options);
 
-// Lists the samples of `shards` (ExpandShardInput's result) in stream order. Items: `path`
-// "SHARD:MEMBER" (the image member; for messages), `key` the WebDataset key, `label`, `tar_shard`
+// Lists the samples of `shards` (ExpandShardInput's result) in stream order. Paths below are for
+// messages, with bytes that are not UTF-8 escaped (PrintableName); byte offsets are where a
+// member's first header starts in the uncompressed stream. Items: `path`
+// "SHARD:MEMBER" (the image member), `key` the WebDataset key, `label`, `tar_shard`
 // (index into `shards`) and `tar_member` (the image member's position among the shard's entries,
 // from 0). Problems: `path` "SHARD:KEY" (or the shard, for a damaged archive), reason naming the
 // member and its byte offset in the shard. Skipped: "SHARD:MEMBER" and why. `classes`: for

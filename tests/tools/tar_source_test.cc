@@ -85,11 +85,14 @@ Packed PackAndRead(const PackOptions& o) {
   return p;
 }
 
+// The bytes of a dataset's data files (shard-NNNNN.kiln), in name order.
 std::string ShardBytes(const std::string& dataset) {
-  std::string all;
+  std::map<std::string, std::string> files;
   for (const auto& e : fs::directory_iterator(dataset)) {
-    if (e.path().extension() == ".kshard") all += ReadAll(e.path().string());
+    if (e.path().extension() == ".kiln") files[e.path().string()] = ReadAll(e.path().string());
   }
+  std::string all;
+  for (const auto& [name, bytes] : files) all += bytes;
   return all;
 }
 
@@ -149,7 +152,9 @@ TEST(TarSourceTest, GnuTarShardEqualsTheImageFolder) {
   one_thread.threads = 1;
   one_thread.output = dir + "/tar1.kiln";
   ASSERT_TRUE(Pack(one_thread).ok());
-  EXPECT_EQ(ShardBytes(one_thread.output), ShardBytes(tar.output));
+  const std::string bytes = ShardBytes(tar.output);
+  EXPECT_GT(bytes.size(), 23u * 48 * 48 * 3);
+  EXPECT_TRUE(ShardBytes(one_thread.output) == bytes);
 }
 
 // Python's tarfile (PAX, UTF-8 names) writes a flat shard with KEY.cls labels and one with
@@ -271,6 +276,150 @@ TEST(TarSourceTest, BadLabelSourceAndShuffleAreRefused) {
   Result<PackReport> r = Pack(o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("--shuffle-seed"), std::string::npos);
+}
+
+// One flat shard written by Python's tarfile (KEY.jpg + KEY.cls for five photos) and the same
+// members compressed with gzip (.tar.gz and .tgz), bzip2 and xz (tarfile) and zstd (the zstd
+// tool): every one packs to the same records. A gzip shard cut short is a rejection naming the
+// member and its byte offset, after the samples before it are packed.
+TEST(TarSourceTest, CompressedShardsPackAsTheUncompressedOne) {
+  const std::string dir = Scratch("compressed");
+  fs::create_directories(dir);
+  ASSERT_EQ(RunPython(dir, R"PY(
+import io, os, tarfile
+photos = ")PY" + kPhotos + R"PY("
+dir = ")PY" + dir + R"PY("
+names = ["animal/baboon.jpg", "fruit/apple.jpg", "scene/home.jpg", "letter_f/orientation_3.jpg",
+         "fruit/orange.jpg"]
+for suffix, mode in ((".tar", "w"), (".tar.gz", "w:gz"), (".tgz", "w:gz"), (".tar.bz2", "w:bz2"),
+                     (".tar.xz", "w:xz")):
+    with tarfile.open(os.path.join(dir, "shard" + suffix), mode, format=tarfile.PAX_FORMAT) as t:
+        for i, n in enumerate(names):
+            for name, data in ((f"k{i}.jpg", open(os.path.join(photos, n), "rb").read()),
+                               (f"k{i}.cls", str(i).encode())):
+                info = tarfile.TarInfo(name); info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+data = open(os.path.join(dir, "shard.tar.gz"), "rb").read()
+open(os.path.join(dir, "cut.tar.gz"), "wb").write(data[: len(data) * 3 // 4])
+)PY"),
+            0);
+  ASSERT_EQ(std::system(("zstd -q '" + dir + "/shard.tar' -o '" + dir + "/shard.tar.zst'").c_str()),
+            0);
+  const Packed plain = PackAndRead(Options(dir + "/shard.tar", dir + "/plain.kiln"));
+  ASSERT_EQ(plain.report.packed, 5u);
+  const std::string plain_bytes = ShardBytes(dir + "/plain.kiln");
+  for (const char* suffix : {".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar.zst"}) {
+    const std::string shard = dir + "/shard" + suffix;
+    EXPECT_TRUE(IsTarInput(shard)) << suffix;
+    const Packed p = PackAndRead(Options(shard, dir + "/out" + suffix + ".kiln"));
+    EXPECT_EQ(p.report.packed, 5u) << suffix;
+    EXPECT_EQ(p.report.rejected, 0u) << suffix;
+    EXPECT_EQ(p.labels, plain.labels) << suffix;
+    EXPECT_TRUE(ShardBytes(dir + "/out" + suffix + ".kiln") == plain_bytes) << suffix;
+  }
+  Result<PackReport> cut = Pack(Options(dir + "/cut.tar.gz", dir + "/cut.kiln"));
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_GE(cut->packed, 1u);
+  EXPECT_LT(cut->packed, 5u);
+  EXPECT_EQ(cut->packed + cut->rejected, cut->listed);
+  ASSERT_GE(cut->rejections.size(), 1u);
+  const std::string& reason = cut->rejections.back().reason;
+  EXPECT_NE(reason.find("byte offset"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("libarchive"), std::string::npos) << reason;
+  EXPECT_NE(cut->rejections.back().path.find("cut.tar.gz"), std::string::npos);
+}
+
+// A ustar member whose name is not UTF-8 (bytes ff fe) is a rejection with the bytes escaped in
+// its path and reason; a symbolic link member is skipped; a label member over 1 MiB is a
+// rejection naming it and its exact byte offset (as Python's tarfile gives it); `kiln pack
+// --json` prints the report of that shard as valid JSON.
+TEST(TarSourceTest, NonUtf8KeysLinksAndOversizedLabelsAreAccountedFor) {
+  const std::string dir = Scratch("odd");
+  fs::create_directories(dir);
+  ASSERT_EQ(RunPython(dir, R"PY(
+import io, os, tarfile
+photo = open(os.path.join(")PY" +
+                               kPhotos + R"PY(", "fruit/apple.jpg"), "rb").read()
+path = os.path.join(")PY" + dir +
+                               R"PY(", "odd.tar")
+with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT, encoding="utf-8",
+                  errors="surrogateescape") as t:
+    def add(name, data):
+        info = tarfile.TarInfo(name); info.size = len(data); t.addfile(info, io.BytesIO(data))
+    add("good.jpg", photo); add("good.cls", b"1")
+    add("\udcff\udcfe.jpg", photo); add("\udcff\udcfe.cls", b"2")
+    link = tarfile.TarInfo("good2.jpg"); link.type = tarfile.SYMTYPE; link.linkname = "good.jpg"
+    t.addfile(link)
+    add("big.jpg", photo); add("big.cls", b" " * (1 << 20) + b"3")
+)PY"),
+            0);
+  const Packed p = PackAndRead(Options(dir + "/odd.tar", dir + "/out.kiln"));
+  const PackReport& r = p.report;
+  EXPECT_EQ(r.packed, 1u);
+  EXPECT_EQ(p.labels.at("good"), 1);
+  EXPECT_EQ(r.rejected, 2u);
+  EXPECT_EQ(r.listed, 3u);
+  std::string reasons;
+  for (const Rejection& x : r.rejections) reasons += x.path + ": " + x.reason + "\n";
+  EXPECT_NE(reasons.find("odd.tar:\\xFF\\xFE: key is not valid UTF-8 ('\\xFF\\xFE')"),
+            std::string::npos)
+      << reasons;
+  EXPECT_NE(reasons.find("big.cls at byte offset 159232 "), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("over 1 MiB"), std::string::npos) << reasons;
+  ASSERT_EQ(r.skipped_files.size(), 1u);
+  EXPECT_NE(r.skipped_files[0].path.find("odd.tar:good2.jpg"), std::string::npos);
+  EXPECT_EQ(r.skipped_files[0].reason, "not a regular file member");
+  const std::string json = PackReportJson(r);
+  EXPECT_NE(json.find("odd.tar:\\\\xFF\\\\xFE"), std::string::npos) << json;
+  const std::string cmd = std::string(KILN_BINARY_DIR) + "/tools/kiln pack '" + dir +
+                          "/odd.tar' '" + dir + "/cli.kiln' --size 32 --json 2>/dev/null | " +
+                          "/usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); " +
+                          "sys.exit(0 if j[\"rejected\"] == 2 else 1)'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+// A member of 4.5 GiB (a sparse file: its data is never written nor read) between samples: the
+// listing and the pack skip it by seeking, the sample after it packs, and a member cut short
+// past 4 GiB is named with its exact 64-bit byte offset.
+TEST(TarSourceTest, MembersPastFourGiBAreSkippedAndOffsetsStayExact) {
+  const std::string dir = Scratch("huge");
+  fs::create_directories(dir);
+  ASSERT_EQ(RunPython(dir, R"PY(
+import os, tarfile
+photos = ")PY" + kPhotos + R"PY("
+dir = ")PY" + dir + R"PY("
+def photo(p): return open(os.path.join(photos, p), "rb").read()
+def header(name, size):
+    info = tarfile.TarInfo(name); info.size = size
+    return info.tobuf(format=tarfile.GNU_FORMAT)
+pad = lambda n: (512 - n % 512) % 512
+with open(os.path.join(dir, "huge.tar"), "wb") as f:
+    def add(name, data):
+        f.write(header(name, len(data))); f.write(data); f.write(b"\0" * pad(len(data)))
+    add("a.jpg", photo("fruit/apple.jpg")); add("a.cls", b"0")
+    huge = 9 << 29  # 4.5 GiB
+    f.write(header("b.bin", huge)); f.seek(huge, os.SEEK_CUR)  # a hole: nothing written
+    add("b.cls", b"1"); add("b.jpg", photo("animal/baboon.jpg"))
+    add("c.cls", b"2")
+    offset = f.tell()
+    data = photo("scene/home.jpg")
+    f.write(header("c.jpg", len(data))); f.write(data[: len(data) // 2])
+open(os.path.join(dir, "offset.txt"), "w").write(str(offset))
+)PY"),
+            0);
+  const uint64_t offset = std::stoull(ReadAll(dir + "/offset.txt"));
+  ASSERT_GT(offset, uint64_t{1} << 32);
+  const Packed p = PackAndRead(Options(dir + "/huge.tar", dir + "/out.kiln"));
+  const PackReport& r = p.report;
+  EXPECT_EQ(r.packed, 2u);
+  EXPECT_EQ(p.labels.at("a"), 0);
+  EXPECT_EQ(p.labels.at("b"), 1);
+  ASSERT_EQ(r.rejections.size(), 1u);
+  EXPECT_NE(r.rejections[0].reason.find("c.jpg at byte offset " + std::to_string(offset)),
+            std::string::npos)
+      << r.rejections[0].reason;
+  ASSERT_EQ(r.skipped_files.size(), 1u);
+  EXPECT_NE(r.skipped_files[0].path.find("huge.tar:b.bin"), std::string::npos);
 }
 
 // Five flat WebDataset shards 000000.tar .. 000004.tar (KEY.jpg + KEY.cls) made by the system tar
