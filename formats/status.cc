@@ -71,6 +71,13 @@ Status Status::WithLocation(ErrorLocation location, std::string_view prefix) con
   return out;
 }
 
+Status Status::WithFile(std::string_view path) const {
+  if (path.empty()) return *this;
+  ErrorLocation location;
+  location.file = std::string(path);
+  return WithLocation(std::move(location), path);
+}
+
 const ErrorLocation& Status::location() const {
   static const ErrorLocation kUnknown;
   return detail_ ? detail_->location : kUnknown;

@@ -40,12 +40,10 @@ struct GifCloser {
   }
 };
 
-}  // namespace
-
-Result<cv::Mat> DecodeGifFirstFrame(std::string_view bytes, const std::string& path,
-                                    uint64_t max_pixels) {
+// DecodeGifFirstFrame without the file name: its messages are the bare reasons.
+Result<cv::Mat> GifFirstFrame(std::string_view bytes, uint64_t max_pixels) {
   auto invalid = [&](const std::string& why) {
-    return Status::Corruption(path + ": truncated or invalid (giflib: " + why + ")");
+    return Status::Corruption("truncated or invalid (giflib: " + why + ")");
   };
   GifSource src{reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0};
   int error = 0;
@@ -59,7 +57,7 @@ Result<cv::Mat> DecodeGifFirstFrame(std::string_view bytes, const std::string& p
   const uint64_t height = static_cast<uint64_t>(std::max(gif->SHeight, 0));
   if (width == 0 || height == 0) return invalid("logical screen of zero size");
   if (max_pixels != 0 && width * height > max_pixels) {
-    return Status::InvalidArgument(path + ": " + TooLarge(width, height, max_pixels));
+    return Status::InvalidArgument(TooLarge(width, height, max_pixels));
   }
   int transparent = NO_TRANSPARENT_COLOR;
   while (true) {
@@ -88,7 +86,7 @@ Result<cv::Mat> DecodeGifFirstFrame(std::string_view bytes, const std::string& p
     if (colours == nullptr) return invalid("no colour table for the first image");
     if (desc.Width <= 0 || desc.Height <= 0) return invalid("first image of zero size");
     if (max_pixels != 0 && uint64_t(desc.Width) * uint64_t(desc.Height) > max_pixels) {
-      return Status::InvalidArgument(path + ": " + TooLarge(desc.Width, desc.Height, max_pixels));
+      return Status::InvalidArgument(TooLarge(desc.Width, desc.Height, max_pixels));
     }
     cv::Mat canvas(static_cast<int>(height), static_cast<int>(width), CV_8UC4,
                    cv::Scalar(0, 0, 0, 0));
@@ -129,17 +127,10 @@ Result<cv::Mat> DecodeGifFirstFrame(std::string_view bytes, const std::string& p
   }
 }
 
-bool IsAnimatedWebp(std::string_view bytes) {
-  WebPBitstreamFeatures features;
-  return WebPGetFeatures(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &features) ==
-             VP8_STATUS_OK &&
-         features.has_animation;
-}
-
-Result<cv::Mat> DecodeAnimatedWebpFirstFrame(std::string_view bytes, const std::string& path,
-                                             uint64_t max_pixels) {
+// DecodeAnimatedWebpFirstFrame without the file name.
+Result<cv::Mat> WebpFirstFrame(std::string_view bytes, uint64_t max_pixels) {
   auto invalid = [&](const std::string& why) {
-    return Status::Corruption(path + ": truncated or invalid (libwebp: " + why + ")");
+    return Status::Corruption("truncated or invalid (libwebp: " + why + ")");
   };
   WebPBitstreamFeatures features;
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
@@ -149,7 +140,7 @@ Result<cv::Mat> DecodeAnimatedWebpFirstFrame(std::string_view bytes, const std::
   const uint64_t width = static_cast<uint64_t>(std::max(features.width, 0));
   const uint64_t height = static_cast<uint64_t>(std::max(features.height, 0));
   if (max_pixels != 0 && width * height > max_pixels) {
-    return Status::InvalidArgument(path + ": " + TooLarge(width, height, max_pixels));
+    return Status::InvalidArgument(TooLarge(width, height, max_pixels));
   }
   WebPAnimDecoderOptions options;
   if (!WebPAnimDecoderOptionsInit(&options)) return invalid("libwebp version mismatch");
@@ -172,6 +163,29 @@ Result<cv::Mat> DecodeAnimatedWebpFirstFrame(std::string_view bytes, const std::
   return cv::Mat(static_cast<int>(info.canvas_height), static_cast<int>(info.canvas_width), CV_8UC4,
                  frame)
       .clone();
+}
+
+}  // namespace
+
+bool IsAnimatedWebp(std::string_view bytes) {
+  WebPBitstreamFeatures features;
+  return WebPGetFeatures(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), &features) ==
+             VP8_STATUS_OK &&
+         features.has_animation;
+}
+
+Result<cv::Mat> DecodeGifFirstFrame(std::string_view bytes, const std::string& path,
+                                    uint64_t max_pixels) {
+  Result<cv::Mat> frame = GifFirstFrame(bytes, max_pixels);
+  if (!frame.ok()) return frame.status().WithFile(path);
+  return frame;
+}
+
+Result<cv::Mat> DecodeAnimatedWebpFirstFrame(std::string_view bytes, const std::string& path,
+                                             uint64_t max_pixels) {
+  Result<cv::Mat> frame = WebpFirstFrame(bytes, max_pixels);
+  if (!frame.ok()) return frame.status().WithFile(path);
+  return frame;
 }
 
 }  // namespace kiln

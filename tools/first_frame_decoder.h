@@ -25,8 +25,9 @@
 namespace kiln {
 
 // Decodes the first frame of the GIF `bytes` into a new continuous CV_8UC4 image in B, G, R, A
-// order (OpenCV's), of the logical screen's size. `path` is used only in messages, which start
-// with "<path>: ".
+// order (OpenCV's), of the logical screen's size. `path` names the file in errors: their
+// message starts with "<path>: ", their location().file is `path` and their reason() is the
+// message after it (an empty `path`: the bare reason, no location).
 // Errors:
 //   InvalidArgument  the screen has more than `max_pixels` pixels (0: no limit), checked before
 //                    any pixel memory is allocated ("W x H = P pixels exceeds the limit of L

@@ -22,34 +22,31 @@ std::string PixelCount(uint64_t width, uint64_t height) {
          std::to_string(width * height) + " pixels";
 }
 
-Status CheckPixelLimit(uint64_t width, uint64_t height, const DecodeOptions& options,
-                       const std::string& path) {
+Status CheckPixelLimit(uint64_t width, uint64_t height, const DecodeOptions& options) {
   if (options.max_pixels != 0 && width * height > options.max_pixels) {
-    return Status::InvalidArgument(path + ": " + PixelCount(width, height) +
-                                   " exceeds the limit of " + std::to_string(options.max_pixels) +
-                                   " (raise --max-pixels)");
+    return Status::InvalidArgument(PixelCount(width, height) + " exceeds the limit of " +
+                                   std::to_string(options.max_pixels) + " (raise --max-pixels)");
   }
   return Status::Ok();
 }
 
 // Checks what the header claims before OpenCV sees the bytes (policy step 1).
-Status CheckHeader(std::string_view bytes, const std::string& path, const DecodeOptions& options) {
+Status CheckHeader(std::string_view bytes, const DecodeOptions& options) {
   Result<ImageSize> size = PeekImageSize(bytes);
   if (!size.ok()) {
     if (size.status().code() == StatusCode::kNotSupported) return Status::Ok();
-    return Status::Corruption(path + ": truncated or invalid (" + size.status().message() + ")");
+    return Status::Corruption("truncated or invalid (" + size.status().message() + ")");
   }
-  KILN_RETURN_IF_ERROR(CheckPixelLimit(size->width, size->height, options, path));
+  KILN_RETURN_IF_ERROR(CheckPixelLimit(size->width, size->height, options));
   if (size->format == ImageFormat::kPng &&
       size->png_inflated_bytes > kMaxDeflateRatio * size->png_idat_bytes + kDeflateSlackBytes) {
-    return Status::Corruption(path + ": truncated or invalid (PNG header claims " +
+    return Status::Corruption("truncated or invalid (PNG header claims " +
                               PixelCount(size->width, size->height) + " but holds only " +
                               std::to_string(size->png_idat_bytes) + " bytes of image data)");
   }
   if (size->format == ImageFormat::kJpeg && !size->jpeg_has_end_marker) {
-    return Status::Corruption(path +
-                              ": truncated or invalid (JPEG has no end-of-image marker after "
-                              "its scan data)");
+    return Status::Corruption(
+        "truncated or invalid (JPEG has no end-of-image marker after its scan data)");
   }
   return Status::Ok();
 }
@@ -57,7 +54,7 @@ Status CheckHeader(std::string_view bytes, const std::string& path, const Decode
 // Policy step 3: 16-bit to 8-bit by round(v / 257). v / 257 is never within 0.0019 of a
 // half-integer (v = 257 k + r with r an integer, and r / 257 is never 0.5), so the rounding of
 // convertTo's double product equals the integer formula (v * 255 + 32767) / 65535 exactly.
-Result<cv::Mat> ToDepth8(const cv::Mat& image, const std::string& path) {
+Result<cv::Mat> ToDepth8(const cv::Mat& image) {
   switch (image.depth()) {
     case CV_8U:
       return image;
@@ -67,7 +64,7 @@ Result<cv::Mat> ToDepth8(const cv::Mat& image, const std::string& path) {
       return out;
     }
     default:
-      return Status::NotSupported(path + ": sample depth " + cv::typeToString(image.type()) +
+      return Status::NotSupported("sample depth " + cv::typeToString(image.type()) +
                                   " is not 8- or 16-bit unsigned integer");
   }
 }
@@ -95,9 +92,8 @@ cv::Mat CompositeAlpha(const cv::Mat& image, uint8_t background) {
 }
 
 // Policy steps 3 to 5 on whatever OpenCV returned (BGR order for colour).
-Result<cv::Mat> Normalise(const cv::Mat& decoded, const std::string& path,
-                          const DecodeOptions& options) {
-  KILN_ASSIGN_OR_RETURN(cv::Mat image, ToDepth8(decoded, path));
+Result<cv::Mat> Normalise(const cv::Mat& decoded, const DecodeOptions& options) {
+  KILN_ASSIGN_OR_RETURN(cv::Mat image, ToDepth8(decoded));
   if (image.channels() == 2 || image.channels() == 4) {
     image = CompositeAlpha(image, options.background);
   }
@@ -111,57 +107,52 @@ Result<cv::Mat> Normalise(const cv::Mat& decoded, const std::string& path,
   } else if (image.channels() == 3) {
     cv::cvtColor(image, out, options.channels == 1 ? cv::COLOR_BGR2GRAY : cv::COLOR_BGR2RGB);
   } else {
-    return Status::NotSupported(path + ": " + std::to_string(decoded.channels()) +
+    return Status::NotSupported(std::to_string(decoded.channels()) +
                                 " channels (expected grey, grey+alpha, colour or colour+alpha)");
   }
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // The error for a decoder allocation that failed: the process's memory, not the file.
-Status OutOfMemory(const std::string& path, ImageFormat format, std::string what) {
+Status OutOfMemory(ImageFormat format, std::string what) {
   while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
-  return Status::OutOfRange(path + ": out of memory decoding this " +
-                            std::string(ImageFormatName(format)) + " file (" + what +
+  return Status::OutOfRange("out of memory decoding this " + std::string(ImageFormatName(format)) +
+                            " file (" + what +
                             "): the address-space or memory limit (RLIMIT_AS, the container's "
                             "memory) is reached; lower --threads, or raise the limit");
 }
 
-}  // namespace
-
-Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
-                            const DecodeOptions& options, cv::Size* full_size) {
+// DecodeImage without the file name: its messages are the bare reasons (the JPEG and first-frame
+// decoders are given an empty path for that).
+Result<cv::Mat> Decode(std::string_view bytes, const DecodeOptions& options, cv::Size* full_size) {
   if (options.channels != 1 && options.channels != 3) {
-    return Status::InvalidArgument(path + ": DecodeOptions.channels is " +
-                                   std::to_string(options.channels) + ", expected 1 or 3");
+    return Status::InvalidArgument("DecodeOptions.channels is " + std::to_string(options.channels) +
+                                   ", expected 1 or 3");
   }
-  if (bytes.empty()) return Status::InvalidArgument(path + ": empty file");
+  if (bytes.empty()) return Status::InvalidArgument("empty file");
   if (bytes.size() > static_cast<size_t>(INT_MAX)) {
-    return Status::NotSupported(path + ": " + std::to_string(bytes.size()) +
+    return Status::NotSupported(std::to_string(bytes.size()) +
                                 " bytes; encoded images of 2 GiB or more are not supported");
   }
-  KILN_RETURN_IF_ERROR(CheckHeader(bytes, path, options));
+  KILN_RETURN_IF_ERROR(CheckHeader(bytes, options));
 
   const ImageFormat format = SniffImageFormat(bytes);
   // Bytes with no magic number kiln knows never reach OpenCV: cv::imdecode would offer them to
   // every decoder it has, and some (GDCM's DICOM reader, GDAL) need a temporary file, which
   // OpenCV 4.6 leaves behind in /tmp when the decoder throws, and GDCM aborts the process on
   // some damaged files (fuzz finding F8).
-  if (format == ImageFormat::kUnknown) return Status::Corruption(path + ": not an image");
+  if (format == ImageFormat::kUnknown) return Status::Corruption("not an image");
   // Floating-point formats are refused by step 3 whatever their pixels; OpenCV decodes PFM
   // through a temporary file too, left behind when the file is damaged (F8).
   if (format == ImageFormat::kFloat) {
-    return Status::NotSupported(path +
-                                ": floating-point samples (PFM, OpenEXR or Radiance HDR) "
-                                "are not supported (8- and 16-bit unsigned integer only)");
+    return Status::NotSupported(
+        "floating-point samples (PFM, OpenEXR or Radiance HDR) are not supported (8- and 16-bit "
+        "unsigned integer only)");
   }
   if (format == ImageFormat::kJpeg) {
     // libjpeg-turbo straight to RGB or grey, EXIF orientation applied: OpenCV's pixels without
     // its byte-order loops (tools/jpeg_decoder.h). CMYK and YCCK go on to OpenCV below.
-    Result<cv::Mat> jpeg = DecodeJpeg(bytes, path, options.channels, options.max_pixels,
+    Result<cv::Mat> jpeg = DecodeJpeg(bytes, {}, options.channels, options.max_pixels,
                                       options.min_width, options.min_height, full_size);
     if (jpeg.ok() || jpeg.status().code() != StatusCode::kNotSupported) return jpeg;
   }
@@ -172,8 +163,8 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
   if (format == ImageFormat::kGif || (format == ImageFormat::kWebp && IsAnimatedWebp(bytes))) {
     // Debian's OpenCV 4.6 has no GIF reader and refuses animated WebP: first frame, as Pillow.
     Result<cv::Mat> frame = format == ImageFormat::kGif
-                                ? DecodeGifFirstFrame(bytes, path, options.max_pixels)
-                                : DecodeAnimatedWebpFirstFrame(bytes, path, options.max_pixels);
+                                ? DecodeGifFirstFrame(bytes, {}, options.max_pixels)
+                                : DecodeAnimatedWebpFirstFrame(bytes, {}, options.max_pixels);
     if (!frame.ok()) return frame.status();
     decoded = std::move(frame).value();
   } else {
@@ -187,15 +178,15 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
                            const_cast<char*>(bytes.data()));
       decoded = cv::imdecode(buffer, flags);
     } catch (const cv::Exception& e) {
-      if (e.code == cv::Error::StsNoMem) return OutOfMemory(path, format, e.what());
+      if (e.code == cv::Error::StsNoMem) return OutOfMemory(format, e.what());
       opencv_error = e.what();
     } catch (const std::bad_alloc& e) {
-      return OutOfMemory(path, format, e.what());
+      return OutOfMemory(format, e.what());
     } catch (const std::exception& e) {
       opencv_error = e.what();
     }
     if (decoded.empty()) {
-      std::string reason = path + ": truncated or invalid (OpenCV could not decode this " +
+      std::string reason = "truncated or invalid (OpenCV could not decode this " +
                            std::string(ImageFormatName(format)) + " file";
       if (!opencv_error.empty()) reason += ": " + opencv_error;
       return Status::Corruption(reason + ")");
@@ -212,14 +203,23 @@ Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
     decoded = bgr;
   }
   // Formats whose header is not parsed are checked here, after decoding.
-  KILN_RETURN_IF_ERROR(CheckPixelLimit(decoded.cols, decoded.rows, options, path));
+  KILN_RETURN_IF_ERROR(CheckPixelLimit(decoded.cols, decoded.rows, options));
 
   if (full_size != nullptr) *full_size = decoded.size();
   try {
-    return Normalise(decoded, path, options);
+    return Normalise(decoded, options);
   } catch (const cv::Exception& e) {
-    return Status::Internal(path + ": converting the decoded image failed: " + e.what());
+    return Status::Internal(std::string("converting the decoded image failed: ") + e.what());
   }
+}
+
+}  // namespace
+
+Result<cv::Mat> DecodeImage(std::string_view bytes, const std::string& path,
+                            const DecodeOptions& options, cv::Size* full_size) {
+  Result<cv::Mat> image = Decode(bytes, options, full_size);
+  if (!image.ok()) return image.status().WithFile(path);
+  return image;
 }
 
 }  // namespace kiln

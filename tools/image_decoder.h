@@ -77,8 +77,9 @@ struct DecodeOptions {
 //
 // Returns a new, continuous, upright 8-bit image of the file's size after orientation:
 // CV_8UC3 with channels in R, G, B order when options.channels is 3, CV_8UC1 when it is 1.
-// Never returns an empty Mat. `bytes` is only read during the call. `path` is used only in
-// messages, which all start with "<path>: ".
+// Never returns an empty Mat. `bytes` is only read during the call. `path` names the file in
+// errors: their message starts with "<path>: ", their location().file is `path` and their
+// reason() is the message after it (an empty `path`: the bare reason, no location).
 // `full_size`, when not null, receives the upright size at full scale: the result's size,
 // unless options.min_width / min_height let a JPEG be decoded smaller.
 // Errors:

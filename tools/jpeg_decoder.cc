@@ -230,35 +230,37 @@ int JpegExifOrientation(std::string_view bytes) {
   return o == Outcome::kError ? 1 : d.orientation;
 }
 
-Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint32_t channels,
-                           uint64_t max_pixels, uint32_t min_width, uint32_t min_height,
-                           cv::Size* full_size) {
+namespace {
+
+// DecodeJpeg without the path: its messages are the bare reasons.
+Result<cv::Mat> DecodeJpegBytes(std::string_view bytes, uint32_t channels, uint64_t max_pixels,
+                                uint32_t min_width, uint32_t min_height, cv::Size* full_size) {
   if (channels != 1 && channels != 3) {
-    return Status::NotSupported(path + ": " + std::to_string(channels) + " channels");
+    return Status::NotSupported(std::to_string(channels) + " channels");
   }
   Decoded d;
   switch (RunLibjpeg(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
                      static_cast<int>(channels), true, max_pixels, min_width, min_height, &d)) {
     case Outcome::kError:
       if (d.error.pub.msg_code == JERR_OUT_OF_MEMORY) {
-        return Status::OutOfRange(path + ": out of memory decoding this JPEG file (libjpeg: " +
-                                  std::string(d.error.message) +
-                                  "): the address-space or memory limit (RLIMIT_AS, the "
-                                  "container's memory) is reached; lower --threads, or raise "
-                                  "the limit");
+        return Status::OutOfRange(
+            "out of memory decoding this JPEG file (libjpeg: " + std::string(d.error.message) +
+            "): the address-space or memory limit (RLIMIT_AS, the "
+            "container's memory) is reached; lower --threads, or raise "
+            "the limit");
       }
-      return Status::Corruption(
-          path + ": truncated or invalid (libjpeg: " + std::string(d.error.message) + ")");
+      return Status::Corruption("truncated or invalid (libjpeg: " + std::string(d.error.message) +
+                                ")");
     case Outcome::kDamaged:
-      return Status::Corruption(
-          path + ": damaged image data (libjpeg: " + std::string(d.error.message) + ")");
+      return Status::Corruption("damaged image data (libjpeg: " + std::string(d.error.message) +
+                                ")");
     case Outcome::kFourComponents:
-      return Status::NotSupported(path + ": CMYK or YCCK JPEG");
+      return Status::NotSupported("CMYK or YCCK JPEG");
     case Outcome::kTooLarge:
-      return Status::InvalidArgument(
-          path + ": " + std::to_string(d.width) + " x " + std::to_string(d.height) + " = " +
-          std::to_string(d.width * d.height) + " pixels exceeds the limit of " +
-          std::to_string(max_pixels) + " (raise --max-pixels)");
+      return Status::InvalidArgument(std::to_string(d.width) + " x " + std::to_string(d.height) +
+                                     " = " + std::to_string(d.width * d.height) +
+                                     " pixels exceeds the limit of " + std::to_string(max_pixels) +
+                                     " (raise --max-pixels)");
     case Outcome::kHeaderOnly:
     case Outcome::kDecoded:
       break;
@@ -273,6 +275,17 @@ Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint
     cv::cvtColor(image, grey, cv::COLOR_RGB2GRAY);
     return grey;
   }
+  return image;
+}
+
+}  // namespace
+
+Result<cv::Mat> DecodeJpeg(std::string_view bytes, const std::string& path, uint32_t channels,
+                           uint64_t max_pixels, uint32_t min_width, uint32_t min_height,
+                           cv::Size* full_size) {
+  Result<cv::Mat> image =
+      DecodeJpegBytes(bytes, channels, max_pixels, min_width, min_height, full_size);
+  if (!image.ok()) return image.status().WithFile(path);
   return image;
 }
 

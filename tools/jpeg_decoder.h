@@ -47,7 +47,9 @@ namespace kiln {
 
 // Decodes the JPEG file `bytes` into a new continuous upright CV_8UC3 image in R, G, B order
 // (channels 3; a grey JPEG is replicated) or CV_8UC1 (channels 1; colour becomes grey with
-// cv::COLOR_RGB2GRAY). `path` is used only in messages, which start with "<path>: ".
+// cv::COLOR_RGB2GRAY). `path` names the file in errors: their message starts with "<path>: ",
+// their location().file is `path` and their reason() is the message after it (an empty `path`:
+// the message is the bare reason and no location is attached).
 // `min_width` x `min_height` (upright pixels, both > 0 to take effect; default 0, full size):
 // the image is decoded at 1 / JpegScaleDenominator(stored size, the minimum in stored
 // orientation), so the result is at least that size (or at full size when the file is

@@ -624,12 +624,13 @@ class PackPipeline {
 
   // Records a rejected input; under --on-error fail, returns the error that stops the pack.
   Status Reject(const SourceItem& item, const Status& status) {
-    // Messages from the decoder may already start with the path.
-    std::string reason = status.message();
-    if (reason.rfind(item.path + ": ", 0) == 0) reason = reason.substr(item.path.size() + 2);
+    // The decoder and the preprocessor name the file in the location: the rejection keeps the
+    // reason, and names the file in a field of its own.
+    const bool names_item = status.location().file == item.path;
+    std::string reason = names_item ? std::string(status.reason()) : status.message();
     report_->rejections.push_back({item.path, item.line, reason});
     if (options_.on_error == OnError::kFail) {
-      return Status::Corruption(item.path + ": " + reason + " (--on-error fail)");
+      return Status::Corruption(reason + " (--on-error fail)").WithFile(item.path);
     }
     return Status::Ok();
   }

@@ -152,11 +152,13 @@ Status ValidatePreprocessOptions(const PreprocessOptions& options) {
   return Status::Ok();
 }
 
-Result<cv::Size> ResizedSize(uint64_t src_w, uint64_t src_h, const PreprocessOptions& options,
-                             const std::string& path) {
+namespace {
+
+// ResizedSize without the file name: its messages are the bare reasons.
+Result<cv::Size> ResizeTarget(uint64_t src_w, uint64_t src_h, const PreprocessOptions& options) {
   const TensorSchema& schema = options.schema;
   if (src_w == 0 || src_h == 0) {
-    return Status::InvalidArgument(path + ": image of " + SizeString(src_w, src_h));
+    return Status::InvalidArgument("image of " + SizeString(src_w, src_h));
   }
 
   // Size after the resize, before the crop.
@@ -186,34 +188,33 @@ Result<cv::Size> ResizedSize(uint64_t src_w, uint64_t src_h, const PreprocessOpt
   if ((options.max_pixels != 0 && new_w * new_h > options.max_pixels) || new_w > INT_MAX ||
       new_h > INT_MAX) {
     return Status::InvalidArgument(
-        path + ": resizing " + SizeString(src_w, src_h) + " gives " + SizeString(new_w, new_h) +
-        " = " + std::to_string(new_w * new_h) + " pixels, which exceeds the limit of " +
+        "resizing " + SizeString(src_w, src_h) + " gives " + SizeString(new_w, new_h) + " = " +
+        std::to_string(new_w * new_h) + " pixels, which exceeds the limit of " +
         std::to_string(options.max_pixels) + " (extreme aspect ratio?)");
   }
   if (new_w < schema.width || new_h < schema.height) {
-    return Status::InvalidArgument(path + ": image of " + SizeString(src_w, src_h) +
-                                   " resized to " + SizeString(new_w, new_h) +
-                                   " is smaller than the crop of " +
+    return Status::InvalidArgument("image of " + SizeString(src_w, src_h) + " resized to " +
+                                   SizeString(new_w, new_h) + " is smaller than the crop of " +
                                    SizeString(schema.width, schema.height));
   }
   return cv::Size(static_cast<int>(new_w), static_cast<int>(new_h));
 }
 
-Status Preprocess(const cv::Mat& image, const PreprocessOptions& options, const std::string& path,
-                  uint8_t* out, cv::Size full_size) {
-  Status valid = ValidatePreprocessOptions(options);
-  if (!valid.ok()) return valid.WithContext(path);
+// Preprocess without the file name.
+Status PreprocessImage(const cv::Mat& image, const PreprocessOptions& options, uint8_t* out,
+                       cv::Size full_size) {
+  KILN_RETURN_IF_ERROR(ValidatePreprocessOptions(options));
   const TensorSchema& schema = options.schema;
   if (image.empty() || image.depth() != CV_8U ||
       static_cast<uint32_t>(image.channels()) != schema.channels) {
-    return Status::InvalidArgument(path + ": preprocess expects a non-empty 8-bit image with " +
+    return Status::InvalidArgument("preprocess expects a non-empty 8-bit image with " +
                                    std::to_string(schema.channels) + " channels, got " +
                                    cv::typeToString(image.type()) + " of " +
                                    SizeString(image.cols, image.rows));
   }
   const uint64_t src_w = full_size.empty() ? image.cols : full_size.width;
   const uint64_t src_h = full_size.empty() ? image.rows : full_size.height;
-  KILN_ASSIGN_OR_RETURN(const cv::Size resized_size, ResizedSize(src_w, src_h, options, path));
+  KILN_ASSIGN_OR_RETURN(const cv::Size resized_size, ResizeTarget(src_w, src_h, options));
   const uint64_t new_w = resized_size.width, new_h = resized_size.height;
   try {
     const cv::Mat resized = ResizeTo(image, static_cast<int>(new_w), static_cast<int>(new_h));
@@ -223,10 +224,24 @@ Status Preprocess(const cv::Mat& image, const PreprocessOptions& options, const 
         resized(cv::Rect(x0, y0, static_cast<int>(schema.width), static_cast<int>(schema.height)));
     WriteSample(crop, options, out);
   } catch (const cv::Exception& e) {
-    return Status::Internal(path + ": resizing " + SizeString(src_w, src_h) + " to " +
+    return Status::Internal("resizing " + SizeString(src_w, src_h) + " to " +
                             SizeString(new_w, new_h) + " failed: " + e.what());
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Result<cv::Size> ResizedSize(uint64_t src_w, uint64_t src_h, const PreprocessOptions& options,
+                             const std::string& path) {
+  Result<cv::Size> size = ResizeTarget(src_w, src_h, options);
+  if (!size.ok()) return size.status().WithFile(path);
+  return size;
+}
+
+Status Preprocess(const cv::Mat& image, const PreprocessOptions& options, const std::string& path,
+                  uint8_t* out, cv::Size full_size) {
+  return PreprocessImage(image, options, out, full_size).WithFile(path);
 }
 
 }  // namespace kiln

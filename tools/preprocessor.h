@@ -62,7 +62,7 @@ Status ValidatePreprocessOptions(const PreprocessOptions& options);
 // Returns the size (width, height) that Preprocess resizes an upright image of `src_width` x
 // `src_height` pixels to, before the centre crop (tools/decode_policy.md, "Preprocessing",
 // step 1: torchvision's Resize(resize_shorter), the smallest cover of the crop, or the schema's
-// size for CropMode::kNone). `path` is used only in messages.
+// size for CropMode::kNone). `path` names the file in errors as in Preprocess.
 // Errors: InvalidArgument when a side is 0, when the result exceeds options.max_pixels or
 // INT_MAX per side, or when it is smaller than the crop (the message gives both sizes).
 Result<cv::Size> ResizedSize(uint64_t src_width, uint64_t src_height,
@@ -74,7 +74,9 @@ Result<cv::Size> ResizedSize(uint64_t src_width, uint64_t src_height,
 //
 // `image` is an upright 8-bit image as DecodeImage returns it (CV_8UC3 in R, G, B order or
 // CV_8UC1) whose channel count equals schema.channels; it is not modified. `out` must not
-// overlap `image`. `path` is used only in messages, which start with "<path>: ".
+// overlap `image`. `path` names the file in errors: their message starts with "<path>: ", their
+// location().file is `path` and their reason() is the message after it (an empty `path`: the
+// bare reason, no location).
 // `full_size`: the upright size the image has at full scale, when `image` was decoded smaller
 // (shrink-on-load, DecodeImage's full_size); the resize target and the crop are computed from it
 // (ResizedSize), so that the output has the same geometry as from the full decode, and `image`

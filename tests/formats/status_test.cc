@@ -169,6 +169,17 @@ TEST(StatusLocationTest, InnerFieldsWinWhenMerged) {
   EXPECT_EQ(inner.location(), (ErrorLocation{"", -1, 900})) << "the original is unchanged";
 }
 
+TEST(StatusLocationTest, WithFilePrefixesThePathAndNamesItInTheLocation) {
+  const Status s = Status::Corruption("not an image").WithFile("dir/a.png");
+  EXPECT_EQ(s.message(), "dir/a.png: not an image");
+  EXPECT_EQ(s.reason(), "not an image");
+  EXPECT_EQ(s.location(), ErrorLocation{"dir/a.png"});
+  const Status unnamed = Status::Corruption("not an image").WithFile("");
+  EXPECT_EQ(unnamed.message(), "not an image");
+  EXPECT_TRUE(unnamed.location().empty());
+  EXPECT_TRUE(Status::Ok().WithFile("dir/a.png").ok());
+}
+
 TEST(StatusLocationTest, FromErrnoNamesThePath) {
   const Status s = Status::FromErrno("cannot open", "/no/such", ENOENT);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);

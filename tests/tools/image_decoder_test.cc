@@ -226,6 +226,41 @@ TEST(DecodeImage, EmptyAndNotAnImage) {
   EXPECT_EQ(text.status().message(), "dir/c.jpg: not an image");
 }
 
+// An error names the file in a field of its own (Status::location) and keeps the bare reason,
+// which the packer's rejections and rejected.tsv report beside the path.
+TEST(DecodeImage, ErrorsNameTheFileInTheLocationAndKeepTheBareReason) {
+  struct Case {
+    const char* name;
+    std::string bytes;
+    const char* reason_start;
+  };
+  std::string jpeg = Encode(cv::Mat(30, 40, CV_8UC3, cv::Scalar(1, 2, 3)), ".jpg");
+  const size_t sof = jpeg.find("\xFF\xC0");
+  ASSERT_NE(sof, std::string::npos);
+  jpeg[sof + 4] = 0x0C;  // sample precision 12: not this libjpeg's
+  const Case cases[] = {
+      {"empty", "", "empty file"},
+      {"text", "0123456789", "not an image"},
+      // Decoded by DecodeJpeg, the error passes through DecodeImage with the file named once.
+      {"jpeg_12_bit", jpeg, "truncated or invalid (libjpeg: "},
+      // Decoded by the first-frame decoder.
+      {"gif_cut", "GIF89a\x10", "truncated or invalid (giflib: "},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Result<cv::Mat> r = DecodeImage(c.bytes, "dir/c.jpg", DecodeOptions());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().location(), ErrorLocation{"dir/c.jpg"});
+    EXPECT_EQ(r.status().reason().rfind(c.reason_start, 0), 0u) << r.status().reason();
+    EXPECT_EQ(r.status().reason().find("dir/c.jpg"), std::string::npos) << r.status().reason();
+    EXPECT_EQ(r.status().message(), "dir/c.jpg: " + std::string(r.status().reason()));
+  }
+  // An empty path attaches nothing: the message is the bare reason.
+  Result<cv::Mat> unnamed = DecodeImage("0123456789", "", DecodeOptions());
+  EXPECT_EQ(unnamed.status().message(), "not an image");
+  EXPECT_TRUE(unnamed.status().location().empty());
+}
+
 // Fuzz finding F8 (tests/fuzz/README.md): 133 bytes that start almost like a PNG and carry
 // "DICM" at offset 128 went to OpenCV's DICOM decoder, whose GDCM library aborted the process
 // (an assertion); damaged PFM files left OpenCV temporary files in /tmp. Neither reaches

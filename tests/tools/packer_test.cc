@@ -375,6 +375,37 @@ TEST(PackerTest, AnImageFileAsInputIsAUsageError) {
   EXPECT_NE(report.status().message().find("is an image file"), std::string::npos);
 }
 
+// A rejection keeps the decoder's bare reason beside the path (the decoder names the file in its
+// status's location, not only in the message text), and --on-error fail names it the same way.
+TEST(PackerTest, RejectionsHoldTheBareReasonAndTheFailureNamesTheFile) {
+  const std::string src = FreshDir("bare_reason_src");
+  fs::create_directories(src);
+  WriteColourJpeg(src + "/a.jpg", 100);
+  std::ofstream(src + "/b.jpg") << "not image";
+  std::ofstream(src + "/list.txt") << "a.jpg 0\nb.jpg 1\n";
+  PackOptions o;
+  o.input = src + "/list.txt";
+  o.preprocess.schema = {DType::kUint8, Layout::kHWC, 4, 4, 3};
+  o.output = FreshDir("bare_reason_skip");
+  Result<PackReport> report = Pack(o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->rejections.size(), 1u);
+  const Rejection r = report->rejections[0];  // a copy: `report` is reused below
+  EXPECT_EQ(r.reason, "not an image");
+  EXPECT_EQ(r.line, 2u);
+  EXPECT_EQ(ReadAll(o.output + "/rejected.tsv"),
+            "# path\tline\treason (\\, tab, newline and CR escaped as \\\\ \\t \\n \\r)\n" +
+                r.path + "\t2\tnot an image\n");
+
+  o.output = FreshDir("bare_reason_fail");
+  o.on_error = OnError::kFail;
+  report = Pack(o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().message(), r.path + ": not an image (--on-error fail)");
+  EXPECT_EQ(report.status().location().file, r.path);
+  EXPECT_EQ(report.status().reason(), "not an image (--on-error fail)");
+}
+
 TEST(PackerTest, AllRejectedNamesTheReasonsAndLeavesNothing) {
   PackOptions o = FashionOptions(FreshDir("all_rejected"), 2);
   o.decode.max_pixels = 100;  // every 28x28 image is over the limit
