@@ -238,10 +238,27 @@ PYBIND11_MODULE(_tools, m) {
           "label_from", [](const PackOptions& o) { return o.tar.label_from; },
           [](PackOptions& o, py::handle v) { o.tar.label_from = ToString(v, "label_from"); },
           "Tar shards: 'cls', 'json:FIELD' or 'class-folder'. Default 'cls'.")
+      .def_property(
+          "feature_image", [](const PackOptions& o) { return o.tfrecord.feature_image; },
+          [](PackOptions& o, py::handle v) {
+            o.tfrecord.feature_image = ToString(v, "feature_image");
+          },
+          "TFRecord files: the bytes feature holding the image. Default 'image/encoded'.")
+      .def_property(
+          "feature_label", [](const PackOptions& o) { return o.tfrecord.feature_label; },
+          [](PackOptions& o, py::handle v) {
+            o.tfrecord.feature_label = ToString(v, "feature_label");
+          },
+          "TFRecord files: the int64 feature holding the label. Default 'image/class/label'.")
+      .def_property(
+          "feature_key", [](const PackOptions& o) { return o.tfrecord.feature_key; },
+          [](PackOptions& o, py::handle v) { o.tfrecord.feature_key = ToString(v, "feature_key"); },
+          "TFRecord files: a bytes feature to use as the key ('': FILE:RECORD_INDEX).")
       .def(
           "validate",
           [](const PackOptions& o) {
             kiln::Status s = kiln::ValidateTarListOptions(o.tar);
+            if (s.ok()) s = kiln::ValidateTFRecordListOptions(o.tfrecord);
             if (s.ok()) s = kiln::ValidatePackOptions(o);
             if (!s.ok()) kiln::python::ThrowStatus(s);
           },

@@ -26,9 +26,10 @@ KILN_DEBIAN_PACKAGES=(
   libspng-dev libpng-dev
   # WebDataset tar shards as converter input (tools/tar_source.h)
   libarchive-dev
-  # TFRecord files as converter input (tools/tfrecord_reader.h): zlib for gzip files; the test
-  # writer's CRC-32C (tests/tools/tfrecord_writer.py)
-  zlib1g-dev python3-crc32c
+  # TFRecord files as converter input (tools/tfrecord_source.h): zlib for gzip files, protobuf
+  # (lite runtime, protoc) for tf.train.Example; the independent test writer's CRC-32C and
+  # protobuf (tests/tools/tfrecord_writer.py)
+  zlib1g-dev libprotobuf-dev protobuf-compiler python3-crc32c python3-protobuf
   # real data for tests and samples (see DATA.md)
   dataset-fashion-mnist opencv-doc golang-1.19-src golang-github-disintegration-imaging-dev
   # tools the data scripts use

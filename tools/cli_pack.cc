@@ -33,13 +33,18 @@ struct PackFlags {
   bool json = false, overwrite = false, resume = false, exact_decode = false;
   std::string classes_file, classes_from;
   std::string image_ext, label_from = "cls";
+  std::string feature_image = TFRecordListOptions{}.feature_image;
+  std::string feature_label = TFRecordListOptions{}.feature_label;
+  std::string feature_key;
   std::string part;  // "" (not a part), "auto", or the index
   uint32_t of = 0;   // 0 = not given
 };
 
 void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_option("input", f->input,
-                   "ImageFolder directory (one sub-folder per class) or list file")
+                   "ImageFolder directory (one sub-folder per class), list file, WebDataset tar "
+                   "shards or TFRecord files (a file, a directory, or a pattern such as "
+                   "'shards/{000000..000099}.tar' or 'data/train-{00000..01023}-of-01024')")
       ->required();
   pack->add_option("output,-o,--output", f->output, "Dataset directory to create (OUTPUT or -o)")
       ->required();
@@ -80,6 +85,15 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_option("--label-from", f->label_from,
                    "Tar shards: cls (KEY.cls, default), json:FIELD (KEY.json's FIELD) or "
                    "class-folder (the key's first directory)");
+  pack->add_option("--feature-image", f->feature_image,
+                   "TFRecord files: the tf.train.Example bytes feature that holds the encoded "
+                   "image (default image/encoded)");
+  pack->add_option("--feature-label", f->feature_label,
+                   "TFRecord files: the int64 feature (one value) that holds the label (default "
+                   "image/class/label)");
+  pack->add_option("--feature-key", f->feature_key,
+                   "TFRecord files: a bytes feature to use as the key, e.g. image/filename "
+                   "(unique; default: FILE:RECORD_INDEX)");
   pack->add_flag("--overwrite", f->overwrite, "Replace an existing dataset at OUTPUT");
   pack->add_flag("--resume", f->resume,
                  "Continue an interrupted pack of the same inputs and options (shards format)");
@@ -141,6 +155,9 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   o.decode.max_pixels = f.max_pixels;
   o.exact_decode = f.exact_decode;
   o.tar.label_from = f.label_from;
+  o.tfrecord.feature_image = f.feature_image;
+  o.tfrecord.feature_label = f.feature_label;
+  o.tfrecord.feature_key = f.feature_key;
   if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
   KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
                                       f.mean, f.std_dev, f.shard_size, f.compress, &o));
@@ -220,6 +237,8 @@ int RunPack(const PackFlags& flags) {
   }
   Status tar_options = (*plugin)->validate_tar_list_options(options->tar);
   if (!tar_options.ok()) return FailCommand(tar_options, flags.json);
+  Status tfrecord_options = (*plugin)->validate_tfrecord_list_options(options->tfrecord);
+  if (!tfrecord_options.ok()) return FailCommand(tfrecord_options, flags.json);
   // Ctrl-C or SIGTERM: stop between images and clean up, rather than die mid-write.
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);
@@ -247,7 +266,8 @@ int RunPack(const PackFlags& flags) {
 
 Subcommand AddPackCommand(CLI::App& app) {
   auto flags = std::make_shared<PackFlags>();
-  CLI::App* pack = app.add_subcommand("pack", "Pack an image folder or list file into a dataset");
+  CLI::App* pack = app.add_subcommand(
+      "pack", "Pack an image folder, list file, tar shards or TFRecord files into a dataset");
   DeclarePackFlags(pack, flags.get());
   pack->footer(
       HelpFooter(

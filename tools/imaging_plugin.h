@@ -41,7 +41,7 @@ inline std::string ImagingPluginAbiKey() {
 }
 
 // The plugin's functions; each is the library function of the same name (tools/packer.h,
-// tools/sample_renderer.h, tools/tar_source.h) with its contract.
+// tools/sample_renderer.h, tools/tar_source.h, tools/tfrecord_source.h) with its contract.
 struct ImagingPlugin {
   const char* abi_key;  // ImagingPluginAbiKey() of the plugin's build; stays first
   Result<PackReport> (*pack)(const PackOptions& options, const PackProgress& progress,
@@ -53,6 +53,7 @@ struct ImagingPlugin {
                            uint32_t columns, const std::string& png_path);
   Status (*validate_tar_list_options)(const TarListOptions& options);  // tools/tar_source.h
   Result<std::vector<std::string>> (*parse_image_extensions)(const std::string& list);
+  Status (*validate_tfrecord_list_options)(const TFRecordListOptions& options);
 };
 
 // Returns the plugin, opening it on the first call. Errors: NotFound naming every path looked

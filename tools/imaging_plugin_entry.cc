@@ -4,6 +4,7 @@
 #include "tools/packer.h"
 #include "tools/sample_renderer.h"
 #include "tools/tar_source.h"
+#include "tools/tfrecord_source.h"
 
 namespace {
 
@@ -19,6 +20,7 @@ const kiln::ImagingPlugin* MakePlugin() {
       &kiln::RenderSamples,
       &kiln::ValidateTarListOptions,
       &kiln::ParseImageExtensions,
+      &kiln::ValidateTFRecordListOptions,
   };
   return &plugin;
 }

@@ -36,6 +36,7 @@
 #include "tools/shrink_on_load.h"
 #include "tools/source_listing.h"
 #include "tools/tar_source.h"
+#include "tools/tfrecord_source.h"
 #include "tools/tool_versions.h"
 
 namespace kiln {
@@ -128,11 +129,11 @@ std::string PreprocessingJson(const PackOptions& o) {
   return j.dump();
 }
 
-// What the serial input stage hands to the parallel stage: the item, and for tar input its
-// bytes, read in stream order.
+// What the serial input stage hands to the parallel stage: the item, and for tar and TFRecord
+// input its bytes, read in stream order.
 struct Fetched {
   size_t item = 0;
-  bool read = false;  // bytes / status hold the item's bytes (tar input)
+  bool read = false;  // bytes / status hold the item's bytes (tar and TFRecord input)
   Status status;
   std::string bytes;
 };
@@ -149,9 +150,10 @@ struct Work {
 struct PackInput {
   bool is_dir = false;              // an ImageFolder tree, else a list file (or tar shards)
   bool is_tar = false;              // WebDataset tar shards (tools/tar_source.h)
-  std::vector<std::string> shards;  // the tar shards, in order (a part's own, when split)
-  // A part of tar input (`--part I`): split by shard file. `shards` holds shard_range of the
-  // listed_shards the input names, and the listing covers those shards only.
+  bool is_tfrecord = false;         // TFRecord files (tools/tfrecord_source.h)
+  std::vector<std::string> shards;  // the tar shards or TFRecord files, in order (a part's own)
+  // A part of tar or TFRecord input (`--part I`): split by file. `shards` holds shard_range of
+  // the listed_shards the input names, and the listing covers those files only.
   bool split_by_shards = false;
   ItemRange shard_range;
   uint64_t listed_shards = 0;
@@ -210,14 +212,29 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
           "--shuffle-seed is not supported for tar shards, which are read in stream order; "
           "shuffle when reading (kiln's reader shuffles by default)");
     }
+    if (options.part_index && options.tar.label_from == "class-folder" &&
+        options.class_map.empty()) {
+      return Status::InvalidArgument(
+          "--label-from class-folder with --part needs --class-map: a part of tar input reads "
+          "only its own shards, so it cannot know the class folders of the others");
+    }
+  } else if (IsTFRecordInput(options.input)) {
+    input.is_tfrecord = true;
+    KILN_ASSIGN_OR_RETURN(input.shards,
+                          ExpandTFRecordInput(options.input, !options.part_index.has_value()));
+    if (options.shuffle_seed) {
+      return Status::InvalidArgument(
+          "--shuffle-seed is not supported for TFRecord files, which are read in stream order; "
+          "shuffle when reading (kiln's reader shuffles by default)");
+    }
+  }
+  // Tar shards and TFRecord files: a stream of files, read in order.
+  const bool is_stream = input.is_tar || input.is_tfrecord;
+  if (is_stream) {
     tar_root = std::filesystem::path(input.shards.front()).parent_path().string();
     if (tar_root.empty()) tar_root = ".";
     if (options.part_index) {
-      if (options.tar.label_from == "class-folder" && options.class_map.empty()) {
-        return Status::InvalidArgument(
-            "--label-from class-folder with --part needs --class-map: a part of tar input reads "
-            "only its own shards, so it cannot know the class folders of the others");
-      }
+      const std::string what = input.is_tar ? "shard" : "TFRecord file";
       input.split_by_shards = true;
       input.listed_shards = input.shards.size();
       input.shard_list_hash = ShardListHash(input.shards, tar_root);
@@ -228,25 +245,25 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
       for (const std::string& shard : input.shards) {
         if (!std::filesystem::exists(shard, ec)) {
           return Status::NotFound(
-              "shard " + shard + " (from " + options.input + ", shard " +
+              what + " " + shard + " (from " + options.input + ", " + what + " " +
               std::to_string(&shard - input.shards.data() + input.shard_range.begin) + " of part " +
               std::to_string(*options.part_index) + ") does not exist");
         }
       }
     }
   }
-  input.is_dir = !input.is_tar && std::filesystem::is_directory(options.input, ec);
-  // (ExpandShardInput has found every shard.)
-  if (!input.is_tar && !input.is_dir && !std::filesystem::exists(options.input, ec)) {
+  input.is_dir = !is_stream && std::filesystem::is_directory(options.input, ec);
+  // (ExpandShardInput / ExpandTFRecordInput have found every file.)
+  if (!is_stream && !input.is_dir && !std::filesystem::exists(options.input, ec)) {
     return Status::NotFound("input " + options.input + " does not exist");
   }
-  if (!input.is_tar && !input.is_dir && HasImageExtension(options.input)) {
+  if (!is_stream && !input.is_dir && HasImageExtension(options.input)) {
     return Status::InvalidArgument("input " + options.input +
                                    " is an image file; pass the folder that holds one sub-folder "
                                    "per class, or a list file of `path label` lines");
   }
   input.root = options.input;
-  if (input.is_tar) {
+  if (is_stream) {
     input.root = tar_root;
   } else if (!input.is_dir && options.root.empty()) {
     input.root = std::filesystem::path(options.input).parent_path().string();
@@ -254,7 +271,7 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   } else if (!input.is_dir) {
     input.root = options.root;
   }
-  if (input.is_tar) {
+  if (is_stream) {
     // Shards may sit beside the output; none may be inside it (--overwrite would delete it).
     for (const std::string& shard : input.shards) {
       KILN_RETURN_IF_ERROR(CheckOutputApart(shard, options.output));
@@ -265,6 +282,8 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   SourceListing listing;
   if (input.is_tar) {
     KILN_ASSIGN_OR_RETURN(listing, ListTarShards(input.shards, options.tar));
+  } else if (input.is_tfrecord) {
+    KILN_ASSIGN_OR_RETURN(listing, ListTFRecordFiles(input.shards, options.tfrecord));
   } else if (input.is_dir) {
     KILN_ASSIGN_OR_RETURN(listing, ListImageFolder(options.input));
   } else {
@@ -280,8 +299,16 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   for (const SourceProblem& p : listing.problems) {
     report->rejections.push_back({p.path, p.line, p.reason});
   }
-  // A part split by shard file may list nothing (no shard, or only rejections): the merge checks
-  // the whole job.
+  // A part split by file may list nothing (no file, or only rejections): the merge checks the
+  // whole job.
+  if (listing.items.empty() && input.is_tfrecord && !input.split_by_shards) {
+    return Status::InvalidArgument(
+        "0 images found in " + options.input + " (" + std::to_string(input.shards.size()) +
+        " TFRecord files, " + std::to_string(listing.problems.size()) + " records rejected" +
+        (listing.problems.empty() ? std::string(")")
+                                  : "; the first: " + listing.problems[0].path + ": " +
+                                        listing.problems[0].reason + ")"));
+  }
   if (listing.items.empty() && !input.split_by_shards) {
     const std::string where =
         input.is_dir ? options.input : options.input + " (root " + input.root + ")";
@@ -526,6 +553,15 @@ class PackPipeline {
       f.read = true;
       f.status = tar_reader_->Read(item.tar_shard, item.tar_member, &f.bytes);
       if (f.status.ok() && f.bytes.empty()) f.status = Status::InvalidArgument("empty member");
+    } else if (input_.is_tfrecord) {
+      // So is a TFRecord file: its records are read (CRCs checked, the Example parsed) here.
+      if (!tfrecord_reader_) {
+        tfrecord_reader_ = std::make_unique<TFRecordSampleReader>(input_.shards, options_.tfrecord);
+      }
+      const SourceItem& item = input_.items[f.item];
+      f.read = true;
+      f.status =
+          tfrecord_reader_->Read(item.tar_shard, item.tar_member, item.record_offset, &f.bytes);
     }
     return f;
   }
@@ -646,7 +682,8 @@ class PackPipeline {
   Status fatal_;
   std::atomic<bool> stop_{false};
   size_t next_item_ = 0;
-  std::unique_ptr<TarSampleReader> tar_reader_;  // tar input: touched by NextItem only
+  std::unique_ptr<TarSampleReader> tar_reader_;            // tar input: touched by NextItem only
+  std::unique_ptr<TFRecordSampleReader> tfrecord_reader_;  // TFRecord input: likewise
   uint64_t done_ = 0;
   size_t journaled_files_ = 0;
   uint64_t journaled_items_ = 0;  // the listed items the finished shards cover (for --resume)
@@ -684,13 +721,16 @@ std::string SourceJson(const PackOptions& options, const PackInput& input,
                        const PackReport& report) {
   PackSource source;
   source.input = options.input;
-  source.kind = input.is_tar ? "webdataset" : input.is_dir ? "imagefolder" : "list";
-  if (!input.is_dir && !input.is_tar) source.root = input.root;
+  source.kind = input.is_tar        ? "webdataset"
+                : input.is_tfrecord ? "tfrecord"
+                : input.is_dir      ? "imagefolder"
+                                    : "list";
+  if (!input.is_dir && !input.is_tar && !input.is_tfrecord) source.root = input.root;
   source.listed = report.listed;
   source.packed = report.packed;
   source.rejected = report.rejected;
   if (!options.class_map.empty()) source.class_map = options.class_map_origin;
-  if (input.is_dir || input.is_tar) {
+  if (input.is_dir || input.is_tar || input.is_tfrecord) {
     source.skipped = report.skipped;
     source.skipped_list = report.skipped > 0;
   }
@@ -722,6 +762,9 @@ std::string PartOptionsJson(const PackOptions& o) {
   j["--exact-decode"] = o.exact_decode;
   j["--image-ext"] = o.tar.image_exts;
   j["--label-from"] = o.tar.label_from;
+  j["--feature-image"] = o.tfrecord.feature_image;
+  j["--feature-label"] = o.tfrecord.feature_label;
+  j["--feature-key"] = o.tfrecord.feature_key;
   j["alpha background"] = o.decode.background;
   j["resized max pixels"] = p.max_pixels;
   return j.dump();
@@ -897,8 +940,10 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
     effective.output = out + ".parts/" + PartDirectoryName(*options.part_index, options.part_count);
     report->output = effective.output;
     KILN_ASSIGN_OR_RETURN(lock, PreparePart(options, effective.output));
-  } else if (options.part_count > 1 && options.format == "shards" && input.is_tar) {
-    // As the parts split tar input: by shard file, each part's first item its first shard's.
+  } else if (options.part_count > 1 && options.format == "shards" &&
+             (input.is_tar || input.is_tfrecord)) {
+    // As the parts split tar and TFRecord input: by file, each part's first item its first
+    // file's.
     for (uint32_t i = 1; i < options.part_count; ++i) {
       const uint64_t first_shard = PartRange(input.shards.size(), i, options.part_count).begin;
       const auto it = std::lower_bound(

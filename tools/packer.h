@@ -29,6 +29,7 @@
 #include "tools/preprocessor.h"
 #include "tools/source_listing.h"
 #include "tools/tar_source.h"
+#include "tools/tfrecord_source.h"
 
 namespace kiln {
 
@@ -40,10 +41,17 @@ enum class OnError {
 struct PackOptions {
   // An ImageFolder directory (one sub-folder per class), a list file of `path label` lines, or
   // WebDataset tar shards: a .tar file, a directory of them, or a pattern such as
-  // "shards/{000000..000099}.tar" (tools/tar_source.h: IsTarInput, ExpandShardInput).
+  // "shards/{000000..000099}.tar" (tools/tar_source.h: IsTarInput, ExpandShardInput), or
+  // TFRecord files of tf.train.Example records: a .tfrecord file (or .tfrecords, .tfrec,
+  // NAME-00000-of-01024), a directory of them, or a pattern such as
+  // "data/train-{00000..01023}-of-01024" (tools/tfrecord_source.h: IsTFRecordInput).
+  // tools/pack_inputs.md describes each.
   std::string input;
   // Tar input only: which members hold the image and the label (`--image-ext`, `--label-from`).
   TarListOptions tar;
+  // TFRecord input only: which features hold the image, the label and the key
+  // (`--feature-image`, `--feature-label`, `--feature-key`).
+  TFRecordListOptions tfrecord;
   // Root that list-file paths are relative to. Default: the list file's directory. Ignored for
   // directories.
   std::string root;

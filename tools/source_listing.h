@@ -44,10 +44,15 @@ struct SourceItem {
   int64_t label = 0;
   // 1-based line in the list file; 0 for ImageFolder.
   uint64_t line = 0;
-  // WebDataset tar input only (tools/tar_source.h): the shard's index in the expanded input
-  // and the image member's position among that shard's entries. 0 otherwise.
+  // WebDataset tar input (tools/tar_source.h): the shard's index in the expanded input and the
+  // image member's position among that shard's entries. TFRecord input
+  // (tools/tfrecord_source.h): the file's index in the expanded input and the record's index in
+  // that file. 0 otherwise.
   uint32_t tar_shard = 0;
   uint64_t tar_member = 0;
+  // TFRecord input only: the byte offset of the record in its file (of the decompressed stream
+  // for a gzip file). 0 otherwise.
+  uint64_t record_offset = 0;
 };
 
 // An input that cannot become a sample, found while listing: a malformed list line, a special

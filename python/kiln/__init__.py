@@ -46,9 +46,11 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
          shuffle_seed: Optional[int] = None, on_error: str = "skip",
          max_pixels: Optional[int] = None, overwrite: bool = False,
          root: Optional[PathLike] = None, exact_decode: bool = False,
-         image_ext: Optional[str] = None, label_from: str = "cls") -> Dict[str, Any]:
-    """Packs an image folder, list file or WebDataset tar shards into a dataset, like ``kiln pack``
-    (same code).
+         image_ext: Optional[str] = None, label_from: str = "cls",
+         feature_image: str = "image/encoded", feature_label: str = "image/class/label",
+         feature_key: str = "") -> Dict[str, Any]:
+    """Packs an image folder, list file, WebDataset tar shards or TFRecord files into a dataset,
+    like ``kiln pack`` (same code).
 
     Arguments mirror the command's flags: ``input`` is an ImageFolder directory (one sub-folder
     per class, classes sorted by name) or a list file of ``relative/path label`` lines (paths
@@ -68,7 +70,11 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     shards (a ``.tar`` file, a directory of them or a pattern such as
     ``"shards/{000000..000009}.tar"``, tools/pack_inputs.md): ``image_ext``, e.g. ``"jpg,png"``
     (default the ImageFolder extensions), ``label_from``: ``"cls"``, ``"json:FIELD"`` or
-    ``"class-folder"``.
+    ``"class-folder"``. TFRecord files of ``tf.train.Example`` records (a ``.tfrecord`` file,
+    ``train-00000-of-01024``, a directory of them or a pattern such as
+    ``"data/train-{00000..01023}-of-01024"``): ``feature_image`` (a bytes feature),
+    ``feature_label`` (an int64 feature with one value), ``feature_key`` (a bytes feature for the
+    key, e.g. ``"image/filename"``; default ``""``: ``FILE:RECORD_INDEX``).
 
     The arguments become one ``kiln::PackOptions`` (``kiln._tools.PackOptions``), checked field by
     field and then by the C++ validator ``kiln pack`` uses, with its messages: a value out of range
@@ -114,6 +120,9 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     if image_ext is not None:
         o.image_ext = image_ext
     o.label_from = label_from
+    o.feature_image = feature_image
+    o.feature_label = feature_label
+    o.feature_key = feature_key
     o.validate()
     result: Dict[str, Any] = _json.loads(_tools.pack_json(o))
     return result

@@ -30,6 +30,9 @@ class PackOptions:
     exact_decode: bool
     image_ext: str
     label_from: str
+    feature_image: str
+    feature_label: str
+    feature_key: str
     def __init__(self) -> None: ...
     def validate(self) -> None: ...
 

@@ -53,6 +53,23 @@ def test_pack_tar_shards_and_exact_decode(tmp_path):
         kiln.pack(shard, str(tmp_path / "bad"), size=32, label_from="txt")
 
 
+def test_pack_tfrecord_files(tmp_path):
+    """The golden TFRecord file (tests/data/tfrecord) packs like its two PNGs in a list file."""
+    golden = os.path.join(os.path.dirname(os.path.dirname(SAMPLES)), "tests", "data", "tfrecord",
+                          "golden.tfrecord")
+    tf = kiln.pack(golden, str(tmp_path / "tf"), size=28, channels=1, threads=2,
+                   feature_key="image/filename")
+    assert tf["packed"] == 2 and tf["rejected"] == 0
+    manifest = json.load(open(os.path.join(str(tmp_path / "tf"), "kiln.json")))
+    assert manifest["source"]["kind"] == "tfrecord"
+    keys = [kiln.Dataset(str(tmp_path / "tf")).key(i) for i in range(2)]
+    assert keys == ["0_T-shirt_top/train-00001.png", "7_Sneaker/train-00006.png"]
+    with pytest.raises(kiln.InvalidArgumentError, match="feature-label"):
+        kiln.pack(golden, str(tmp_path / "bad"), size=28, feature_label="")
+    with pytest.raises(kiln.InvalidArgumentError, match="shuffle-seed"):
+        kiln.pack(golden, str(tmp_path / "bad"), size=28, shuffle_seed=1)
+
+
 def test_verify_and_inspect(packed):
     report = kiln.verify(packed)
     assert report["ok"] and report["samples"] == 1000 and report["problems"] == []

@@ -305,6 +305,26 @@ def image_seeds():
         put("image_decoder_fuzzer", name, data)
 
 
+def tfrecord_seeds():
+    """TFRecord files (tfrecord_fuzzer: byte 0 = options, bit 0 --feature-key, bit 1 fix CRCs)."""
+    import gzip
+    golden = read(ROOT, "tests", "data", "tfrecord", "golden.tfrecord")
+    seeds = {
+        "golden": b"\x00" + golden,
+        "golden-key": b"\x01" + golden,
+        "golden-key-fixed": b"\x03" + golden,
+        "cut": b"\x00" + golden[:-10],
+        "cut-header": b"\x00" + golden[:693],
+        "gzip": b"\x00" + gzip.compress(golden, mtime=0),
+        "huge-length": b"\x02" + struct.pack("<Q", 1 << 63) + bytes(4),
+        "over-limit": b"\x02" + struct.pack("<Q", (1 << 30) + 1) + bytes(4) + b"x" * 16,
+        "short-example": b"\x02" + struct.pack("<Q", 5) + bytes(4) + golden[12:17] + bytes(4),
+        "empty-record": b"\x02" + bytes(16),
+    }
+    for name, data in seeds.items():
+        put("tfrecord_fuzzer", name, data)
+
+
 def main():
     clear_seeds()
     shards = shard_seeds()
@@ -313,6 +333,7 @@ def main():
     lmdb_seeds()
     hdf5_seeds()
     image_seeds()
+    tfrecord_seeds()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ expect "verify" kiln ve
 expect "pack" kiln pa
 expect "merge" kiln m
 expect "--shard-size" kiln pack in --sha
+expect "--feature-image --feature-label --feature-key" kiln pack in --feat
+expect "--feature-label" kiln pack in.tfrecord out --feature-l
 expect "--deep" kiln verify --de
 expect "center none" kiln pack in out --crop ""
 expect "uint8 float16 float32" kiln pack in --dtype ""

@@ -365,6 +365,48 @@ TEST(KilnCliUsageTest, FailuresWithJsonStillPrintOneJsonObject) {
   EXPECT_EQ(Kiln("bench /nonexistent --epochs 0").exit_code, 2);
 }
 
+// kiln pack on TFRecord files named by a pattern: the golden file (tests/data/tfrecord) and a
+// copy with a flipped byte in record 1's data; the rejection names the file, the record and
+// its byte offset; the manifest says tfrecord; --shuffle-seed is a usage error; --help names
+// the feature flags.
+TEST(KilnCliTfrecordTest, PackReadsTFRecordFilesAndNamesTheDamagedRecord) {
+  const std::string dir = Fresh("tfrecord");
+  fs::create_directories(dir);
+  const std::string golden = std::string(KILN_SOURCE_DIR) + "/tests/data/tfrecord/golden.tfrecord";
+  fs::copy_file(golden, dir + "/g-00000-of-00002");
+  {
+    std::ifstream in(golden, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    bytes[687 + 12 + 100] = static_cast<char>(bytes[687 + 12 + 100] ^ 0x10);
+    std::ofstream(dir + "/g-00001-of-00002", std::ios::binary) << bytes;
+  }
+  const std::string out = dir + "/out.kiln";
+  const CliRun r = Kiln("pack '" + dir + "/g-{00000..00001}-of-00002' " + out +
+                        " --size 28 --channels 1 --threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("listed"), 4);
+  EXPECT_EQ(j.at("packed"), 3);
+  EXPECT_EQ(j.at("rejected"), 1);
+  ASSERT_EQ(j.at("rejections").size(), 1u);
+  EXPECT_EQ(j["rejections"][0].at("path"), dir + "/g-00001-of-00002");
+  EXPECT_EQ(j["rejections"][0].at("reason").get<std::string>().rfind(
+                "record 1 at byte offset 687: data CRC32C mismatch (stored 0x", 0),
+            0u)
+      << r.out;
+  std::ifstream manifest(out + "/kiln.json");
+  const auto m = nlohmann::json::parse(manifest);
+  EXPECT_EQ(m.at("source").at("kind"), "tfrecord");
+  EXPECT_EQ(Kiln("pack " + dir + "/g-00000-of-00002 " + dir + "/s.kiln --shuffle-seed 1").exit_code,
+            2);
+  EXPECT_EQ(
+      Kiln("pack " + dir + "/g-00000-of-00002 " + dir + "/e.kiln --feature-image ''").exit_code, 2);
+  const CliRun help = Kiln("pack --help");
+  for (const char* flag : {"--feature-image", "--feature-label", "--feature-key", "TFRecord"}) {
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+  }
+}
+
 TEST(KilnCliUsageTest, VerifyOfANonDatasetExitsOne) {
   const std::string empty = Fresh("empty");
   fs::create_directories(empty);

@@ -7,6 +7,7 @@ Usage: tfrecord_writer.py SPEC.json  (prints one JSON object: each file's record
 
 SPEC is a list of files: {"path": P, "gzip": false, "records": [RECORD, ...]}. A RECORD is
   {"raw": "TEXT"}          a record whose data is these UTF-8 bytes (no Example),
+  {"raw_hex": "08ff"}      a record whose data is these bytes (no Example),
   {"header_only": N}       a header claiming N data bytes (length CRC good) and nothing after, or
   {"features": {NAME: FEATURE, ...}}  a tf.train.Example, where FEATURE is one of
     {"bytes_files": [PATH, ...]}  a BytesList of these files' contents,
@@ -17,6 +18,7 @@ byte offset of a record's length field and L the length of its data.
 """
 import gzip
 import json
+import os
 import struct
 import sys
 
@@ -83,6 +85,8 @@ def frame(data):
 def record_data(record, Example):
     if "raw" in record:
         return record["raw"].encode()
+    if "raw_hex" in record:
+        return bytes.fromhex(record["raw_hex"])
     ex = Example()
     for name, value in record["features"].items():
         feature = ex.features.feature[name]
@@ -114,6 +118,7 @@ def main():
             offsets.append(len(stream))
             lengths.append(len(data))
             stream += frame(data)
+        os.makedirs(os.path.dirname(os.path.abspath(f["path"])), exist_ok=True)
         opener = gzip.open if f.get("gzip") else open
         with opener(f["path"], "wb") as w:
             w.write(stream)
