@@ -3,6 +3,8 @@
 //    away restored first) when the test ends. Named after the test and the process id, because
 //    CTest runs each test in its own process, two at a time.
 //  - kiln::testing::ReadFileBytes / WriteFileBytes: a whole file as bytes, for damaging it.
+//  - kiln::testing::ReadFileString / ReadTestInput: a whole file as a string (an output to
+//    compare, an encoded image to decode).
 //  - kiln::testing::MakeSchema: a TensorSchema from its shape.
 //  - kiln::testing::WriteTestDataset / ExpectDatasetHolds: write samples made by a function into
 //    any storage backend through DatasetWriter, and read every one of them back.
@@ -73,6 +75,20 @@ inline std::vector<uint8_t> ReadFileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
                               std::istreambuf_iterator<char>());
+}
+
+// Returns every byte of `path` as a string; empty when it cannot be read.
+inline std::string ReadFileString(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// ReadFileString of an input the test needs: also fails the test, naming `path`, when it cannot
+// be opened.
+inline std::string ReadTestInput(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "missing test input " << path;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Replaces the contents of `path` with `bytes`.
