@@ -57,7 +57,8 @@ std::string PackJournalJson(uint64_t fingerprint, const PackJournal& journal) {
     r.push_back({{"path", x.path}, {"line", x.line}, {"reason", x.reason}});
   }
   j["rejections"] = r;
-  return j.dump();
+  // A rejection path that is not UTF-8 must not stop the pack: its bad bytes become U+FFFD.
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 std::optional<PackJournal> ReadPackJournal(const std::string& staging, uint64_t fingerprint,

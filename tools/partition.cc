@@ -8,6 +8,7 @@
 
 #include "formats/manifest.h"
 #include "formats/xxh3.h"
+#include "tools/source_listing.h"
 
 namespace kiln {
 
@@ -325,9 +326,10 @@ std::vector<std::string> ClassesFromLabelRange(
 
 std::string PackSourceJson(const PackSource& s) {
   nlohmann::ordered_json j;
-  j["input"] = s.input;
+  // JSON holds UTF-8 only: a path with other bytes is written escaped (PrintableName).
+  j["input"] = PrintableName(s.input);
   j["kind"] = s.kind;
-  if (!s.root.empty()) j["root"] = s.root;
+  if (!s.root.empty()) j["root"] = PrintableName(s.root);
   j["listed"] = s.listed;
   j["packed"] = s.packed;
   j["rejected"] = s.rejected;

@@ -156,7 +156,8 @@ std::vector<std::string> ClassesFromLabelRange(
 // it (so that their manifests can be byte-identical): input, kind ("imagefolder" or "list"), root
 // (list files only; empty = left out), listed, packed, rejected, rejected_list ("rejected.tsv"),
 // then `parts` when the job was cut into more than one part (`kiln pack --of N`, `kiln merge`),
-// then `partition` for a part (`kiln pack --part I`).
+// then `partition` for a part (`kiln pack --part I`). `input` and `root` are written with
+// bytes that are not UTF-8 escaped as \xNN (PrintableName), since JSON holds UTF-8 only.
 struct PackSource {
   std::string input;
   std::string kind;

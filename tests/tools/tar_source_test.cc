@@ -422,6 +422,28 @@ open(os.path.join(dir, "offset.txt"), "w").write(str(offset))
   EXPECT_NE(r.skipped_files[0].path.find("huge.tar:b.bin"), std::string::npos);
 }
 
+// An input path that is not UTF-8 (a directory named d\xff): a tar shard and an ImageFolder
+// under it pack, and the manifest names the input with the byte escaped.
+TEST(TarSourceTest, InputPathsThatAreNotUtf8AreEscapedInTheManifest) {
+  const std::string dir = Scratch("nonutf8") + "/d\xff";
+  fs::create_directories(dir + "/folder/fruit");
+  ASSERT_EQ(std::system(("tar -C '" + kPhotos + "' -cf '" + dir + "/a.tar' fruit").c_str()), 0);
+  for (const auto& e : fs::directory_iterator(kPhotos + "/fruit")) {
+    fs::copy_file(e.path(), dir + "/folder/fruit/" + e.path().filename().string());
+  }
+  PackOptions tar = Options(dir + "/a.tar", Scratch("nonutf8_tar.kiln"));
+  tar.tar.label_from = "class-folder";
+  const Packed t = PackAndRead(tar);
+  EXPECT_EQ(t.report.packed, 3u);
+  const std::string escaped = "nonutf8/d\\\\xFF";  // JSON escapes the backslash
+  EXPECT_NE(t.report.manifest.source_json.find(escaped + "/a.tar\""), std::string::npos)
+      << t.report.manifest.source_json;
+  const Packed f = PackAndRead(Options(dir + "/folder", Scratch("nonutf8_folder.kiln")));
+  EXPECT_EQ(f.report.packed, 3u);
+  EXPECT_NE(f.report.manifest.source_json.find(escaped + "/folder\""), std::string::npos)
+      << f.report.manifest.source_json;
+}
+
 // Five flat WebDataset shards 000000.tar .. 000004.tar (KEY.jpg + KEY.cls) made by the system tar
 // from samples/photos, dealt round-robin. Shard 0 also holds a sample whose image does not decode
 // (a rejection while packing), shard 3 a label without an image (a rejection while listing) and a
