@@ -941,82 +941,15 @@ void Loader::WorkerLoop(DirectQueue* queue) {
     uint32_t chunk = 0;
     ClaimTaskLocked(&b, &chunk);
     Slot& slot = slots_[b % slots_.size()];
-    // Extend the read-ahead window past this chunk's start; the claiming thread advises what
-    // it adds. The frontier only moves forward, so each sample is advised at most once a pass.
     uint64_t ahead_begin = 0, ahead_end = 0;
-    if (read_ahead_samples_window_ > 0 && options_.shuffle == ShuffleMode::kBlock) {
-      // Block order reads the samples of a window of blocks in random order: advise whole
-      // blocks (one sequential run each): the window(s) the batch reads from, which must be
-      // in memory anyway, and read_ahead_bytes of blocks past them.
-      uint64_t first = 0, end = 0;
-      sampler_.BatchBlocks(b, &first, &end);
-      const uint64_t block = std::max<uint64_t>(1, sampler_.block_samples());
-      const uint64_t target =
-          std::min(sampler_.rank_blocks(), end + (read_ahead_samples_window_ + block - 1) / block);
-      if (target > read_ahead_until_) {
-        ahead_begin = read_ahead_until_;
-        ahead_end = target;
-        read_ahead_until_ = target;
-        stats_.read_ahead_max_lead_samples =
-            std::max(stats_.read_ahead_max_lead_samples, (target - first) * block);
-      }
-    } else if (read_ahead_samples_window_ > 0) {
-      const uint64_t start =
-          std::min(epoch_positions_, b * options_.batch_size + uint64_t{chunk} * chunk_samples_);
-      // The window covers at least this chunk, so no position is skipped when it is narrower
-      // than a chunk.
-      const uint64_t target = std::min(
-          epoch_positions_, start + std::max<uint64_t>(read_ahead_samples_window_, chunk_samples_));
-      if (target > read_ahead_until_) {
-        ahead_begin = read_ahead_until_;
-        ahead_end = target;
-        read_ahead_until_ = target;
-        stats_.read_ahead_max_lead_samples =
-            std::max(stats_.read_ahead_max_lead_samples, target - start);
-      }
-    }
+    ExtendReadAheadLocked(b, chunk, &ahead_begin, &ahead_end);
     ++busy_;
     lock.unlock();
     ReadAheadResult ahead;
     uint64_t ahead_ns = 0;
     if (ahead_end > ahead_begin) {
       const uint64_t ahead_start = NowNs();
-      ahead = ProbeAhead(ahead_begin, ahead_end);
-      uint64_t history = miss_history_.load(std::memory_order_relaxed);
-      if (ahead.probed) {
-        uint64_t next;
-        do {
-          next = (history << 1) | (ahead.missed ? 1 : 0);
-        } while (!miss_history_.compare_exchange_weak(history, next, std::memory_order_relaxed));
-        history = next;
-      }
-      if (history != 0) {  // one of the last 64 probes missed: reads reach storage
-        // Random or sequential advice turns off the kernel's read-around of each fault and
-        // stops reclaim from favouring pages already read through the mapping over pages read
-        // ahead and not yet used (formats/mapped_file.h). Given once, when reads first miss,
-        // so data in memory keeps the kernel's defaults.
-        std::call_once(access_advised_, [this] {
-          dataset_->AdviseAccess(options_.shuffle == ShuffleMode::kExact
-                                     ? AccessAdvice::kRandom
-                                     : AccessAdvice::kSequential);
-        });
-        try {
-          if (options_.shuffle == ShuffleMode::kBlock) {
-            ahead_indices.clear();
-            for (uint64_t j = ahead_begin; j < ahead_end; ++j) {
-              const SampleRange r = sampler_.RankBlock(j);
-              for (uint64_t i = 0; i < r.count; ++i) ahead_indices.push_back(r.begin + i);
-            }
-          } else {
-            PositionIndices(ahead_begin, ahead_end, &ahead_indices, &ahead_padding);
-          }
-          const ReadAheadResult advised = AdviseAhead(ahead_indices);
-          ahead.samples = advised.samples;
-          ahead.bytes = advised.bytes;
-        } catch (const std::bad_alloc&) {
-          ahead_indices.clear();  // advice is an optimisation: go without it
-        }
-      }
+      ahead = ReadAhead(ahead_begin, ahead_end, &ahead_indices, &ahead_padding);
       ahead_ns = NowNs() - ahead_start;
     }
     const uint64_t fetch_start = NowNs();
@@ -1052,6 +985,84 @@ void Loader::WorkerLoop(DirectQueue* queue) {
     }
     FinishTaskLocked(slot, std::move(status));
   }
+}
+
+void Loader::ExtendReadAheadLocked(uint64_t b, uint32_t chunk, uint64_t* ahead_begin,
+                                   uint64_t* ahead_end) {
+  // The claiming thread advises what it adds. The frontier only moves forward, so each sample
+  // is advised at most once a pass.
+  if (read_ahead_samples_window_ == 0) return;
+  if (options_.shuffle == ShuffleMode::kBlock) {
+    // Block order reads the samples of a window of blocks in random order: advise whole
+    // blocks (one sequential run each): the window(s) the batch reads from, which must be
+    // in memory anyway, and read_ahead_bytes of blocks past them.
+    uint64_t first = 0, end = 0;
+    sampler_.BatchBlocks(b, &first, &end);
+    const uint64_t block = std::max<uint64_t>(1, sampler_.block_samples());
+    const uint64_t target =
+        std::min(sampler_.rank_blocks(), end + (read_ahead_samples_window_ + block - 1) / block);
+    if (target > read_ahead_until_) {
+      *ahead_begin = read_ahead_until_;
+      *ahead_end = target;
+      read_ahead_until_ = target;
+      stats_.read_ahead_max_lead_samples =
+          std::max(stats_.read_ahead_max_lead_samples, (target - first) * block);
+    }
+    return;
+  }
+  const uint64_t start =
+      std::min(epoch_positions_, b * options_.batch_size + uint64_t{chunk} * chunk_samples_);
+  // The window covers at least this chunk, so no position is skipped when it is narrower
+  // than a chunk.
+  const uint64_t target = std::min(
+      epoch_positions_, start + std::max<uint64_t>(read_ahead_samples_window_, chunk_samples_));
+  if (target > read_ahead_until_) {
+    *ahead_begin = read_ahead_until_;
+    *ahead_end = target;
+    read_ahead_until_ = target;
+    stats_.read_ahead_max_lead_samples =
+        std::max(stats_.read_ahead_max_lead_samples, target - start);
+  }
+}
+
+Loader::ReadAheadResult Loader::ReadAhead(uint64_t ahead_begin, uint64_t ahead_end,
+                                          std::vector<uint64_t>* ahead_indices,
+                                          std::vector<uint8_t>* ahead_padding) {
+  ReadAheadResult ahead = ProbeAhead(ahead_begin, ahead_end);
+  uint64_t history = miss_history_.load(std::memory_order_relaxed);
+  if (ahead.probed) {
+    uint64_t next;
+    do {
+      next = (history << 1) | (ahead.missed ? 1 : 0);
+    } while (!miss_history_.compare_exchange_weak(history, next, std::memory_order_relaxed));
+    history = next;
+  }
+  if (history == 0) return ahead;  // none of the last 64 probes missed: reads stay in memory
+  // Random or sequential advice turns off the kernel's read-around of each fault and stops
+  // reclaim from favouring pages already read through the mapping over pages read ahead and not
+  // yet used (formats/mapped_file.h). Given once, when reads first miss, so data in memory
+  // keeps the kernel's defaults.
+  std::call_once(access_advised_, [this] {
+    dataset_->AdviseAccess(options_.shuffle == ShuffleMode::kExact ? AccessAdvice::kRandom
+                                                                   : AccessAdvice::kSequential);
+  });
+  try {
+    if (options_.shuffle == ShuffleMode::kBlock) {
+      ahead_indices->clear();
+      for (uint64_t j = ahead_begin; j < ahead_end; ++j) {
+        const SampleRange r = sampler_.RankBlock(j);
+        for (uint64_t i = 0; i < r.count; ++i) ahead_indices->push_back(r.begin + i);
+      }
+    } else {
+      PositionIndices(ahead_begin, ahead_end, ahead_indices, ahead_padding);
+    }
+    const ReadAheadResult advised = AdviseAhead(*ahead_indices);
+    ahead.samples = advised.samples;
+    ahead.bytes = advised.bytes;
+  } catch (const std::bad_alloc&) {
+    ahead_indices->clear();  // advice is an optimisation: go without it
+  }
+  return ahead;
 }
 
 void Loader::PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,

@@ -445,6 +445,14 @@ class Loader {
   };
   ReadAheadResult ProbeAhead(uint64_t begin, uint64_t end) const;
   ReadAheadResult AdviseAhead(const std::vector<uint64_t>& indices) const;
+  // Moves the read-ahead frontier past chunk `chunk` of batch `batch` (requires mu_) and sets
+  // [*begin, *end) to what it added, for the caller to advise; leaves them alone when nothing
+  // was added (the window covers it already, or read-ahead is off).
+  void ExtendReadAheadLocked(uint64_t batch, uint32_t chunk, uint64_t* begin, uint64_t* end);
+  // Probes the extension [begin, end) and, once reads reach storage, advises its samples;
+  // `indices` and `padding` are the calling worker's scratch. Runs without mu_.
+  ReadAheadResult ReadAhead(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
+                            std::vector<uint8_t>* padding);
   struct DeviceRing;  // upload stream, device buffers and events (loader.cc)
   Status CreateDeviceRing(std::shared_ptr<DeviceOps> ops, uint64_t data_bytes,
                           uint64_t label_bytes);

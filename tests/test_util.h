@@ -3,9 +3,13 @@
 //    away restored first) when the test ends. Named after the test and the process id, because
 //    CTest runs each test in its own process, two at a time.
 //  - kiln::testing::ReadFileBytes / WriteFileBytes: a whole file as bytes, for damaging it.
+//  - kiln::testing::ReadFileString / ReadTestInput: a whole file as a string (an output to
+//    compare, an encoded image to decode).
 //  - kiln::testing::MakeSchema: a TensorSchema from its shape.
 //  - kiln::testing::WriteTestDataset / ExpectDatasetHolds: write samples made by a function into
 //    any storage backend through DatasetWriter, and read every one of them back.
+//  - kiln::testing::PatternBytes / NoiseBytes / ClassKey / PatternSamples: the samples that the
+//    backends' tests and their golden files are made of.
 // Thread safety: none needed; call them on the test's thread.
 #ifndef KILN_TESTS_TEST_UTIL_H_
 #define KILN_TESTS_TEST_UTIL_H_
@@ -19,6 +23,7 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -75,6 +80,20 @@ inline std::vector<uint8_t> ReadFileBytes(const std::string& path) {
                               std::istreambuf_iterator<char>());
 }
 
+// Returns every byte of `path` as a string; empty when it cannot be read.
+inline std::string ReadFileString(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// ReadFileString of an input the test needs: also fails the test, naming `path`, when it cannot
+// be opened.
+inline std::string ReadTestInput(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "missing test input " << path;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 // Replaces the contents of `path` with `bytes`.
 inline void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -101,6 +120,38 @@ struct TestSample {
   std::string key;
 };
 using SampleMaker = std::function<TestSample(uint64_t index)>;
+
+// Sample `i`'s bytes in the backends' tests: byte j is (7 i + j / `run`) & 0xff, a pattern that
+// zstd compresses.
+inline std::vector<uint8_t> PatternBytes(const TensorSchema& schema, uint64_t i, uint32_t run) {
+  std::vector<uint8_t> raw(schema.sample_bytes());
+  for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>((i * 7 + j / run) & 0xff);
+  return raw;
+}
+
+// Sample `i`'s bytes as noise that zstd cannot shrink: one std::mt19937_64 draw a byte, seeded
+// i + 1.
+inline std::vector<uint8_t> NoiseBytes(const TensorSchema& schema, uint64_t i) {
+  std::vector<uint8_t> raw(schema.sample_bytes());
+  std::mt19937_64 rng(i + 1);
+  for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>(rng());
+  return raw;
+}
+
+// Sample `i`'s key in the backends' tests: "class_{i % 3}/img-{i}.png".
+inline std::string ClassKey(uint64_t i) {
+  return "class_" + std::to_string(i % 3) + "/img-" + std::to_string(i) + ".png";
+}
+
+// Sample i: PatternBytes(schema, i, run), or NoiseBytes where `noise(i)` is true; label i % 5;
+// key ClassKey(i).
+inline SampleMaker PatternSamples(const TensorSchema& schema, uint32_t run,
+                                  std::function<bool(uint64_t)> noise = nullptr) {
+  return [schema, run, noise](uint64_t i) {
+    return TestSample{noise && noise(i) ? NoiseBytes(schema, i) : PatternBytes(schema, i, run),
+                      static_cast<int64_t>(i % 5), ClassKey(i)};
+  };
+}
 
 // Writes samples 0..`samples`-1, each made by `make`, into `dir` through DatasetWriter with
 // `options` (format, schema, shard size...), encoded with `compression`. `manifest` supplies the

@@ -117,88 +117,101 @@ double ResidentFraction(const std::string& dir) {
   return total ? static_cast<double>(resident) / total : 0.0;
 }
 
-void Diagnose(BenchReport* r) {
+namespace {
+
+// The consumer rarely waits in the steady state (after the first batch, whose latency is
+// reported on its own): the loader is ahead, whatever its stages cost. Returns true, with the
+// verdict written, when that is so.
+bool DiagnoseConsumer(BenchReport* r) {
   const double t = r->seconds;
-  char buf[512];
-  // The consumer rarely waits in the steady state (after the first batch, whose latency is
-  // reported on its own): the loader is ahead, whatever its stages cost.
   const double steady_wait = r->consumer_wait_seconds - r->first_batch_wait_seconds;
   const double steady_t = t - r->first_batch_wait_seconds;
-  if (steady_t > 0 && steady_wait < 0.10 * steady_t) {
-    r->bottleneck = "consumer";
+  if (!(steady_t > 0 && steady_wait < 0.10 * steady_t)) return false;
+  char buf[512];
+  r->bottleneck = "consumer";
+  std::snprintf(buf, sizeof(buf),
+                "bottleneck: consumer. After the first batch it waited for batches only %s of "
+                "the time (%s busy in its own work) while the fetch threads waited %.3f s for "
+                "free slots: the loader is ahead; more threads or prefetch will not help",
+                Percent(steady_wait, steady_t).c_str(),
+                r->consumer_ms > 0 ? Percent(r->consumer_seconds, t).c_str() : "mostly",
+                r->slot_wait_seconds);
+  r->verdict = buf;
+  return true;
+}
+
+// Storage is in play when the pages were dropped, reads faulted to storage often, or most of
+// the files were not resident at open and some reads faulted (readahead makes one major fault
+// bring in many pages); otherwise time off the CPU is preemption by other work. The direct io
+// path reads every record from storage, without page faults. `fetch`: the fetch time, > 0.
+bool StorageLimits(const BenchReport& r, double fetch) {
+  const bool faulted = r.io == "direct" || r.cache == "cold" || r.major_faults >= 64 ||
+                       (r.resident_fraction < 0.5 && r.major_faults > 0);
+  const double cpu_stage = std::max({r.decompress_seconds, r.augment_seconds, r.copy_seconds});
+  return faulted && r.storage_wait_seconds > 0.3 * fetch && r.storage_wait_seconds > cpu_stage;
+}
+
+// The verdict when storage is the bottleneck: what was seen, and what to try.
+std::string StorageVerdict(const BenchReport* r, double fetch) {
+  const double t = r->seconds;
+  char buf[512];
+  if (r->io == "direct") {
     std::snprintf(buf, sizeof(buf),
-                  "bottleneck: consumer. After the first batch it waited for batches only %s of "
-                  "the time (%s busy in its own work) while the fetch threads waited %.3f s for "
-                  "free slots: the loader is ahead; more threads or prefetch will not help",
-                  Percent(steady_wait, steady_t).c_str(),
-                  r->consumer_ms > 0 ? Percent(r->consumer_seconds, t).c_str() : "mostly",
-                  r->slot_wait_seconds);
-    r->verdict = buf;
-    return;
+                  "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
+                  "spent %s of their fetch time waiting for %llu direct reads (up to %llu in "
+                  "flight per thread): reads from storage limit the rate",
+                  Percent(r->consumer_wait_seconds, t).c_str(),
+                  Percent(r->storage_wait_seconds, fetch).c_str(),
+                  static_cast<unsigned long long>(r->direct_reads),
+                  static_cast<unsigned long long>(r->direct_max_in_flight));
+  } else {
+    std::snprintf(buf, sizeof(buf),
+                  "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
+                  "spent %s of their fetch time off the CPU (%.1f s issuing read-ahead) with "
+                  "%llu major page faults (%s cache): reads from storage limit the rate",
+                  Percent(r->consumer_wait_seconds, t).c_str(),
+                  Percent(r->storage_wait_seconds, fetch).c_str(), r->read_ahead_seconds,
+                  static_cast<unsigned long long>(r->major_faults), r->cache.c_str());
   }
-  const double fetch = std::max(r->fetch_seconds, 1e-12);
+  std::string verdict = buf;
+  if (r->disk_mb_per_s > 0) {
+    std::snprintf(buf, sizeof(buf), "; %.0f MB/s is %s of the storage's %.0f MB/s", r->mb_per_s,
+                  Percent(r->mb_per_s, r->disk_mb_per_s).c_str(), r->disk_mb_per_s);
+  } else {
+    std::snprintf(buf, sizeof(buf),
+                  "; to compare with the storage, measure it on these files (fio, see "
+                  "bench/larger_than_memory.sh) and pass --disk-mbps");
+  }
+  verdict += buf;
+  if (r->io == "mmap") {
+    verdict +=
+        "; for data larger than memory read with --io direct (O_DIRECT reads, no page cache "
+        "to fill and reclaim)";
+  } else if (r->shuffle == "exact") {
+    verdict +=
+        "; block order (--shuffle block) reads neighbouring records together, and more "
+        "read-ahead (--read-ahead-mib) keeps more reads in flight";
+  }
+  if (r->io == "direct") {
+    // The rest is about the mapped path's read-ahead.
+  } else if (r->shuffle == "exact") {
+    verdict += r->read_ahead_window_bytes == 0
+                   ? "; read-ahead is off: turn it on (--read-ahead-mib 16), or read in block "
+                     "order (--shuffle block): sequential runs instead of random records"
+                   : "; read in block order (--shuffle block) for sequential runs instead of "
+                     "random records, or try more read-ahead (--read-ahead-mib) or threads";
+  } else if (r->shuffle == "block") {
+    verdict += "; larger blocks (--block-kib) make longer sequential runs";
+  }
+  return verdict;
+}
+
+// The verdict when a CPU stage (or the upload) is the bottleneck: the largest of them.
+void DiagnoseStage(BenchReport* r, double fetch) {
+  const double t = r->seconds;
+  char buf[512];
   const double busy = r->threads && t > 0 ? r->fetch_seconds / (r->threads * t) : 0;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  // Storage is in play when the pages were dropped, reads faulted to storage often, or most of
-  // the files were not resident at open and some reads faulted (readahead makes one major fault
-  // bring in many pages); otherwise time off the CPU is preemption by other work.
-  // The direct io path reads every record from storage, without page faults.
-  const bool faulted = r->io == "direct" || r->cache == "cold" || r->major_faults >= 64 ||
-                       (r->resident_fraction < 0.5 && r->major_faults > 0);
-  const double cpu_stage = std::max({r->decompress_seconds, r->augment_seconds, r->copy_seconds});
-  if (faulted && r->storage_wait_seconds > 0.3 * fetch && r->storage_wait_seconds > cpu_stage) {
-    r->bottleneck = "storage";
-    if (r->io == "direct") {
-      std::snprintf(buf, sizeof(buf),
-                    "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
-                    "spent %s of their fetch time waiting for %llu direct reads (up to %llu in "
-                    "flight per thread): reads from storage limit the rate",
-                    Percent(r->consumer_wait_seconds, t).c_str(),
-                    Percent(r->storage_wait_seconds, fetch).c_str(),
-                    static_cast<unsigned long long>(r->direct_reads),
-                    static_cast<unsigned long long>(r->direct_max_in_flight));
-    } else {
-      std::snprintf(buf, sizeof(buf),
-                    "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
-                    "spent %s of their fetch time off the CPU (%.1f s issuing read-ahead) with "
-                    "%llu major page faults (%s cache): reads from storage limit the rate",
-                    Percent(r->consumer_wait_seconds, t).c_str(),
-                    Percent(r->storage_wait_seconds, fetch).c_str(), r->read_ahead_seconds,
-                    static_cast<unsigned long long>(r->major_faults), r->cache.c_str());
-    }
-    std::string verdict = buf;
-    if (r->disk_mb_per_s > 0) {
-      std::snprintf(buf, sizeof(buf), "; %.0f MB/s is %s of the storage's %.0f MB/s", r->mb_per_s,
-                    Percent(r->mb_per_s, r->disk_mb_per_s).c_str(), r->disk_mb_per_s);
-    } else {
-      std::snprintf(buf, sizeof(buf),
-                    "; to compare with the storage, measure it on these files (fio, see "
-                    "bench/larger_than_memory.sh) and pass --disk-mbps");
-    }
-    verdict += buf;
-    if (r->io == "mmap") {
-      verdict +=
-          "; for data larger than memory read with --io direct (O_DIRECT reads, no page cache "
-          "to fill and reclaim)";
-    } else if (r->shuffle == "exact") {
-      verdict +=
-          "; block order (--shuffle block) reads neighbouring records together, and more "
-          "read-ahead (--read-ahead-mib) keeps more reads in flight";
-    }
-    if (r->io == "direct") {
-      // The rest is about the mapped path's read-ahead.
-    } else if (r->shuffle == "exact") {
-      verdict += r->read_ahead_window_bytes == 0
-                     ? "; read-ahead is off: turn it on (--read-ahead-mib 16), or read in block "
-                       "order (--shuffle block): sequential runs instead of random records"
-                     : "; read in block order (--shuffle block) for sequential runs instead of "
-                       "random records, or try more read-ahead (--read-ahead-mib) or threads";
-    } else if (r->shuffle == "block") {
-      verdict += "; larger blocks (--block-kib) make longer sequential runs";
-    }
-    r->verdict = verdict;
-    return;
-  }
   struct Stage {
     const char* name;
     double seconds;
@@ -255,6 +268,19 @@ void Diagnose(BenchReport* r) {
                 top->name, Percent(r->consumer_wait_seconds, t).c_str(), Percent(busy, 1.0).c_str(),
                 r->threads, cores, t > 0 ? 100.0 * r->cpu_seconds / t : 0.0);
   r->verdict = buf + why;
+}
+
+}  // namespace
+
+void Diagnose(BenchReport* r) {
+  if (DiagnoseConsumer(r)) return;
+  const double fetch = std::max(r->fetch_seconds, 1e-12);
+  if (StorageLimits(*r, fetch)) {
+    r->bottleneck = "storage";
+    r->verdict = StorageVerdict(r, fetch);
+    return;
+  }
+  DiagnoseStage(r, fetch);
 }
 
 // --device: the pinned upload rate (one full batch, 10 copies), the share of the loader's copy
@@ -317,24 +343,57 @@ Status MeasureDevice(Loader& loader, const BenchOptions& options, BenchReport* r
   return Status::Ok();
 }
 
+namespace {
+
+// The report's fields that the options and the page cache decide, before the loader opens.
+void DescribeRun(const std::string& dir, const BenchOptions& options, BenchReport* r) {
+  r->dir = dir;
+  r->consumer_ms = options.consumer_ms;
+  r->resident_fraction = ResidentFraction(dir);
+  r->cache = options.cold || r->resident_fraction < 0.05 ? "cold"
+             : r->resident_fraction >= 0.95              ? "warm"
+                                                         : "partly warm";
+  r->shuffle = options.loader.shuffle == ShuffleMode::kBlock  ? "block"
+               : options.loader.shuffle == ShuffleMode::kNone ? "none"
+                                                              : "exact";
+  if (options.loader.shuffle == ShuffleMode::kBlock) {
+    r->block_bytes = options.loader.block_bytes;
+    r->shuffle_window = options.loader.shuffle_window;
+  }
+  r->disk_mb_per_s = options.disk_mb_per_s;
+  r->device = options.loader.device;
+}
+
+// The report's stage times and counters, from the loader's statistics after the run.
+void RecordLoaderStats(const LoaderStats& stats, const BenchOptions& options, BenchReport* r) {
+  r->slot_wait_seconds = stats.slot_wait_ns / 1e9;
+  r->fetch_seconds = stats.fetch_ns / 1e9;
+  r->fetch_cpu_seconds = stats.fetch_cpu_ns / 1e9;
+  r->storage_wait_seconds = std::max(0.0, r->fetch_seconds - r->fetch_cpu_seconds);
+  r->decompress_seconds = stats.decompress_ns / 1e9;
+  r->augment_seconds = stats.augment_ns / 1e9;
+  r->zstd_records = stats.zstd_records;
+  r->read_ahead_window_bytes = options.loader.read_ahead_bytes;
+  r->read_ahead_samples = stats.read_ahead_samples;
+  r->read_ahead_mb = stats.read_ahead_bytes / 1e6;
+  r->read_ahead_seconds = stats.read_ahead_ns / 1e9;
+  r->residency_probes = stats.residency_probes;
+  r->residency_misses = stats.residency_misses;
+  r->direct_reads = stats.direct_reads;
+  r->direct_read_mb = stats.direct_read_bytes / 1e6;
+  r->direct_max_in_flight = stats.direct_max_in_flight;
+  // Copy is what remains of the on-CPU fetch time after zstd and crop/flip.
+  r->copy_seconds = std::max(0.0, std::min(r->fetch_seconds, r->fetch_cpu_seconds) -
+                                      r->decompress_seconds - r->augment_seconds);
+  r->consumer_wait_seconds = stats.consumer_wait_ns / 1e9;
+}
+
+}  // namespace
+
 Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options) {
   BenchReport r;
-  r.dir = dir;
-  r.consumer_ms = options.consumer_ms;
   if (options.cold) KILN_RETURN_IF_ERROR(DropPageCache(dir));
-  r.resident_fraction = ResidentFraction(dir);
-  r.cache = options.cold || r.resident_fraction < 0.05 ? "cold"
-            : r.resident_fraction >= 0.95              ? "warm"
-                                                       : "partly warm";
-  r.shuffle = options.loader.shuffle == ShuffleMode::kBlock  ? "block"
-              : options.loader.shuffle == ShuffleMode::kNone ? "none"
-                                                             : "exact";
-  if (options.loader.shuffle == ShuffleMode::kBlock) {
-    r.block_bytes = options.loader.block_bytes;
-    r.shuffle_window = options.loader.shuffle_window;
-  }
-  r.disk_mb_per_s = options.disk_mb_per_s;
-  r.device = options.loader.device;
+  DescribeRun(dir, options, &r);
   if (r.device >= 0) {
     std::string why;
     if (!CudaDeviceAvailable(&why)) {
@@ -405,26 +464,7 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.peak_rss_mb = end_usage.peak_rss_mb;
   r.rss_anon_mb = ProcStatusMb("RssAnon");  // with the loader still open
   r.rss_file_mb = ProcStatusMb("RssFile");
-  r.slot_wait_seconds = stats.slot_wait_ns / 1e9;
-  r.fetch_seconds = stats.fetch_ns / 1e9;
-  r.fetch_cpu_seconds = stats.fetch_cpu_ns / 1e9;
-  r.storage_wait_seconds = std::max(0.0, r.fetch_seconds - r.fetch_cpu_seconds);
-  r.decompress_seconds = stats.decompress_ns / 1e9;
-  r.augment_seconds = stats.augment_ns / 1e9;
-  r.zstd_records = stats.zstd_records;
-  r.read_ahead_window_bytes = options.loader.read_ahead_bytes;
-  r.read_ahead_samples = stats.read_ahead_samples;
-  r.read_ahead_mb = stats.read_ahead_bytes / 1e6;
-  r.read_ahead_seconds = stats.read_ahead_ns / 1e9;
-  r.residency_probes = stats.residency_probes;
-  r.residency_misses = stats.residency_misses;
-  r.direct_reads = stats.direct_reads;
-  r.direct_read_mb = stats.direct_read_bytes / 1e6;
-  r.direct_max_in_flight = stats.direct_max_in_flight;
-  // Copy is what remains of the on-CPU fetch time after zstd and crop/flip.
-  r.copy_seconds = std::max(0.0, std::min(r.fetch_seconds, r.fetch_cpu_seconds) -
-                                     r.decompress_seconds - r.augment_seconds);
-  r.consumer_wait_seconds = stats.consumer_wait_ns / 1e9;
+  RecordLoaderStats(stats, options, &r);
   const uint64_t expected = loader->samples_per_epoch();
   r.every_sample_once = !duplicates && first_epoch_samples == expected;
   r.samples_per_s = r.seconds > 0 ? r.samples / r.seconds : 0;

@@ -247,7 +247,7 @@ Status CheckShardSplit(const Part& ref, const Part& p, uint32_t n) {
 }
 
 // Checks that `parts` are the N parts of one job, each once; sorts them by index.
-Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& roots) {
+Status CheckPartSet(std::vector<Part>* parts, const std::vector<std::string>& roots) {
   std::sort(parts->begin(), parts->end(),
             [](const Part& a, const Part& b) { return a.record.index < b.record.index; });
   const Part& ref = parts->front();
@@ -273,82 +273,97 @@ Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& root
     return Status::NotFound(DescribePart(i, n) + " is missing" + where + ": pack it with --part " +
                             std::to_string(i) + " --of " + std::to_string(n));
   }
+  return Status::Ok();
+}
+
+// Checks that part `p` is of the same job as `ref` (of `n` parts): its split, format, options,
+// listing and tool versions, and that it holds its items and accounts for its inputs.
+Status CheckPartAgainst(const Part& ref, const Part& p, uint32_t n) {
+  const PartitionRecord& r = p.record;
+  if (r.split_by_shards != ref.record.split_by_shards) {
+    const Part& by_shards = r.split_by_shards ? p : ref;
+    const Part& by_items = r.split_by_shards ? ref : p;
+    return Status::Corruption(by_shards.name + " was split by shard file (tar input) but " +
+                              by_items.name +
+                              " by listed item: they are not parts of one job; pack every "
+                              "part again");
+  }
+  if (p.manifest.format != ref.manifest.format) {
+    return Status::Corruption(p.name + " was packed with --format " + p.manifest.format + " but " +
+                              ref.name + " with --format " + ref.manifest.format);
+  }
+  std::string diff = OptionDifference(ref, p);
+  if (!diff.empty()) return Status::Corruption(diff);
+  if (r.split_by_shards) {
+    KILN_RETURN_IF_ERROR(CheckShardSplit(ref, p, n));
+  } else if (p.manifest.classes != ref.manifest.classes) {
+    return Status::Corruption(p.name + " has other classes than " + ref.name + " (" +
+                              std::to_string(p.manifest.classes.size()) + " vs " +
+                              std::to_string(ref.manifest.classes.size()) +
+                              "): the input changed between parts; pack every part again");
+  }
+  if (!r.split_by_shards && (r.listing_xxh3_64 != ref.record.listing_xxh3_64 ||
+                             r.listed_items != ref.record.listed_items ||
+                             r.listing_problems != ref.record.listing_problems)) {
+    return Status::Corruption(p.name + " saw another listing than " + ref.name + " (" +
+                              std::to_string(r.listed_items) + " images, listing hash " +
+                              HexDigest(r.listing_xxh3_64) + " vs " +
+                              std::to_string(ref.record.listed_items) + " images, " +
+                              HexDigest(ref.record.listing_xxh3_64) +
+                              "): the input changed between parts; pack every part again");
+  }
+  diff = VersionDifference(ref, p);
+  if (!diff.empty()) return Status::Corruption(diff);
+  if (r.options_xxh3_64 != ref.record.options_xxh3_64 ||
+      p.manifest.preprocessing_json != ref.manifest.preprocessing_json ||
+      p.manifest.compression != ref.manifest.compression ||
+      p.manifest.shuffle_seed != ref.manifest.shuffle_seed ||
+      !(p.manifest.schema == ref.manifest.schema) ||
+      p.manifest.record_alignment != ref.manifest.record_alignment) {
+    return Status::Corruption(p.name + " was packed with other options than " + ref.name +
+                              " (options hash " + HexDigest(r.options_xxh3_64) + " vs " +
+                              HexDigest(ref.record.options_xxh3_64) + ")");
+  }
+  // Split by shard file, a part's items are its own listing (CheckShardSplit checked it).
+  const ItemRange expected =
+      r.split_by_shards ? ItemRange{0, r.listed_items} : PartRange(r.listed_items, r.index, n);
+  if (!(r.items == expected)) {
+    return Status::Corruption(p.name + " holds items [" + std::to_string(r.items.begin) + ", " +
+                              std::to_string(r.items.end) + ") but the partition rule gives [" +
+                              std::to_string(expected.begin) + ", " + std::to_string(expected.end) +
+                              ")");
+  }
+  // Listing problems: part 0's, or each part its own shards' when split by shard file.
+  const uint64_t inputs =
+      r.items.size() + (r.index == 0 || r.split_by_shards ? r.listing_problems : 0);
+  if (p.source.packed + p.source.rejected != inputs || p.source.listed != inputs ||
+      p.manifest.samples != p.source.packed) {
+    return Status::Corruption(
+        p.name + " accounts for " + std::to_string(p.source.packed + p.source.rejected) +
+        " of its " + std::to_string(inputs) + " inputs (" + std::to_string(p.source.packed) +
+        " packed, " + std::to_string(p.source.rejected) + " rejected, " +
+        std::to_string(p.manifest.samples) + " samples)");
+  }
+  if (RejectedLines(p.rejected_tsv) != p.source.rejected) {
+    return Status::Corruption(p.name + ": " + p.dir + "/" + kRejectedName + " lists " +
+                              std::to_string(RejectedLines(p.rejected_tsv)) +
+                              " rejections, its kiln.json " + std::to_string(p.source.rejected));
+  }
+  return Status::Ok();
+}
+
+// Checks that `parts` are the N parts of one job, each once, and that something was packed;
+// sorts them by index.
+Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& roots) {
+  KILN_RETURN_IF_ERROR(CheckPartSet(parts, roots));
+  const Part& ref = parts->front();
   uint64_t packed = 0;
   for (const Part& p : *parts) {
-    const PartitionRecord& r = p.record;
-    if (r.split_by_shards != ref.record.split_by_shards) {
-      const Part& by_shards = r.split_by_shards ? p : ref;
-      const Part& by_items = r.split_by_shards ? ref : p;
-      return Status::Corruption(by_shards.name + " was split by shard file (tar input) but " +
-                                by_items.name +
-                                " by listed item: they are not parts of one job; pack every "
-                                "part again");
-    }
-    if (p.manifest.format != ref.manifest.format) {
-      return Status::Corruption(p.name + " was packed with --format " + p.manifest.format +
-                                " but " + ref.name + " with --format " + ref.manifest.format);
-    }
-    std::string diff = OptionDifference(ref, p);
-    if (!diff.empty()) return Status::Corruption(diff);
-    if (r.split_by_shards) {
-      KILN_RETURN_IF_ERROR(CheckShardSplit(ref, p, n));
-    } else if (p.manifest.classes != ref.manifest.classes) {
-      return Status::Corruption(p.name + " has other classes than " + ref.name + " (" +
-                                std::to_string(p.manifest.classes.size()) + " vs " +
-                                std::to_string(ref.manifest.classes.size()) +
-                                "): the input changed between parts; pack every part again");
-    }
-    if (!r.split_by_shards && (r.listing_xxh3_64 != ref.record.listing_xxh3_64 ||
-                               r.listed_items != ref.record.listed_items ||
-                               r.listing_problems != ref.record.listing_problems)) {
-      return Status::Corruption(p.name + " saw another listing than " + ref.name + " (" +
-                                std::to_string(r.listed_items) + " images, listing hash " +
-                                HexDigest(r.listing_xxh3_64) + " vs " +
-                                std::to_string(ref.record.listed_items) + " images, " +
-                                HexDigest(ref.record.listing_xxh3_64) +
-                                "): the input changed between parts; pack every part again");
-    }
-    diff = VersionDifference(ref, p);
-    if (!diff.empty()) return Status::Corruption(diff);
-    if (r.options_xxh3_64 != ref.record.options_xxh3_64 ||
-        p.manifest.preprocessing_json != ref.manifest.preprocessing_json ||
-        p.manifest.compression != ref.manifest.compression ||
-        p.manifest.shuffle_seed != ref.manifest.shuffle_seed ||
-        !(p.manifest.schema == ref.manifest.schema) ||
-        p.manifest.record_alignment != ref.manifest.record_alignment) {
-      return Status::Corruption(p.name + " was packed with other options than " + ref.name +
-                                " (options hash " + HexDigest(r.options_xxh3_64) + " vs " +
-                                HexDigest(ref.record.options_xxh3_64) + ")");
-    }
-    // Split by shard file, a part's items are its own listing (CheckShardSplit checked it).
-    const ItemRange expected =
-        r.split_by_shards ? ItemRange{0, r.listed_items} : PartRange(r.listed_items, r.index, n);
-    if (!(r.items == expected)) {
-      return Status::Corruption(p.name + " holds items [" + std::to_string(r.items.begin) + ", " +
-                                std::to_string(r.items.end) + ") but the partition rule gives [" +
-                                std::to_string(expected.begin) + ", " +
-                                std::to_string(expected.end) + ")");
-    }
-    // Listing problems: part 0's, or each part its own shards' when split by shard file.
-    const uint64_t inputs =
-        r.items.size() + (r.index == 0 || r.split_by_shards ? r.listing_problems : 0);
-    if (p.source.packed + p.source.rejected != inputs || p.source.listed != inputs ||
-        p.manifest.samples != p.source.packed) {
-      return Status::Corruption(
-          p.name + " accounts for " + std::to_string(p.source.packed + p.source.rejected) +
-          " of its " + std::to_string(inputs) + " inputs (" + std::to_string(p.source.packed) +
-          " packed, " + std::to_string(p.source.rejected) + " rejected, " +
-          std::to_string(p.manifest.samples) + " samples)");
-    }
-    if (RejectedLines(p.rejected_tsv) != p.source.rejected) {
-      return Status::Corruption(p.name + ": " + p.dir + "/" + kRejectedName + " lists " +
-                                std::to_string(RejectedLines(p.rejected_tsv)) +
-                                " rejections, its kiln.json " + std::to_string(p.source.rejected));
-    }
+    KILN_RETURN_IF_ERROR(CheckPartAgainst(ref, p, ref.record.count));
     packed += p.source.packed;
   }
   if (packed == 0) {
-    return Status::Corruption("0 images were packed in all " + std::to_string(n) +
+    return Status::Corruption("0 images were packed in all " + std::to_string(ref.record.count) +
                               " parts: every input was rejected (see the parts' rejected.tsv)");
   }
   return Status::Ok();
@@ -631,6 +646,72 @@ Status CopyRecords(const std::vector<Part>& parts, const std::string& output, Ma
   return Status::Ok();
 }
 
+// Copy mode reads every part's records: checks first that each shard part's files are whole
+// (their hashes, as a move would) and that every other part verifies.
+Status CheckBeforeCopying(const std::vector<Part>& parts, const std::string& staging,
+                          MergeReport* report) {
+  for (const Part& p : parts) {
+    if (p.manifest.format == "shards") {
+      std::vector<Move> unused_moves;
+      std::vector<DataFileInfo> unused_files;
+      KILN_RETURN_IF_ERROR(
+          PlanMoves({p}, staging, &unused_moves, &unused_files, &report->bytes_read));
+      continue;
+    }
+    const VerifyReport v = VerifyDataset(p.dir, VerifyOptions{});
+    if (!v.ok()) {
+      return Status::Corruption(p.name + " is damaged: kiln verify " + p.dir + " finds " +
+                                std::to_string(v.problems.size()) +
+                                " problems, first: " + v.problems.front().reason);
+    }
+  }
+  return Status::Ok();
+}
+
+// Move mode: plans the moves of the parts' shards into `output` (renumbered), writes the
+// journal into `staging` and runs it.
+Status MoveShards(const std::vector<Part>& parts, const std::vector<std::string>& roots,
+                  const std::string& staging, const std::string& output, Manifest manifest,
+                  const std::string& rejected_tsv, const std::string& skipped_tsv,
+                  const std::function<void(uint64_t samples)>& step, MergeReport* report) {
+  std::error_code ec;
+  std::vector<Move> moves;
+  std::vector<DataFileInfo> files;
+  KILN_RETURN_IF_ERROR(PlanMoves(parts, staging, &moves, &files, &report->bytes_read, step));
+  manifest.files = files;
+  // Moving needs one file system: refuse before the first rename rather than halfway.
+  if (fs::exists(staging, ec)) {
+    if (!fs::exists(staging + "/" + kStagingMarkerFileName, ec)) {
+      return Status::InvalidArgument(staging + " exists and was not made by kiln; move it away");
+    }
+    KILN_RETURN_IF_ERROR(RemoveTree(staging));  // a merge killed before its journal
+  }
+  if (::mkdir(staging.c_str(), 0755) != 0) {
+    return Status::FromErrno("cannot create directory", staging, errno);
+  }
+  KILN_RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kStagingMarkerFileName,
+                                           "kiln staging directory of a merge\n"));
+  if (!moves.empty()) {
+    struct stat a, b;
+    if (::stat(moves.front().from.c_str(), &a) != 0 || ::stat(staging.c_str(), &b) != 0 ||
+        a.st_dev != b.st_dev) {
+      (void)RemoveTree(staging);
+      return Status::InvalidArgument("the parts and " + output +
+                                     " are on different file systems: moving shards needs "
+                                     "one; choose an output beside the parts, or --reshard");
+    }
+  }
+  std::vector<std::string> part_dirs;
+  for (const Part& p : parts) part_dirs.push_back(p.dir);
+  KILN_RETURN_IF_ERROR(WriteFileAtomically(
+      staging + "/" + kJournalName,
+      JournalJson(moves, part_dirs, roots, manifest.ToJson(), rejected_tsv, skipped_tsv)));
+  SyncDir(staging);
+  KILN_RETURN_IF_ERROR(RunJournal(staging, output));
+  report->manifest = manifest;
+  return Status::Ok();
+}
+
 }  // namespace
 
 namespace {
@@ -702,60 +783,13 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
     std::string rejected_tsv, skipped_tsv;
     BuildWholeJob(parts, copy_mode, &manifest, &rejected_tsv, &skipped_tsv);
     if (copy_mode) {
-      for (const Part& p : parts) {
-        if (p.manifest.format == "shards") {
-          std::vector<Move> unused_moves;
-          std::vector<DataFileInfo> unused_files;
-          KILN_RETURN_IF_ERROR(
-              PlanMoves({p}, staging, &unused_moves, &unused_files, &report.bytes_read));
-          continue;
-        }
-        const VerifyReport v = VerifyDataset(p.dir, VerifyOptions{});
-        if (!v.ok()) {
-          return Status::Corruption(p.name + " is damaged: kiln verify " + p.dir + " finds " +
-                                    std::to_string(v.problems.size()) +
-                                    " problems, first: " + v.problems.front().reason);
-        }
-      }
+      KILN_RETURN_IF_ERROR(CheckBeforeCopying(parts, staging, &report));
       report.bytes_read = 0;  // counted again as records are copied
       KILN_RETURN_IF_ERROR(CopyRecords(parts, output, std::move(manifest), rejected_tsv,
                                        skipped_tsv, step, &report));
     } else {
-      std::vector<Move> moves;
-      std::vector<DataFileInfo> files;
-      KILN_RETURN_IF_ERROR(PlanMoves(parts, staging, &moves, &files, &report.bytes_read, step));
-      manifest.files = files;
-      // Moving needs one file system: refuse before the first rename rather than halfway.
-      if (fs::exists(staging, ec)) {
-        if (!fs::exists(staging + "/" + kStagingMarkerFileName, ec)) {
-          return Status::InvalidArgument(staging +
-                                         " exists and was not made by kiln; move it away");
-        }
-        KILN_RETURN_IF_ERROR(RemoveTree(staging));  // a merge killed before its journal
-      }
-      if (::mkdir(staging.c_str(), 0755) != 0) {
-        return Status::FromErrno("cannot create directory", staging, errno);
-      }
-      KILN_RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kStagingMarkerFileName,
-                                               "kiln staging directory of a merge\n"));
-      if (!moves.empty()) {
-        struct stat a, b;
-        if (::stat(moves.front().from.c_str(), &a) != 0 || ::stat(staging.c_str(), &b) != 0 ||
-            a.st_dev != b.st_dev) {
-          (void)RemoveTree(staging);
-          return Status::InvalidArgument("the parts and " + output +
-                                         " are on different file systems: moving shards needs "
-                                         "one; choose an output beside the parts, or --reshard");
-        }
-      }
-      std::vector<std::string> part_dirs;
-      for (const Part& p : parts) part_dirs.push_back(p.dir);
-      KILN_RETURN_IF_ERROR(WriteFileAtomically(
-          staging + "/" + kJournalName,
-          JournalJson(moves, part_dirs, roots, manifest.ToJson(), rejected_tsv, skipped_tsv)));
-      SyncDir(staging);
-      KILN_RETURN_IF_ERROR(RunJournal(staging, output));
-      report.manifest = manifest;
+      KILN_RETURN_IF_ERROR(MoveShards(parts, roots, staging, output, std::move(manifest),
+                                      rejected_tsv, skipped_tsv, step, &report));
     }
     report.parts = parts.front().record.count;
   }

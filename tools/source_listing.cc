@@ -312,14 +312,42 @@ std::errc ParseLabel(std::string_view text, int64_t* label) {
 struct FileCloser {
   void operator()(FILE* f) const { std::fclose(f); }
 };
-// The buffer POSIX getline() grows; freed on every exit.
-struct LineBuffer {
-  LineBuffer() = default;
-  LineBuffer(const LineBuffer&) = delete;
-  LineBuffer& operator=(const LineBuffer&) = delete;
-  ~LineBuffer() { std::free(data); }
-  char* data = nullptr;
-  size_t capacity = 0;
+// Reads a text file line by line with POSIX getline() (lines of any length, NUL bytes kept):
+// the first line without a UTF-8 byte-order mark, every line without its "\n" or "\r\n" ending.
+class LineReader {
+ public:
+  // `file` stays the caller's; `what` and `path` name a failed read ("cannot read list file").
+  LineReader(FILE* file, std::string what, std::string path)
+      : file_(file), what_(std::move(what)), path_(std::move(path)) {}
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+  ~LineReader() { std::free(data_); }
+
+  // Sets `*line` to the next line, valid until the next call, and returns true; returns false
+  // at the end of the file. Errors: IOError (errno's) when the read fails.
+  Result<bool> Next(std::string_view* line) {
+    errno = 0;
+    const ssize_t n = ::getline(&data_, &capacity_, file_);
+    if (n < 0) {
+      const int error = errno;
+      if (std::ferror(file_)) return Status::FromErrno(what_, path_, error);
+      return false;
+    }
+    ++line_number_;
+    *line = std::string_view(data_, static_cast<size_t>(n));
+    if (line_number_ == 1 && line->substr(0, 3) == "\xEF\xBB\xBF") line->remove_prefix(3);
+    while (!line->empty() && (line->back() == '\n' || line->back() == '\r')) line->remove_suffix(1);
+    return true;
+  }
+  // The number (from 1) of the line Next returned last.
+  uint64_t line_number() const { return line_number_; }
+
+ private:
+  FILE* const file_;
+  const std::string what_, path_;
+  char* data_ = nullptr;  // the buffer getline() grows
+  size_t capacity_ = 0;
+  uint64_t line_number_ = 0;
 };
 
 }  // namespace
@@ -439,21 +467,12 @@ Result<SourceListing> ReadListFile(const std::string& list_path, const std::stri
   SourceListing listing;
   listing.root = root;
   std::unordered_map<std::string, size_t> first_line_of;  // key -> index of its first item
-  LineBuffer buffer;
-  uint64_t line_number = 0;
+  LineReader reader(file.get(), "cannot read list file", Printable(list_path));
+  std::string_view line;
   for (;;) {
-    errno = 0;
-    const ssize_t n = ::getline(&buffer.data, &buffer.capacity, file.get());
-    if (n < 0) {
-      const int error = errno;
-      if (std::ferror(file.get())) {
-        return Status::FromErrno("cannot read list file", Printable(list_path), error);
-      }
-      break;
-    }
-    ++line_number;
-    std::string_view line(buffer.data, static_cast<size_t>(n));
-    if (line_number == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);
+    KILN_ASSIGN_OR_RETURN(const bool more, reader.Next(&line));
+    if (!more) break;
+    const uint64_t line_number = reader.line_number();
     // Trailing "\n", "\r" of CRLF files, spaces and tabs; then leading spaces and tabs.
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r' || IsBlank(line.back()))) {
       line.remove_suffix(1);
@@ -540,22 +559,12 @@ Result<std::vector<std::string>> ReadClassNames(const std::string& path) {
   }
   std::vector<std::string> names;
   std::unordered_map<std::string, uint64_t> line_of;
-  LineBuffer buffer;
-  uint64_t line_number = 0;
+  LineReader reader(file.get(), "cannot read class list", Printable(path));
+  std::string_view line;
   for (;;) {
-    errno = 0;
-    const ssize_t n = ::getline(&buffer.data, &buffer.capacity, file.get());
-    if (n < 0) {
-      const int error = errno;
-      if (std::ferror(file.get())) {
-        return Status::FromErrno("cannot read class list", Printable(path), error);
-      }
-      break;
-    }
-    ++line_number;
-    std::string_view line(buffer.data, static_cast<size_t>(n));
-    if (line_number == 1 && line.substr(0, 3) == "\xEF\xBB\xBF") line.remove_prefix(3);
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
+    KILN_ASSIGN_OR_RETURN(const bool more, reader.Next(&line));
+    if (!more) break;
+    const uint64_t line_number = reader.line_number();
     const std::string where = Printable(path) + ": line " + std::to_string(line_number) + ": ";
     if (line.empty()) continue;
     if (line.find('\0') != std::string_view::npos || line.find('/') != std::string_view::npos ||

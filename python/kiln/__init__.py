@@ -29,7 +29,7 @@ from ._core import __version__  # formats/version.h, from CMake's project(VERSIO
 from ._dataset import Dataset
 from ._errors import (ArgumentTypeError, CorruptionError, InvalidArgumentError, KilnError,
                       KilnIOError, NotFoundError, NotSupportedError, OutOfRangeError)
-from ._loader import Loader, PathLike, _fspath, loader_options
+from ._loader import Loader, PathLike, _fspath, _set_options, loader_options
 
 __all__ = [
     "Loader", "Dataset", "loader_options", "pack", "verify", "inspect", "formats", "KilnError",
@@ -93,36 +93,15 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     """
     from . import _tools  # lazily: the converter links OpenCV
 
-    o = _tools.PackOptions()
-    o.input = _fspath(input, "input")
-    o.output = _fspath(output, "output")
-    o.root = "" if root is None else _fspath(root, "root")
-    o.size = size
-    o.resize = resize
-    o.crop = crop
-    o.channels = channels
-    o.layout = layout
-    o.dtype = dtype
-    if mean is not None:
-        o.mean = mean
-    if std is not None:
-        o.std = std
-    o.format = format
-    o.shard_size = shard_size
-    o.compress = compress
-    o.threads = threads
-    o.shuffle_seed = shuffle_seed
-    o.on_error = on_error
-    if max_pixels is not None:
-        o.max_pixels = max_pixels
-    o.overwrite = overwrite
-    o.exact_decode = exact_decode
-    if image_ext is not None:
-        o.image_ext = image_ext
-    o.label_from = label_from
-    o.feature_image = feature_image
-    o.feature_label = feature_label
-    o.feature_key = feature_key
+    o = _set_options(_tools.PackOptions(), dict(
+        input=_fspath(input, "input"), output=_fspath(output, "output"),
+        root="" if root is None else _fspath(root, "root"), size=size, resize=resize, crop=crop,
+        channels=channels, layout=layout, dtype=dtype, mean=mean, std=std, format=format,
+        shard_size=shard_size, compress=compress, threads=threads, shuffle_seed=shuffle_seed,
+        on_error=on_error, max_pixels=max_pixels, overwrite=overwrite, exact_decode=exact_decode,
+        image_ext=image_ext, label_from=label_from, feature_image=feature_image,
+        feature_label=feature_label, feature_key=feature_key),
+        keep_default_if_none=("mean", "std", "max_pixels", "image_ext"))
     o.validate()
     result: Dict[str, Any] = _json.loads(_tools.pack_json(o))
     return result

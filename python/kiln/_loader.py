@@ -29,6 +29,18 @@ def _fspath(path: Any, name: str = "path") -> str:
     return value
 
 
+def _set_options(options: Any, fields: Dict[str, Any], keep_default_if_none: Sequence[str] = ()
+                 ) -> Any:
+    """Sets each field of the bound C++ options struct ``options`` from ``fields``, in order (each
+    setter checks its value and raises naming the field); a field in ``keep_default_if_none``
+    whose value is None keeps the struct's default. Returns ``options``."""
+    for name, value in fields.items():
+        if value is None and name in keep_default_if_none:
+            continue
+        setattr(options, name, value)
+    return options
+
+
 def _shuffle_mode(shuffle: Union[bool, str, None]) -> Any:
     """Maps ``shuffle`` (True, False, None or a mode name) to what LoaderOptions.shuffle takes;
     the C++ side checks the name."""
@@ -93,23 +105,13 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
             rank = world["rank"]
         if world_size is None:
             world_size = world["world_size"]
-    o = _core.LoaderOptions()
-    o.batch_size = batch_size
-    o.shuffle = _shuffle_mode(shuffle)
-    o.seed = seed
-    o.drop_last = drop_last
-    o.num_threads = num_threads
-    o.prefetch = prefetch
-    o.pin_memory = pin_memory
-    o.rank = rank
-    o.world_size = world_size
-    o.crop_height, o.crop_width = _crop_size(crop)
-    o.flip = flip
-    o.tail = tail
-    o.block_bytes = block_bytes
-    o.shuffle_window = window
-    o.read_ahead_bytes = read_ahead_bytes
-    o.io = io
+    crop_height, crop_width = _crop_size(crop)
+    o = _set_options(_core.LoaderOptions(), dict(
+        batch_size=batch_size, shuffle=_shuffle_mode(shuffle), seed=seed, drop_last=drop_last,
+        num_threads=num_threads, prefetch=prefetch, pin_memory=pin_memory, rank=rank,
+        world_size=world_size, crop_height=crop_height, crop_width=crop_width, flip=flip,
+        tail=tail, block_bytes=block_bytes, shuffle_window=window,
+        read_ahead_bytes=read_ahead_bytes, io=io))
     o.validate()
     return o
 

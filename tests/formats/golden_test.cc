@@ -122,13 +122,8 @@ std::vector<GoldenDataset> LmdbGoldenDatasets() {
     d.options.schema = Uint8Hwc(4, 4, 3);
     d.options.lmdb_initial_map_bytes = uint64_t{1} << 20;
     d.compression = compression;
-    for (uint64_t i = 0; i < 12; ++i) {
-      std::vector<uint8_t> raw(d.options.schema.sample_bytes());
-      for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>((i * 7 + j / 3) & 0xff);
-      d.samples.push_back(
-          {raw, static_cast<int64_t>(i % 5),
-           "class_" + std::to_string(i % 3) + "/img-" + std::to_string(i) + ".png"});
-    }
+    const testing::SampleMaker make = testing::PatternSamples(d.options.schema, 3);
+    for (uint64_t i = 0; i < 12; ++i) d.samples.push_back(make(i));
     d.manifest.tool = "kiln test (tests/formats/lmdb_dataset_test.cc)";
     d.expected_files = {"data.mdb"};
     d.ignored_files = {"lock.mdb"};
@@ -149,20 +144,9 @@ std::vector<GoldenDataset> Hdf5GoldenDatasets() {
     d.options.format = "hdf5";
     d.options.schema = Uint8Hwc(8, 8, 3);
     d.compression = compression;
-    for (uint64_t i = 0; i < 12; ++i) {
-      std::vector<uint8_t> raw(d.options.schema.sample_bytes());
-      if (zstd && i % 5 == 0) {
-        std::mt19937_64 rng(i + 1);
-        for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>(rng());
-      } else {
-        for (size_t j = 0; j < raw.size(); ++j) {
-          raw[j] = static_cast<uint8_t>((i * 7 + j / 16) & 0xff);
-        }
-      }
-      d.samples.push_back(
-          {raw, static_cast<int64_t>(i % 5),
-           "class_" + std::to_string(i % 3) + "/img-" + std::to_string(i) + ".png"});
-    }
+    const testing::SampleMaker make = testing::PatternSamples(
+        d.options.schema, 16, [zstd](uint64_t i) { return zstd && i % 5 == 0; });
+    for (uint64_t i = 0; i < 12; ++i) d.samples.push_back(make(i));
     d.manifest.tool = "kiln test (tests/formats/hdf5_dataset_test.cc)";
     d.manifest.classes = {"a", "b", "c", "d", "e"};
     d.expected_files = {"data.h5"};

@@ -24,6 +24,7 @@
 
 #include "reader/device_ops.h"
 #include "reader/loader.h"
+#include "tests/reader/device_batch_reference.h"
 #include "tests/reader/test_dataset.h"
 
 namespace kiln {
@@ -243,16 +244,7 @@ class FakeDevice : public DeviceOps {
 };
 
 LoaderOptions Opts(uint32_t prefetch) {
-  LoaderOptions o;
-  o.batch_size = 8;
-  o.num_threads = 3;
-  o.prefetch = prefetch;
-  o.seed = 5;
-  o.device = 3;
-  o.augment.crop_height = 12;
-  o.augment.crop_width = 10;
-  o.augment.flip = true;
-  return o;
+  return testing::DeviceTestOptions(/*device=*/3, /*threads=*/3, prefetch, /*augment=*/true);
 }
 
 TestDatasetOptions Data() {
@@ -262,30 +254,8 @@ TestDatasetOptions Data() {
   return dso;
 }
 
-struct HostBatch {
-  std::vector<uint8_t> data;
-  std::vector<uint8_t> labels;
-};
-
-std::vector<HostBatch> Reference(const std::string& dir, LoaderOptions o, int epochs) {
-  o.device = -1;
-  std::vector<HostBatch> out;
-  Result<std::unique_ptr<Loader>> l = Loader::Open(dir, o);
-  EXPECT_TRUE(l.ok());
-  if (!l.ok()) return out;
-  for (int e = 0; e < epochs; ++e) {
-    Batch b;
-    while (true) {
-      Result<bool> r = (*l)->Next(&b);
-      EXPECT_TRUE(r.ok());
-      if (!r.ok() || !*r) break;
-      const auto* lp = reinterpret_cast<const uint8_t*>(b.labels);
-      out.push_back({std::vector<uint8_t>(b.data, b.data + b.bytes()),
-                     std::vector<uint8_t>(lp, lp + b.size * sizeof(int64_t))});
-    }
-  }
-  return out;
-}
+using HostBatch = testing::HostBatchCopy;
+using testing::HostReference;
 
 Result<std::unique_ptr<Loader>> Make(const std::string& dir, const LoaderOptions& o,
                                      std::shared_ptr<FakeDevice> dev) {
@@ -303,7 +273,7 @@ TEST(DeviceProtocolTest, LazyDeviceSeesEveryBatchIntact) {
       SCOPED_TRACE("prefetch " + std::to_string(prefetch) + ", " + std::to_string(streams) +
                    " consumer streams");
       const LoaderOptions o = Opts(prefetch);
-      const std::vector<HostBatch> want = Reference(ds.dir(), o, 2);
+      const std::vector<HostBatch> want = HostReference(ds.dir(), o, 2);
       auto dev = std::make_shared<FakeDevice>();
       std::vector<cudaStream_t> consumer;
       for (int i = 0; i < streams; ++i) consumer.push_back(dev->ConsumerStream());
@@ -338,7 +308,7 @@ TEST(DeviceProtocolTest, LazyDeviceSeesEveryBatchIntact) {
         for (int i = 0; i < streams; ++i) {
           EXPECT_TRUE(got[k * streams + i] == want[k].data) << "batch " << k << " stream " << i;
         }
-        EXPECT_TRUE(got_labels[k] == want[k].labels) << "labels of batch " << k;
+        EXPECT_TRUE(got_labels[k] == want[k].label_bytes()) << "labels of batch " << k;
       }
       EXPECT_TRUE(dev->violations.empty()) << dev->violations.front();
       EXPECT_EQ(dev->entered_wrong, 0);
@@ -372,7 +342,7 @@ TEST(DeviceProtocolTest, SetEpochAndDestroyWhileTheConsumerStillReads) {
   TestDataset ds(Data());
   ASSERT_TRUE(ds.ok());
   const LoaderOptions o = Opts(2);
-  const std::vector<HostBatch> want = Reference(ds.dir(), o, 1);
+  const std::vector<HostBatch> want = HostReference(ds.dir(), o, 1);
   for (bool destroy : {false, true}) {
     SCOPED_TRACE(destroy ? "destroy" : "SetEpoch");
     auto dev = std::make_shared<FakeDevice>();
@@ -414,7 +384,7 @@ TEST(DeviceProtocolTest, HalfFailedUploadNeverRefillsUnderTheCopy) {
   TestDataset ds(Data());
   ASSERT_TRUE(ds.ok());
   const LoaderOptions o = Opts(1);  // two slots: a slot is refilled as soon as it is released
-  const std::vector<HostBatch> want = Reference(ds.dir(), o, 1);
+  const std::vector<HostBatch> want = HostReference(ds.dir(), o, 1);
   auto dev = std::make_shared<FakeDevice>();
   // Three uploads in a row fail at their labels copy: when the first is an upload issued ahead
   // (whose failure Next() of that batch retries), the retry fails too and Next() returns it.

@@ -19,6 +19,7 @@
 #include "reader/host_buffer.h"
 #include "reader/loader.h"
 #include "reader/normalize_kernel.h"
+#include "tests/reader/device_batch_reference.h"
 #include "tests/reader/test_dataset.h"
 
 #ifdef KILN_HAVE_CUDA
@@ -62,55 +63,11 @@ bool RequireGpu() {
   } while (0)
 
 LoaderOptions Opts(int device, uint32_t prefetch, bool augment) {
-  LoaderOptions o;
-  o.batch_size = 8;
-  o.num_threads = 4;
-  o.prefetch = prefetch;
-  o.seed = 5;
-  o.device = device;
-  if (augment) {
-    o.augment.crop_height = 12;
-    o.augment.crop_width = 10;
-    o.augment.flip = true;
-  }
-  return o;
+  return testing::DeviceTestOptions(device, /*threads=*/4, prefetch, augment);
 }
 
-// One host batch's data and labels as bytes.
-struct HostCopy {
-  std::vector<uint8_t> data;
-  std::vector<int64_t> labels;
-  std::vector<uint64_t> ids;
-  uint64_t epoch = 0;
-};
-
-HostCopy CopyHost(const Batch& b) {
-  HostCopy c;
-  c.data.assign(b.data, b.data + b.bytes());
-  c.labels.assign(b.labels, b.labels + b.size);
-  c.ids.assign(b.sample_indices, b.sample_indices + b.size);
-  c.epoch = b.epoch;
-  return c;
-}
-
-// All batches of `epochs` epochs of a host loader: the reference.
-std::vector<HostCopy> Reference(const std::string& dir, LoaderOptions o, uint64_t epochs) {
-  o.device = -1;
-  std::vector<HostCopy> out;
-  Result<std::unique_ptr<Loader>> l = Loader::Open(dir, o);
-  EXPECT_TRUE(l.ok()) << l.status().ToString();
-  if (!l.ok()) return out;
-  for (uint64_t e = 0; e < epochs; ++e) {
-    Batch b;
-    while (true) {
-      Result<bool> r = (*l)->Next(&b);
-      EXPECT_TRUE(r.ok()) << r.status().ToString();
-      if (!r.ok() || !*r) break;
-      out.push_back(CopyHost(b));
-    }
-  }
-  return out;
-}
+using HostCopy = testing::HostBatchCopy;
+using testing::HostReference;
 
 TestDatasetOptions Dataset() {
   TestDatasetOptions dso;
@@ -136,7 +93,7 @@ TEST(GpuUploadTest, DeviceBatchesEqualHostBatches) {
   for (uint32_t prefetch : {1u, 2u, 4u}) {
     for (bool augment : {false, true}) {
       SCOPED_TRACE("prefetch " + std::to_string(prefetch) + (augment ? " augment" : ""));
-      const std::vector<HostCopy> want = Reference(ds.dir(), Opts(-1, prefetch, augment), 3);
+      const std::vector<HostCopy> want = HostReference(ds.dir(), Opts(-1, prefetch, augment), 3);
       Result<std::unique_ptr<Loader>> l = Loader::Open(ds.dir(), Opts(0, prefetch, augment));
       ASSERT_TRUE(l.ok()) << l.status().ToString();
       ASSERT_TRUE((*l)->device_batches());
@@ -182,7 +139,7 @@ TEST(GpuUploadTest, SlowConsumerSeesEveryBatchIntact) {
   for (uint32_t prefetch : {1u, 2u, 4u}) {
     SCOPED_TRACE("prefetch " + std::to_string(prefetch));
     const LoaderOptions o = Opts(0, prefetch, true);
-    const std::vector<HostCopy> want = Reference(ds.dir(), o, 2);
+    const std::vector<HostCopy> want = HostReference(ds.dir(), o, 2);
     ASSERT_FALSE(want.empty());
     const uint64_t batch_bytes =
         uint64_t{o.batch_size} * want[0].data.size() / want[0].labels.size();
@@ -268,7 +225,7 @@ TEST(GpuUploadTest, SetEpochMidEpochAndDestroyWhileHolding) {
   Result<CudaStream> consumer = CudaStream::Create(0);
   ASSERT_TRUE(consumer.ok());
   const LoaderOptions o = Opts(0, 2, false);
-  const std::vector<HostCopy> want = Reference(ds.dir(), o, 1);
+  const std::vector<HostCopy> want = HostReference(ds.dir(), o, 1);
   ASSERT_GT(want.size(), 8u);
   for (bool destroy : {false, true}) {
     SCOPED_TRACE(destroy ? "destroy while holding" : "SetEpoch while holding");
@@ -334,7 +291,7 @@ TEST(GpuUploadTest, FullSizeBatchesEqualHostBatches) {
     LoaderOptions o = Opts(0, prefetch, false);
     o.batch_size = 256;
     o.num_threads = 8;
-    const std::vector<HostCopy> want = Reference(ds.dir(), o, 2);
+    const std::vector<HostCopy> want = HostReference(ds.dir(), o, 2);
     ASSERT_EQ(want.size(), 6u);
     Result<std::unique_ptr<Loader>> l = Loader::Open(ds.dir(), o);
     ASSERT_TRUE(l.ok()) << l.status().ToString();
@@ -388,7 +345,7 @@ TEST(GpuUploadTest, FusedKernelMatchesCpuNormalisation) {
       SCOPED_TRACE(std::string(dtype == DType::kFloat16 ? "fp16" : "fp32") + " prefetch " +
                    std::to_string(prefetch));
       const LoaderOptions cpu_aug = Opts(-1, prefetch, true);
-      const std::vector<HostCopy> want = Reference(ds.dir(), cpu_aug, 2);
+      const std::vector<HostCopy> want = HostReference(ds.dir(), cpu_aug, 2);
       LoaderOptions gpu = Opts(0, prefetch, false);
       NormalizeOptions no;
       no.out_dtype = dtype;

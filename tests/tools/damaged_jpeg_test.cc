@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "tools/image_decoder.h"
 #include "tools/jpeg_decoder.h"
 
@@ -33,10 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using ::kiln::testing::ReadFileString;
 
 // Every JPEG of samples/photos and opencv-doc's example data, sorted.
 std::vector<std::string> RealPhotos() {
@@ -46,7 +44,7 @@ std::vector<std::string> RealPhotos() {
     if (!fs::is_directory(dir)) continue;
     for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
       if (e.is_regular_file() && e.path().extension() == ".jpg") {
-        const std::string bytes = ReadFile(e.path().string());
+        const std::string bytes = ReadFileString(e.path().string());
         if (bytes.rfind("\xFF\xD8\xFF", 0) == 0) files.push_back(e.path().string());
       }
     }
@@ -148,7 +146,7 @@ TEST(DamagedJpegTest, RealPhotosCutInsideTheirScansAreRefused) {
   ASSERT_GE(photos.size(), 20u) << "samples/photos holds 23 JPEGs";
   int refused_with_warning = 0;
   for (const std::string& path : photos) {
-    const std::string jpeg = ReadFile(path);
+    const std::string jpeg = ReadFileString(path);
     const ScanData scan = FindScanData(jpeg);
     for (int k = 0; k < 8; ++k) {
       const size_t cut = scan.begin + (scan.end - scan.begin) * (2 * k + 1) / 16;
@@ -177,7 +175,7 @@ TEST(DamagedJpegTest, ChangedScanBytesAreRefusedWheneverLibjpegSeesDamage) {
   ASSERT_GE(photos.size(), 20u);
   int seen = 0, unseen = 0;
   for (const std::string& path : photos) {
-    const std::string jpeg = ReadFile(path);
+    const std::string jpeg = ReadFileString(path);
     const ScanData scan = FindScanData(jpeg);
     for (int k = 0; k < 12; ++k) {
       std::string changed = jpeg;
@@ -206,7 +204,7 @@ TEST(DamagedJpegTest, ChangedScanBytesAreRefusedWheneverLibjpegSeesDamage) {
 
 TEST(DamagedJpegTest, JunkAfterTheEndOfImageIsHarmless) {
   for (const std::string& path : RealPhotos()) {
-    const std::string jpeg = ReadFile(path);
+    const std::string jpeg = ReadFileString(path);
     Result<cv::Mat> clean = DecodeImage(jpeg, path, DecodeOptions());
     ASSERT_TRUE(clean.ok()) << clean.status().ToString();
     // What phones append (a second JPEG, an MP4) and zero padding from copying tools.
@@ -221,18 +219,19 @@ TEST(DamagedJpegTest, JunkAfterTheEndOfImageIsHarmless) {
 TEST(DamagedJpegTest, HarmlessWarningsDoNotRefuse) {
   // A JFIF APP0 claiming version 2.01 makes libjpeg warn (JWRN_JFIF_MAJOR): not damage.
   const std::string path = std::string(KILN_SOURCE_DIR) + "/samples/photos/animal/baboon.jpg";
-  std::string jpeg = ReadFile(path);
+  std::string jpeg = ReadFileString(path);
   ASSERT_EQ(jpeg.substr(6, 5), std::string("JFIF\0", 5));
   jpeg[11] = 2;
   const Oracle oracle = AskLibjpeg(jpeg);
   ASSERT_EQ(oracle.first_warning, JWRN_JFIF_MAJOR) << oracle.first_warning_text;
   Result<cv::Mat> r = DecodeImage(jpeg, path, DecodeOptions());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(cv::norm(*r, *DecodeImage(ReadFile(path), path, DecodeOptions()), cv::NORM_INF), 0);
+  EXPECT_EQ(cv::norm(*r, *DecodeImage(ReadFileString(path), path, DecodeOptions()), cv::NORM_INF),
+            0);
 
   // Bytes between two header markers: libjpeg would skip them with JWRN_EXTRANEOUS_DATA;
   // DecodeImage's header check (policy step 1) refuses the file first.
-  std::string extra = ReadFile(path);
+  std::string extra = ReadFileString(path);
   const size_t app0_end =
       4 + ((static_cast<unsigned char>(extra[4]) << 8) | static_cast<unsigned char>(extra[5]));
   extra.insert(app0_end, "\x00\x01\x02", 3);
@@ -255,7 +254,7 @@ TEST(DamagedJpegTest, HarmlessWarningsDoNotRefuse) {
 TEST(DamagedJpegTest, DamagedCmykJpegIsRefusedBeforeOpenCvDecodesIt) {
   const std::string path = "/usr/share/go-1.19/src/image/testdata/video-001.cmyk.jpeg";
   if (!fs::exists(path)) GTEST_SKIP() << path << " missing (golang-1.19-src)";
-  const std::string jpeg = ReadFile(path);
+  const std::string jpeg = ReadFileString(path);
   ASSERT_TRUE(DecodeImage(jpeg, path, DecodeOptions()).ok());
   const ScanData scan = FindScanData(jpeg);
   const std::string cut = jpeg.substr(0, (scan.begin + scan.end) / 2) + "\xFF\xD9";
@@ -275,7 +274,7 @@ TEST(DamagedJpegTest, ProgressiveJpegWithFewerScansIsNotDamage) {
   const std::string path =
       "/usr/share/go-1.19/src/image/testdata/video-001.progressive.truncated.jpeg";
   if (!fs::exists(path)) GTEST_SKIP() << path << " missing (golang-1.19-src)";
-  const std::string jpeg = ReadFile(path);
+  const std::string jpeg = ReadFileString(path);
   const Oracle oracle = AskLibjpeg(jpeg);
   EXPECT_FALSE(oracle.error);
   EXPECT_EQ(oracle.first_warning, -1) << oracle.first_warning_text;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "tools/image_decoder.h"
 #include "tools/preprocessor.h"
 
@@ -158,11 +159,7 @@ int MaxAbsDiff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   return worst;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "missing test input " << path;
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using ::kiln::testing::ReadTestInput;
 
 // ---- B02: EXIF-only rotations and mirrors. ----
 
@@ -271,13 +268,13 @@ TEST(DecodeFieldCases, FieldCase_B02_RealExifFilesDisplayUpright) {
   // The same 50 x 70 picture stored with EXIF orientation 1..8 (5..8 stored as 70 x 50), and
   // with no EXIF at all (orientation_0.jpg).
   const std::string dir = "/usr/share/gocode/src/github.com/disintegration/imaging/testdata/";
-  const cv::Mat upright = Decode(ReadFile(dir + "orientation_0.jpg"));
+  const cv::Mat upright = Decode(ReadTestInput(dir + "orientation_0.jpg"));
   ASSERT_EQ(upright.cols, 50);
   ASSERT_EQ(upright.rows, 70);
   for (int orientation = 1; orientation <= 8; ++orientation) {
     SCOPED_TRACE("orientation " + std::to_string(orientation));
     const cv::Mat decoded =
-        Decode(ReadFile(dir + "orientation_" + std::to_string(orientation) + ".jpg"));
+        Decode(ReadTestInput(dir + "orientation_" + std::to_string(orientation) + ".jpg"));
     ASSERT_EQ(decoded.cols, 50);
     ASSERT_EQ(decoded.rows, 70);
     // Each file was re-encoded, so compare the mean error; a wrong orientation gives ~50+.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "tools/image_decoder.h"
 
 namespace kiln {
@@ -22,10 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using ::kiln::testing::ReadFileString;
 
 bool Sh(const std::string& command) { return std::system(command.c_str()) == 0; }
 
@@ -66,7 +64,7 @@ TEST(DjpegReferenceTest, B41_PixelsAtNaturalSizeAreDjpegs) {
       ASSERT_FALSE(reference.empty()) << base;
       cv::Mat rgb;
       cv::cvtColor(reference, rgb, cv::COLOR_BGR2RGB);
-      Result<cv::Mat> ours = DecodeImage(ReadFile(base + ".jpg"), base, DecodeOptions());
+      Result<cv::Mat> ours = DecodeImage(ReadFileString(base + ".jpg"), base, DecodeOptions());
       ASSERT_TRUE(ours.ok()) << ours.status().ToString();
       ASSERT_EQ(ours->size(), rgb.size()) << base;
       EXPECT_EQ(cv::norm(*ours, rgb, cv::NORM_INF), 0) << base;

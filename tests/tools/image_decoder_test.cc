@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace kiln {
 namespace {
 
@@ -18,11 +20,7 @@ const char kGoImageData[] = "/usr/share/go-1.19/src/image/testdata/";
 const char kGoPngData[] = "/usr/share/go-1.19/src/image/png/testdata/";
 const char kPngSuite[] = "/usr/share/go-1.19/src/image/png/testdata/pngsuite/";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "missing test input " << path;
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using ::kiln::testing::ReadTestInput;
 
 std::string Encode(const cv::Mat& image, const std::string& ext, std::vector<int> params = {}) {
   std::vector<uchar> buffer;
@@ -112,9 +110,9 @@ TEST(DecodeImage, CmykJpegConvertedByTheDecoder) {
   // Go's twin PNG holds the expected decode of the CMYK JPEG.
   const std::string dir = kGoImageData;
   Result<cv::Mat> cmyk =
-      DecodeImage(ReadFile(dir + "video-001.cmyk.jpeg"), "cmyk.jpeg", DecodeOptions());
+      DecodeImage(ReadTestInput(dir + "video-001.cmyk.jpeg"), "cmyk.jpeg", DecodeOptions());
   Result<cv::Mat> twin =
-      DecodeImage(ReadFile(dir + "video-001.cmyk.png"), "cmyk.png", DecodeOptions());
+      DecodeImage(ReadTestInput(dir + "video-001.cmyk.png"), "cmyk.png", DecodeOptions());
   ASSERT_TRUE(cmyk.ok()) << cmyk.status().ToString();
   ASSERT_TRUE(twin.ok());
   ASSERT_EQ(cmyk->type(), CV_8UC3);
@@ -130,11 +128,11 @@ TEST(DecodeImage, RealJpegVariantsMatchTheirPngTwins) {
   for (const char* name : {"video-001", "video-001.progressive", "video-005.gray",
                            "video-001.221212", "video-001.rgb"}) {
     SCOPED_TRACE(name);
-    Result<cv::Mat> jpeg =
-        DecodeImage(ReadFile(dir + name + ".jpeg"), std::string(name) + ".jpeg", DecodeOptions());
+    Result<cv::Mat> jpeg = DecodeImage(ReadTestInput(dir + name + ".jpeg"),
+                                       std::string(name) + ".jpeg", DecodeOptions());
     const std::string png_name =
         std::string(name == std::string("video-001.progressive") ? "video-001" : name) + ".png";
-    Result<cv::Mat> png = DecodeImage(ReadFile(dir + png_name), png_name, DecodeOptions());
+    Result<cv::Mat> png = DecodeImage(ReadTestInput(dir + png_name), png_name, DecodeOptions());
     ASSERT_TRUE(jpeg.ok()) << jpeg.status().ToString();
     ASSERT_TRUE(png.ok()) << png.status().ToString();
     ASSERT_EQ(jpeg->size(), png->size());
@@ -158,7 +156,7 @@ TEST(DecodeImage, EveryPngSuiteFileDecodesToUpright8Bit) {
   std::sort(names.begin(), names.end());
   ASSERT_GE(names.size(), 30u);
   for (const std::string& name : names) {
-    const std::string bytes = ReadFile(kPngSuite + name);
+    const std::string bytes = ReadTestInput(kPngSuite + name);
     for (uint32_t channels : {1u, 3u}) {
       Result<cv::Mat> image = DecodeImage(bytes, name, Channels(channels));
       ASSERT_TRUE(image.ok()) << name << ": " << image.status().ToString();
@@ -180,7 +178,7 @@ TEST(DecodeImage, PngSuiteTransparencyBecomesBackground) {
   // (nearly) transparent pixels; over two backgrounds those pixels differ by ~255.
   for (const char* name : {"basn3p08-trns.png", "basn4a08.png", "basn6a08.png", "basn4a16.png",
                            "basn6a16.png", "ftbwn3p08.png", "ftbbn3p08.png", "ftbrn2c08.png"}) {
-    const std::string bytes = ReadFile(std::string(kPngSuite) + name);
+    const std::string bytes = ReadTestInput(std::string(kPngSuite) + name);
     DecodeOptions white, black;
     black.background = 0;
     Result<cv::Mat> on_white = DecodeImage(bytes, name, white);
@@ -207,7 +205,7 @@ TEST(DecodeImage, PngSuiteTransparencyBecomesBackground) {
 TEST(DecodeImage, GreyPngTrnsKeyIsNotComposited) {
   // Documented limitation: OpenCV 4.6 drops a grey PNG's tRNS colour key, so the background
   // option has no effect on ftbbn0g04.png (grey 4-bit with one transparent level).
-  const std::string bytes = ReadFile(std::string(kPngSuite) + "ftbbn0g04.png");
+  const std::string bytes = ReadTestInput(std::string(kPngSuite) + "ftbbn0g04.png");
   DecodeOptions white, black;
   black.background = 0;
   Result<cv::Mat> on_white = DecodeImage(bytes, "g", white);
@@ -312,7 +310,7 @@ TEST(DecodeImage, GoInvalidPngFiles) {
   for (const char* name : {"invalid-trunc.png", "invalid-zlib.png", "invalid-noend.png",
                            "invalid-palette.png", "invalid-crc32.png"}) {
     Result<cv::Mat> image =
-        DecodeImage(ReadFile(std::string(kGoPngData) + name), name, DecodeOptions());
+        DecodeImage(ReadTestInput(std::string(kGoPngData) + name), name, DecodeOptions());
     if (image.ok()) {
       EXPECT_FALSE(image->empty()) << name;
       EXPECT_EQ(image->type(), CV_8UC3) << name;
@@ -322,9 +320,9 @@ TEST(DecodeImage, GoInvalidPngFiles) {
           << image.status().message();
     }
   }
-  EXPECT_FALSE(
-      DecodeImage(ReadFile(std::string(kGoPngData) + "invalid-trunc.png"), "x", DecodeOptions())
-          .ok());
+  EXPECT_FALSE(DecodeImage(ReadTestInput(std::string(kGoPngData) + "invalid-trunc.png"), "x",
+                           DecodeOptions())
+                   .ok());
 }
 
 TEST(DecodeImage, PixelLimitAppliesToEveryFormat) {
@@ -361,7 +359,7 @@ TEST(DecodeImage, FloatTiffIsNotSupported) {
 }
 
 TEST(DecodeImage, Deterministic) {
-  const std::string bytes = ReadFile(std::string(kGoImageData) + "video-001.jpeg");
+  const std::string bytes = ReadTestInput(std::string(kGoImageData) + "video-001.jpeg");
   Result<cv::Mat> a = DecodeImage(bytes, "a", DecodeOptions());
   Result<cv::Mat> b = DecodeImage(bytes, "b", DecodeOptions());
   ASSERT_TRUE(a.ok() && b.ok());

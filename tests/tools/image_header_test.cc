@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
+
 namespace kiln {
 namespace {
 
@@ -39,11 +41,7 @@ std::string Encode(const cv::Mat& image, const std::string& ext, std::vector<int
   return std::string(buffer.begin(), buffer.end());
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "missing test input " << path;
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using ::kiln::testing::ReadTestInput;
 
 TEST(SniffImageFormat, RecognisesMagicNumbers) {
   EXPECT_EQ(SniffImageFormat("\xFF\xD8\xFF\xE0"), ImageFormat::kJpeg);
@@ -178,7 +176,7 @@ TEST(PeekImageSize, RealJpegFiles) {
   for (const char* name : {"video-001.jpeg", "video-001.progressive.jpeg", "video-001.cmyk.jpeg",
                            "video-005.gray.jpeg", "video-001.q50.410.jpeg",
                            "video-001.separate.dc.progression.progressive.jpeg"}) {
-    Result<ImageSize> size = PeekImageSize(ReadFile(dir + name));
+    Result<ImageSize> size = PeekImageSize(ReadTestInput(dir + name));
     ASSERT_TRUE(size.ok()) << name << ": " << size.status().ToString();
     EXPECT_EQ(size->width, 150u) << name;
     EXPECT_EQ(size->height, 103u) << name;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "tools/image_decoder.h"
 
 namespace kiln {
@@ -24,10 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using ::kiln::testing::ReadFileString;
 
 // OpenCV's reading of `bytes` in kiln's channel order: RGB (3) or grey (1); empty if it fails.
 cv::Mat OpenCvReference(const std::string& bytes, int channels) {
@@ -88,7 +86,7 @@ TEST(JpegDecoderTest, EveryJpegOnTheMachineMatchesOpenCv) {
       if (!e.is_regular_file() || (ext != ".jpg" && ext != ".jpeg")) continue;
       ++files;
       bool ok = false;
-      const std::string bad = Compare(ReadFile(e.path().string()), e.path().string(), &ok);
+      const std::string bad = Compare(ReadFileString(e.path().string()), e.path().string(), &ok);
       EXPECT_EQ(bad, "");
       compared += ok ? 1 : 0;
     }
@@ -293,13 +291,14 @@ void SetOrientation(std::string* exif, int value) {
 // real JPEGs (samples/photos) into a real photo stored rotated (imaging's orientation_6.jpg).
 TEST(JpegDecoderTest, OrientationComesFromTheFirstExifApp1WhereverItIs) {
   const std::string dir = std::string(KILN_SOURCE_DIR) + "/samples/photos/";
-  const std::string rotated = ReadFile(dir + "letter_f/orientation_6.jpg");  // stored 70 x 50
+  const std::string rotated = ReadFileString(dir + "letter_f/orientation_6.jpg");  // stored 70 x 50
   const std::vector<std::string> rotated_app1 = App1Payloads(rotated);
   ASSERT_EQ(rotated_app1.size(), 1u);
   const std::string exif_mm = rotated_app1[0];
   ASSERT_EQ(exif_mm.substr(0, 8), std::string("Exif\0\0MM", 8));
   // squirrel_cls.jpg: a camera's little-endian Exif (Orientation 1), then its XMP packet.
-  const std::vector<std::string> squirrel = App1Payloads(ReadFile(dir + "animal/squirrel_cls.jpg"));
+  const std::vector<std::string> squirrel =
+      App1Payloads(ReadFileString(dir + "animal/squirrel_cls.jpg"));
   ASSERT_EQ(squirrel.size(), 2u);
   std::string exif_ii = squirrel[0];
   ASSERT_EQ(exif_ii.substr(0, 8), std::string("Exif\0\0II", 8));
@@ -396,7 +395,7 @@ TEST(JpegDecoderTest, PixelLimitIsCheckedBeforeDecoding) {
 TEST(JpegDecoderTest, CmykJpegStillDecodesThroughDecodeImage) {
   const std::string path = "/usr/share/go-1.19/src/image/testdata/video-001.cmyk.jpeg";
   if (!fs::exists(path)) GTEST_SKIP() << path << " missing (golang-1.19-src)";
-  const std::string bytes = ReadFile(path);
+  const std::string bytes = ReadFileString(path);
   Result<cv::Mat> direct = DecodeJpeg(bytes, path, 3, 0);
   ASSERT_FALSE(direct.ok());
   EXPECT_EQ(direct.status().code(), StatusCode::kNotSupported);

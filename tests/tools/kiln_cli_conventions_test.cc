@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "formats/version.h"
+#include "tests/test_util.h"
 
 namespace {
 
@@ -35,12 +36,7 @@ std::string Fresh(const std::string& name) {
   return dir;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::kiln::testing::ReadFileString;
 
 struct CliRun {
   int exit_code = -1;
@@ -62,7 +58,7 @@ CliRun Kiln(const std::string& args, const std::string& env = "",
   while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
   const int status = ::pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = ReadAll(err_path);
+  r.err = ReadFileString(err_path);
   fs::remove(err_path);
   return r;
 }

@@ -23,6 +23,7 @@
 #include "formats/dataset.h"
 #include "formats/manifest.h"
 #include "formats/verifier.h"
+#include "tests/test_util.h"
 #include "tools/part_lock.h"
 
 namespace kiln {
@@ -39,10 +40,7 @@ std::string FreshDir(const std::string& name) {
   return dir;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using ::kiln::testing::ReadFileString;
 
 PackOptions FashionOptions(const std::string& out, uint32_t threads) {
   PackOptions o;
@@ -112,7 +110,7 @@ TEST(PackerTest, FieldCase_B36_OutputIsByteIdenticalForAnyThreadCount) {
     ASSERT_GT(report->manifest.files.size(), 1u);
     std::map<std::string, std::string> files;
     for (const auto& entry : fs::directory_iterator(out)) {
-      std::string contents = ReadAll(entry.path().string());
+      std::string contents = ReadFileString(entry.path().string());
       if (entry.path().filename() == "kiln.json" || entry.path().filename() == "rejected.tsv") {
         // These name the output directory; compare them with it replaced.
         for (size_t p; (p = contents.find(out)) != std::string::npos;)
@@ -259,7 +257,7 @@ TEST(PackerTest, FieldCase_B09_BadFileIsNamedAndLabelsStayAligned) {
       EXPECT_NE(label, 2);
       EXPECT_NEAR(px[0], colour[label], 3) << "record " << r << " label " << label;
     }
-    EXPECT_NE(ReadAll(o.output + "/rejected.tsv").find("c.jpg"), std::string::npos);
+    EXPECT_NE(ReadFileString(o.output + "/rejected.tsv").find("c.jpg"), std::string::npos);
 
     o.output = FreshDir(std::string("b09_fail_") + v.name);
     o.on_error = OnError::kFail;
@@ -336,7 +334,7 @@ TEST(PackerTest, SecondWriterOfOneOutputIsRefusedAndDisturbsNothing) {
       << second.status().ToString();
   EXPECT_NE(second.status().message().find("pid " + std::to_string(::getpid())), std::string::npos)
       << second.status().ToString();
-  EXPECT_EQ(ReadAll(out + ".partial/kiln.staging"), "first writer's");
+  EXPECT_EQ(ReadFileString(out + ".partial/kiln.staging"), "first writer's");
   EXPECT_FALSE(fs::exists(out));
   first->reset();  // the first writer ends: a new pack goes through and leaves no lock file
   fs::remove_all(out + ".partial");
@@ -428,7 +426,7 @@ TEST(PackerTest, RejectionsHoldTheBareReasonAndTheFailureNamesTheFile) {
   const Rejection r = report->rejections[0];  // a copy: `report` is reused below
   EXPECT_EQ(r.reason, "not an image");
   EXPECT_EQ(r.line, 2u);
-  EXPECT_EQ(ReadAll(o.output + "/rejected.tsv"),
+  EXPECT_EQ(ReadFileString(o.output + "/rejected.tsv"),
             "# path\tline\treason (\\, tab, newline and CR escaped as \\\\ \\t \\n \\r)\n" +
                 r.path + "\t2\tnot an image\n");
 
@@ -516,7 +514,7 @@ TEST(PackerTest, RejectedListEscapesTabsAndNewlines) {
   Result<PackReport> report = Pack(o);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   ASSERT_EQ(report->rejected, 1u);
-  const std::string tsv = ReadAll(o.output + "/rejected.tsv");
+  const std::string tsv = ReadFileString(o.output + "/rejected.tsv");
   // One header line and one line for the bad file, with three tab-separated fields.
   EXPECT_EQ(std::count(tsv.begin(), tsv.end(), '\n'), 2);
   EXPECT_NE(tsv.find("bad\\nname\\t.jpg\t0\t"), std::string::npos) << tsv;
@@ -580,7 +578,7 @@ TEST(PackerTest, ResumeAfterInterruptionIsByteIdentical) {
   EXPECT_FALSE(fs::exists(resumed + ".partial"));
   for (const auto& entry : fs::directory_iterator(whole)) {
     const std::string name = entry.path().filename().string();
-    std::string a = ReadAll(entry.path().string()), b = ReadAll(resumed + "/" + name);
+    std::string a = ReadFileString(entry.path().string()), b = ReadFileString(resumed + "/" + name);
     if (name == "kiln.json" || name == "rejected.tsv") {
       for (size_t p; (p = a.find(whole)) != std::string::npos;) a.replace(p, whole.size(), "OUT");
       for (size_t p; (p = b.find(resumed)) != std::string::npos;)

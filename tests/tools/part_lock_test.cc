@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "tests/test_util.h"
+
 namespace kiln {
 namespace {
 
@@ -26,12 +28,7 @@ std::string FreshDir(const std::string& name) {
   return dir;
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using ::kiln::testing::ReadFileString;
 
 std::string HostName() {
   char host[256] = {};
@@ -101,7 +98,7 @@ TEST(PartLockTest, LockFileExcludesASecondWriterNamesItAndIsRemovedAtTheEnd) {
   {
     Holder first(path, LockMethod::kFile);
     ASSERT_EQ(first.report(), "held");
-    const std::string text = ReadAll(path);
+    const std::string text = ReadFileString(path);
     EXPECT_NE(text.find("host " + HostName() + " pid " + std::to_string(first.pid())),
               std::string::npos)
         << text;
@@ -132,11 +129,11 @@ TEST(PartLockTest, StaleLockFileOfAProcessThatDiedIsBroken) {
   ASSERT_EQ(dead.report(), "held");
   const pid_t dead_pid = dead.pid();
   dead.Kill();  // SIGKILL: no destructor ran, the lock file names a pid that is gone
-  ASSERT_NE(ReadAll(path).find("pid " + std::to_string(dead_pid)), std::string::npos);
+  ASSERT_NE(ReadFileString(path).find("pid " + std::to_string(dead_pid)), std::string::npos);
   EXPECT_TRUE(PartLock::CheckFree(path, "output x").ok());
   Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(path, "output x", LockMethod::kFile);
   ASSERT_TRUE(lock.ok()) << lock.status().ToString();
-  EXPECT_NE(ReadAll(path).find("pid " + std::to_string(::getpid())), std::string::npos);
+  EXPECT_NE(ReadFileString(path).find("pid " + std::to_string(::getpid())), std::string::npos);
   // The flock method takes over such a file too.
   lock->reset();
   Holder dead2(path, LockMethod::kFile);
@@ -163,7 +160,7 @@ TEST(PartLockTest, LockFileOfAnotherHostOrALivePidIsRefusedWithHowToRemoveIt) {
           << lock.status().ToString();
     }
     EXPECT_FALSE(PartLock::CheckFree(path, "output x").ok());
-    EXPECT_EQ(ReadAll(path), who + "\n");  // never broken
+    EXPECT_EQ(ReadFileString(path), who + "\n");  // never broken
     fs::remove(path);
   }
 }

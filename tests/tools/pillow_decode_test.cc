@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "tools/image_decoder.h"
 #include "tools/image_header.h"
 
@@ -27,10 +28,7 @@ namespace fs = std::filesystem;
 
 const std::string kScript = std::string(KILN_SOURCE_DIR) + "/tests/tools/pillow_reference.py";
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using ::kiln::testing::ReadFileString;
 
 std::string RunCommand(const std::string& command) {
   std::string out;
@@ -90,7 +88,7 @@ class PillowDecodeTest : public ::testing::Test {
     if (reference_ == nullptr) GTEST_SKIP() << "python3-pil missing (scripts/setup.sh)";
   }
 
-  static std::string Bytes(const std::string& name) { return ReadFile(*dir_ + "/" + name); }
+  static std::string Bytes(const std::string& name) { return ReadFileString(*dir_ + "/" + name); }
   static const PillowImage& Pillow(const std::string& name) { return reference_->at(name); }
 
   // Pillow's image as kiln's policy makes it: RGB as is; RGBA composited over white
@@ -173,7 +171,7 @@ TEST_F(PillowDecodeTest, B38_RealGifsFromDebianMatchPillow) {
     }
     (*reference_)["go/" + name] = p;
     EXPECT_TRUE(SameAsPillow(name, PillowAsPolicy("go/" + name),
-                             DecodeImage(ReadFile(dir + name), name, DecodeOptions())));
+                             DecodeImage(ReadFileString(dir + name), name, DecodeOptions())));
     ++compared;
   }
   EXPECT_EQ(compared, static_cast<int>(gifs.size()));

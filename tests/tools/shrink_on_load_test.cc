@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
 #include "tools/image_decoder.h"
 #include "tools/jpeg_decoder.h"
 #include "tools/preprocessor.h"
@@ -23,10 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using ::kiln::testing::ReadFileString;
 
 PreprocessOptions Square(uint32_t size, CropMode crop = CropMode::kCenter) {
   PreprocessOptions p;
@@ -94,8 +92,8 @@ TEST(ShrinkOnLoadTest, MinimumIsTwiceTheResizeTargetOfEachCropMode) {
 
 TEST(ShrinkOnLoadTest, DecodedImageKeepsTwiceTheTargetAndTheFullSizeIsReported) {
   const std::string path = std::string(KILN_SOURCE_DIR) + "/samples/photos/scene/building.jpg";
-  const std::string bytes = ReadFile(path);  // 868 x 600
-  const PreprocessOptions p = Square(56);    // target 81 x 56, minimum 162 x 112
+  const std::string bytes = ReadFileString(path);  // 868 x 600
+  const PreprocessOptions p = Square(56);          // target 81 x 56, minimum 162 x 112
   const DecodeOptions decode = ShrinkOnLoadDecodeOptions(bytes, DecodeOptions(), p);
   EXPECT_EQ(decode.min_width, 162u);
   EXPECT_EQ(decode.min_height, 112u);
@@ -107,7 +105,8 @@ TEST(ShrinkOnLoadTest, DecodedImageKeepsTwiceTheTargetAndTheFullSizeIsReported) 
   // A PNG, or a JPEG too small for any reduction, is left alone.
   const std::string png_path = "/usr/share/go-1.19/src/image/testdata/video-001.png";
   if (fs::exists(png_path)) {
-    const DecodeOptions png = ShrinkOnLoadDecodeOptions(ReadFile(png_path), DecodeOptions(), p);
+    const DecodeOptions png =
+        ShrinkOnLoadDecodeOptions(ReadFileString(png_path), DecodeOptions(), p);
     EXPECT_EQ(png.min_width, 0u);
   }
   const DecodeOptions big = ShrinkOnLoadDecodeOptions(bytes, DecodeOptions(), Square(448));
@@ -122,13 +121,14 @@ TEST(ShrinkOnLoadTest, OrientationIsAppliedBeforeTheRule) {
   const std::string dir = "/usr/share/gocode/src/github.com/disintegration/imaging/testdata/";
   if (!fs::exists(dir)) GTEST_SKIP() << "golang-github-disintegration-imaging-dev is not installed";
   const PreprocessOptions p = Square(8);
-  const std::string upright_bytes = ReadFile(dir + "orientation_0.jpg");
+  const std::string upright_bytes = ReadFileString(dir + "orientation_0.jpg");
   const std::vector<uint8_t> upright =
       Pack(upright_bytes, "0", ShrinkOnLoadDecodeOptions(upright_bytes, DecodeOptions(), p), p);
   ASSERT_FALSE(upright.empty());
   for (int orientation = 1; orientation <= 8; ++orientation) {
     SCOPED_TRACE("orientation " + std::to_string(orientation));
-    const std::string bytes = ReadFile(dir + "orientation_" + std::to_string(orientation) + ".jpg");
+    const std::string bytes =
+        ReadFileString(dir + "orientation_" + std::to_string(orientation) + ".jpg");
     const DecodeOptions decode = ShrinkOnLoadDecodeOptions(bytes, DecodeOptions(), p);
     EXPECT_EQ(decode.min_width, 16u);  // upright, whatever the stored orientation
     EXPECT_EQ(decode.min_height, 22u);
@@ -156,7 +156,7 @@ TEST(ShrinkOnLoadTest, RealPhotosStayCloseToTheFullDecode) {
       double total_sq = 0;
       uint64_t total_n = 0, shrunk = 0;
       for (const std::string& path : files) {
-        const std::string bytes = ReadFile(path);
+        const std::string bytes = ReadFileString(path);
         const DecodeOptions decode = ShrinkOnLoadDecodeOptions(bytes, DecodeOptions(), p);
         if (decode.min_width == 0) continue;
         cv::Size decoded;

@@ -43,19 +43,10 @@ TensorSchema Schema(uint32_t h, uint32_t w, uint32_t c, DType dtype = DType::kUi
 
 // Sample i's raw bytes: a compressible pattern, or noise (incompressible) when `noise`.
 std::vector<uint8_t> Raw(const TensorSchema& schema, uint64_t i, bool noise = false) {
-  std::vector<uint8_t> raw(schema.sample_bytes());
-  if (noise) {
-    std::mt19937_64 rng(i + 1);
-    for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>(rng());
-  } else {
-    for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>((i * 7 + j / 16) & 0xff);
-  }
-  return raw;
+  return noise ? testing::NoiseBytes(schema, i) : testing::PatternBytes(schema, i, 16);
 }
 
-std::string KeyOf(uint64_t i) {
-  return "class_" + std::to_string(i % 3) + "/img-" + std::to_string(i) + ".png";
-}
+using testing::ClassKey;
 
 struct WriteSpec {
   uint64_t n = 100;
@@ -66,14 +57,18 @@ struct WriteSpec {
   bool Noise(uint64_t i) const { return noise_every != 0 && i % noise_every == 0; }
 };
 
-// Sample i of `spec`: Raw bytes (noise where spec says), label i mod 5, KeyOf(i); `raws` and
-// `keys`, when given, replace the bytes and keys.
+// Sample i of `spec`: Raw bytes (noise where spec says), label i mod 5, ClassKey(i); `raws`
+// and `keys`, when given, replace the bytes and keys.
 testing::SampleMaker Samples(const WriteSpec& spec,
                              const std::vector<std::vector<uint8_t>>* raws = nullptr,
                              const std::vector<std::string>* keys = nullptr) {
-  return [spec, raws, keys](uint64_t i) {
-    return testing::TestSample{raws ? (*raws)[i] : Raw(spec.schema, i, spec.Noise(i)),
-                               static_cast<int64_t>(i % 5), keys ? (*keys)[i] : KeyOf(i)};
+  testing::SampleMaker pattern =
+      testing::PatternSamples(spec.schema, 16, [spec](uint64_t i) { return spec.Noise(i); });
+  return [pattern, raws, keys](uint64_t i) {
+    testing::TestSample s = pattern(i);
+    if (raws) s.raw = (*raws)[i];
+    if (keys) s.key = (*keys)[i];
+    return s;
   };
 }
 

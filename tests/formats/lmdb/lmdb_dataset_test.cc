@@ -39,22 +39,10 @@ TensorSchema Schema(uint32_t h, uint32_t w, uint32_t c) { return testing::MakeSc
 
 // Sample i's raw bytes: compressible pattern, or noise when `noise`.
 std::vector<uint8_t> Raw(const TensorSchema& schema, uint64_t i, bool noise = false) {
-  std::vector<uint8_t> raw(schema.sample_bytes());
-  if (noise) {
-    std::mt19937_64 rng(i + 1);
-    for (size_t j = 0; j < raw.size(); j += 8) {
-      const uint64_t r = rng();
-      std::memcpy(raw.data() + j, &r, std::min<size_t>(8, raw.size() - j));
-    }
-  } else {
-    for (size_t j = 0; j < raw.size(); ++j) raw[j] = static_cast<uint8_t>((i * 7 + j / 3) & 0xff);
-  }
-  return raw;
+  return noise ? testing::NoiseBytes(schema, i) : testing::PatternBytes(schema, i, 3);
 }
 
-std::string KeyOf(uint64_t i) {
-  return "class_" + std::to_string(i % 3) + "/img-" + std::to_string(i) + ".png";
-}
+using testing::ClassKey;
 
 struct WriteSpec {
   uint64_t n = 100;
@@ -64,12 +52,10 @@ struct WriteSpec {
   uint64_t initial_map_bytes = 0;
 };
 
-// Sample i of `spec`: Raw bytes, label i mod 5, KeyOf(i).
+// Sample i of `spec`: Raw bytes, label i mod 5, ClassKey(i).
 testing::SampleMaker Samples(const WriteSpec& spec) {
-  return [spec](uint64_t i) {
-    return testing::TestSample{Raw(spec.schema, i, spec.noise), static_cast<int64_t>(i % 5),
-                               KeyOf(i)};
-  };
+  const bool noise = spec.noise;
+  return testing::PatternSamples(spec.schema, 3, [noise](uint64_t) { return noise; });
 }
 
 Status WriteLmdb(const std::string& out, const WriteSpec& spec) {
@@ -188,7 +174,7 @@ TEST(LmdbDataset, KeyOrderEqualsSampleOrder) {
     for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(keys[i], i);
     auto ds = Dataset::Open(out);
     ASSERT_TRUE(ds.ok()) << ds.status().ToString();
-    EXPECT_EQ(*(*ds)->Key(n - 1), KeyOf(n - 1));
+    EXPECT_EQ(*(*ds)->Key(n - 1), ClassKey(n - 1));
   }
 }
 
@@ -335,7 +321,7 @@ TEST(LmdbDataset, FieldCase_B26_SixteenProcessesOpenAtOnce) {
 // Returns the byte offset in data.mdb of sample i's value (found by its key, which follows the
 // 40-byte header).
 size_t ValueOffset(const std::vector<uint8_t>& file, uint64_t i) {
-  const std::string key = KeyOf(i);
+  const std::string key = ClassKey(i);
   const auto it = std::search(file.begin(), file.end(), key.begin(), key.end());
   EXPECT_NE(it, file.end());
   return static_cast<size_t>(it - file.begin()) - kLmdbValueHeaderBytes;
@@ -349,7 +335,7 @@ TEST(LmdbDataset, FlippedByteIsNamedByVerifierAndReader) {
   ASSERT_TRUE(WriteLmdb(out, spec).ok());
   std::vector<uint8_t> file = testing::ReadFileBytes(out + "/data.mdb");
   const size_t value = ValueOffset(file, 17);
-  const size_t flipped = value + kLmdbValueHeaderBytes + KeyOf(17).size() + 5;  // a stored byte
+  const size_t flipped = value + kLmdbValueHeaderBytes + ClassKey(17).size() + 5;  // a stored byte
   file[flipped] ^= 0x40;
   testing::WriteFileBytes(out + "/data.mdb", file);
 
@@ -361,7 +347,7 @@ TEST(LmdbDataset, FlippedByteIsNamedByVerifierAndReader) {
       named = true;
       EXPECT_EQ(p.file, out + "/data.mdb");
       EXPECT_EQ(p.offset, static_cast<int64_t>(value));
-      EXPECT_NE(p.reason.find(KeyOf(17)), std::string::npos) << p.reason;
+      EXPECT_NE(p.reason.find(ClassKey(17)), std::string::npos) << p.reason;
     }
     if (p.reason.find("whole-file hash") != std::string::npos) whole_file = true;
   }
@@ -381,7 +367,7 @@ TEST(LmdbDataset, FlippedByteIsNamedByVerifierAndReader) {
   // The same place as kiln verify names: data.mdb, sample 17, where its value starts, and the
   // dataset key (before, the reader gave the stored bytes' offset and the LMDB key in hex).
   EXPECT_EQ(s.location(), (ErrorLocation{out + "/data.mdb", 17, static_cast<int64_t>(value)}));
-  EXPECT_NE(s.message().find("(key '" + KeyOf(17) + "', offset " + std::to_string(value) + ")"),
+  EXPECT_NE(s.message().find("(key '" + ClassKey(17) + "', offset " + std::to_string(value) + ")"),
             std::string::npos)
       << s.message();
   EXPECT_EQ(s.reason().rfind("checksum mismatch", 0), 0u) << s.reason();
