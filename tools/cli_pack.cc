@@ -69,7 +69,7 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
                    "Maximum shard size, e.g. 64MiB (default 128MiB)");
   pack->add_option("--compress", f->compress, "none, zstd or zstd:LEVEL (per record)");
   pack->add_option("--threads", f->threads, "Worker threads (default: all cores)")
-      ->check(CLI::Range(0u, 256u));
+      ->check(CLI::Range(0u, kMaxPackThreads));
   pack->add_option("--shuffle-seed", f->shuffle_seed,
                    "Shuffle samples at write time with this seed");
   pack->add_option("--on-error", f->on_error,

@@ -1025,6 +1025,11 @@ Status ValidatePackOptions(const PackOptions& options) {
         ": no image could fill it (use --resize >= " + std::to_string(min_side) + ")");
   }
   if (options.output.empty()) return Status::InvalidArgument("the output path is empty");
+  if (options.threads > kMaxPackThreads) {
+    return Status::InvalidArgument("--threads " + std::to_string(options.threads) +
+                                   " must be in [0, " + std::to_string(kMaxPackThreads) +
+                                   "] (0: every hardware thread)");
+  }
   if (options.part_index || options.part_count != 1) {
     KILN_RETURN_IF_ERROR(ValidatePart(options.part_index.value_or(0), options.part_count));
   }

@@ -73,7 +73,7 @@ struct PackOptions {
   // "shards", "lmdb" (formats/lmdb/lmdb_format.md) or "hdf5" (formats/hdf5/hdf5_format.md). Default
   // shards.
   std::string format = "shards";
-  uint32_t threads = 0;                  // 0 = every hardware thread
+  uint32_t threads = 0;                  // 0 = every hardware thread; at most kMaxPackThreads
   std::optional<uint64_t> shuffle_seed;  // write-time shuffle (recorded in the manifest)
   OnError on_error = OnError::kSkip;
   // Pins the class ids (tools/source_listing.h: PinClasses): class i is class_map[i], whichever
@@ -149,8 +149,12 @@ struct PackReport {
 // Errors: InvalidArgument naming the option (with its `kiln pack` flag): an invalid schema
 // (size, channels 1 or 3, layout, dtype), a mean or std that is not finite or a std of 0, mean
 // or std other than the defaults for uint8 output, three different mean or std values for
-// channels 1, a --resize smaller than the crop, an empty output path, a bad part number.
+// channels 1, a --resize smaller than the crop, an empty output path, --threads over
+// kMaxPackThreads, a bad part number.
 Status ValidatePackOptions(const PackOptions& options);
+
+// The most worker threads a pack takes (`--threads`, PackOptions::threads).
+inline constexpr uint32_t kMaxPackThreads = 256;
 
 // Progress: (inputs finished, inputs listed), called from the writer thread.
 using PackProgress = std::function<void(uint64_t done, uint64_t total)>;

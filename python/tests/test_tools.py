@@ -31,6 +31,11 @@ def test_pack_errors(tmp_path):
         kiln.pack(SAMPLES, str(tmp_path / "out"), size="0x5")
     with pytest.raises(kiln.InvalidArgumentError):
         kiln.pack(SAMPLES, str(tmp_path / "out"), size=28, on_error="ignore")
+    # The CLI's --threads range, with its message (before, 10**6 started ~32k threads).
+    for threads in (257, 10**6):
+        with pytest.raises(kiln.InvalidArgumentError, match=r"--threads \d+ must be in \[0, 256\]"):
+            kiln.pack(SAMPLES, str(tmp_path / "out"), size=28, threads=threads)
+    assert not (tmp_path / "out").exists()
 
 
 def test_pack_tar_shards_and_exact_decode(tmp_path):
