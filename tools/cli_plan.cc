@@ -130,7 +130,8 @@ Subcommand AddPlanCommand(CLI::App& app) {
                            "--overwrite), tar or TFRecord input"},
                           "ok, plan, input, listed_items, listing_problems, skipped, parts, "
                           "ranges, listing_xxh3_64, options_xxh3_64") +
-               "The plan's format: tools/plan_format.md.\n");
+               "On failure: ok (false), error, exit_code.\nThe plan's format: "
+               "tools/plan_format.md.\n");
   return {plan, [flags] { return RunPlan(*flags); }};
 }
 
