@@ -4,9 +4,9 @@
 # sample for sample; each part's kiln.json equals the part packed without a plan (so parts with
 # and without a plan merge, and parts of two plans with different listings do not); a tree that
 # grows after planning is not walked again; an option other than the plan's, another --of or
-# INPUT are refused naming both values; a planned file that vanished or changed size is a
-# rejection naming it; a truncated, flipped or foreign plan is refused naming the file; the
-# CLI writes the golden plan of tests/data/plan/.
+# INPUT are refused naming both values; a pinned class map travels in the plan; a planned file
+# that vanished or changed size is a rejection naming it; a truncated, flipped or foreign plan is
+# refused naming the file; the CLI writes the golden plan of tests/data/plan/.
 #   tests/scale/plan_test.sh BUILD_DIR KILN
 set -euo pipefail
 build=$1 kiln=$2
@@ -76,6 +76,20 @@ for c in "${cases[@]}"; do
   echo "$name: plan + 4 parts from it + merge == pack --of 4 (bytes), == plain pack (samples); parts == parts without the plan"
 done
 grep -q "zz_corrupt.png" "$work/list/out/rejected.tsv" || fail "corrupt image not rejected"
+
+# --- a pinned class map travels in the plan: its parts are those of kiln pack --classes ------
+c=$work/classes
+mkdir -p "$c"
+find "$fm" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort -r > "$c/classes.txt"
+"$kiln" plan "$fm" "$c/plan.json" --of 2 "${args[@]}" --classes "$c/classes.txt" > /dev/null
+pack_parts "$fm" "$c/unplanned" 2 "${args[@]}" --classes "$c/classes.txt" --threads 2
+plan_parts "$c/plan.json" "$c/out" 2
+for i in 0 1; do same_bytes "$c/unplanned.parts/part-0000$i-of-00002" "$c/out.parts/part-0000$i-of-00002"; done
+grep -q '"class_map": *"'"$c"'/classes.txt"' "$c/out.parts/part-00000-of-00002/kiln.json" ||
+  fail "the plan's class map is not in the part's manifest"
+expect_usage "the class map dataset .* \(10 classes\) is not the plan's classes \(10 classes from $c/classes.txt\)" \
+  "$kiln" pack --plan "$c/plan.json" --part 0 "$c/x" --classes-from "$work/tree/out"
+echo "a plan made with --classes: parts == parts of kiln pack --classes; another map refused"
 
 # --- parts with and without a plan merge; parts of two plans of other listings do not --------
 d=$work/tree
