@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "formats/dataset_writer.h"
+#include "formats/format_registry.h"
 #include "formats/version.h"
 #include "formats/xxh3.h"
 #include "reader/sampler.h"
@@ -373,11 +374,8 @@ Result<OpenedWriter> OpenOrResumeWriter(const PackOptions& options, const PackIn
     std::optional<PackJournal> journal =
         ReadPackJournal(staging, fingerprint, PartOptionsJson(options),
                         input.items.size() + input.listing_problems, &report->resume_note);
-    if (journal && options.format != "shards") {
-      report->resume_note = "resuming is implemented for the shards format only";
-      journal.reset();
-    }
     if (journal) {
+      // A backend without resume_writer fails here with ResumeNotSupportedMessage().
       Result<std::unique_ptr<DatasetWriter>> resumed =
           DatasetWriter::Resume(options.output, wo, journal->files);
       if (resumed.ok()) {
@@ -494,7 +492,7 @@ class PackPipeline {
 
   // Packs items [first_item, end). Returns the first fatal error (a writer failure, or the first
   // rejection under --on-error fail), or Cancelled when options.cancel was raised (keeping the
-  // finished shards for --resume in the shards format).
+  // finished shards for --resume in a format that can resume: CanResumeFormat).
   Status Run(size_t first_item) {
     next_item_ = first_item;
     journaled_items_ = first_item;
@@ -654,7 +652,7 @@ class PackPipeline {
     std::string msg = "interrupted after " + std::to_string(done_) + " of " +
                       std::to_string(report_->listed) + " inputs: " + options_.output +
                       " was not created";
-    if (!writer_->finished_files().empty() && options_.format == "shards") {
+    if (!writer_->finished_files().empty() && CanResumeFormat(options_.format)) {
       writer_->KeepStagingForResume();
       const size_t shards = writer_->finished_files().size();
       msg += "; " + writer_->staging_dir() + " keeps " + std::to_string(shards) +
