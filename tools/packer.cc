@@ -897,20 +897,6 @@ Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWri
   return Status::Ok();
 }
 
-}  // namespace
-
-namespace {
-
-// The lock of a plain pack's output, held for the whole run; its file is removed (while still
-// locked, see PartLock::Acquire) when the run ends, whatever the outcome.
-struct OutputLock {
-  std::string path;
-  std::unique_ptr<PartLock> lock;
-  ~OutputLock() {
-    if (lock && !lock->is_lock_file()) ::unlink(path.c_str());  // a lock file removes itself
-  }
-};
-
 // The steps of Pack; on an error, `report` holds the counts as far as they got.
 Status RunPack(const PackOptions& options, const PackProgress& progress, PackReport* report) {
   const auto start = std::chrono::steady_clock::now();
@@ -918,14 +904,11 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
   report->output = options.output;
   // One writer per output: a second pack into the same OUTPUT is refused before it touches
   // OUTPUT.partial (a part is locked by PreparePart instead).
-  OutputLock output_lock;
+  std::unique_ptr<OutputLock> output_lock;
   if (!options.part_index) {
     std::string out = options.output;
     while (out.size() > 1 && out.back() == '/') out.pop_back();
-    output_lock.path = out + ".partial.lock";
-    Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(output_lock.path, "output " + out);
-    if (!lock.ok()) return Status::InvalidArgument(lock.status().message());
-    output_lock.lock = std::move(lock).value();
+    KILN_ASSIGN_OR_RETURN(output_lock, OutputLock::Acquire(out));
   }
   KILN_ASSIGN_OR_RETURN(PackInput input, ListInput(options, report));
   PackOptions effective = options;  // a part is written to its own directory
