@@ -197,16 +197,14 @@ Result<std::vector<SourceItem>> ShuffleItems(std::vector<SourceItem> items, uint
   return shuffled;
 }
 
-// Lists the input (an ImageFolder tree or a list file), records the listing problems as the
-// first rejections in `report`, derives the classes and applies the write-time shuffle.
-Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
-  std::error_code ec;
-  PackInput input;
-  std::string tar_root;  // the first shard's directory, of the whole shard list
+// For tar shards or TFRecord files: expands `options.input` into input->shards (setting is_tar or
+// is_tfrecord), refusing the options that a stream of files cannot honour. Does nothing for an
+// ImageFolder tree or a list file.
+Status ExpandStreamInput(const PackOptions& options, PackInput* input) {
   if (IsTarInput(options.input)) {
-    input.is_tar = true;
+    input->is_tar = true;
     // A part needs only its own shards to exist (they may be all its node can see).
-    KILN_ASSIGN_OR_RETURN(input.shards,
+    KILN_ASSIGN_OR_RETURN(input->shards,
                           ExpandShardInput(options.input, !options.part_index.has_value()));
     if (options.shuffle_seed) {
       return Status::InvalidArgument(
@@ -220,8 +218,8 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
           "only its own shards, so it cannot know the class folders of the others");
     }
   } else if (IsTFRecordInput(options.input)) {
-    input.is_tfrecord = true;
-    KILN_ASSIGN_OR_RETURN(input.shards,
+    input->is_tfrecord = true;
+    KILN_ASSIGN_OR_RETURN(input->shards,
                           ExpandTFRecordInput(options.input, !options.part_index.has_value()));
     if (options.shuffle_seed) {
       return Status::InvalidArgument(
@@ -229,57 +227,65 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
           "shuffle when reading (kiln's reader shuffles by default)");
     }
   }
-  // Tar shards and TFRecord files: a stream of files, read in order.
-  const bool is_stream = input.is_tar || input.is_tfrecord;
-  if (is_stream) {
-    tar_root = std::filesystem::path(input.shards.front()).parent_path().string();
-    if (tar_root.empty()) tar_root = ".";
-    if (options.part_index) {
-      const std::string what = input.is_tar ? "shard" : "TFRecord file";
-      input.split_by_shards = true;
-      input.listed_shards = input.shards.size();
-      input.shard_list_hash = ShardListHash(input.shards, tar_root);
-      input.shard_range = PartRange(input.listed_shards, *options.part_index, options.part_count);
-      input.shards = std::vector<std::string>(
-          input.shards.begin() + static_cast<ptrdiff_t>(input.shard_range.begin),
-          input.shards.begin() + static_cast<ptrdiff_t>(input.shard_range.end));
-      for (const std::string& shard : input.shards) {
-        if (!std::filesystem::exists(shard, ec)) {
-          return Status::NotFound(
-              what + " " + shard + " (from " + options.input + ", " + what + " " +
-              std::to_string(&shard - input.shards.data() + input.shard_range.begin) + " of part " +
-              std::to_string(*options.part_index) + ") does not exist");
-        }
-      }
+  return Status::Ok();
+}
+
+// For a part (--part) of stream input: keeps the part's share of input->shards (split by file;
+// input->root is the first shard's directory, of the whole list), each of which must exist.
+Status SelectPartShards(const PackOptions& options, PackInput* input) {
+  std::error_code ec;
+  const std::string what = input->is_tar ? "shard" : "TFRecord file";
+  input->split_by_shards = true;
+  input->listed_shards = input->shards.size();
+  input->shard_list_hash = ShardListHash(input->shards, input->root);
+  input->shard_range = PartRange(input->listed_shards, *options.part_index, options.part_count);
+  input->shards = std::vector<std::string>(
+      input->shards.begin() + static_cast<ptrdiff_t>(input->shard_range.begin),
+      input->shards.begin() + static_cast<ptrdiff_t>(input->shard_range.end));
+  for (const std::string& shard : input->shards) {
+    if (!std::filesystem::exists(shard, ec)) {
+      return Status::NotFound(
+          what + " " + shard + " (from " + options.input + ", " + what + " " +
+          std::to_string(&shard - input->shards.data() + input->shard_range.begin) + " of part " +
+          std::to_string(*options.part_index) + ") does not exist");
     }
   }
-  input.is_dir = !is_stream && std::filesystem::is_directory(options.input, ec);
-  // (ExpandShardInput / ExpandTFRecordInput have found every file.)
-  if (!is_stream && !input.is_dir && !std::filesystem::exists(options.input, ec)) {
+  return Status::Ok();
+}
+
+// For an ImageFolder tree or a list file: sets input->is_dir and input->root (what list-file
+// paths are relative to), refusing an input that does not exist or is one image file. For every
+// input: refuses an output that lies inside the input.
+Status ResolveInputRoot(const PackOptions& options, bool is_stream, PackInput* input) {
+  if (is_stream) {
+    // Shards may sit beside the output; none may be inside it (--overwrite would delete it).
+    for (const std::string& shard : input->shards) {
+      KILN_RETURN_IF_ERROR(CheckOutputApart(shard, options.output));
+    }
+    return Status::Ok();
+  }
+  std::error_code ec;
+  input->is_dir = std::filesystem::is_directory(options.input, ec);
+  if (!input->is_dir && !std::filesystem::exists(options.input, ec)) {
     return Status::NotFound("input " + options.input + " does not exist");
   }
-  if (!is_stream && !input.is_dir && HasImageExtension(options.input)) {
+  if (!input->is_dir && HasImageExtension(options.input)) {
     return Status::InvalidArgument("input " + options.input +
                                    " is an image file; pass the folder that holds one sub-folder "
                                    "per class, or a list file of `path label` lines");
   }
-  input.root = options.input;
-  if (is_stream) {
-    input.root = tar_root;
-  } else if (!input.is_dir && options.root.empty()) {
-    input.root = std::filesystem::path(options.input).parent_path().string();
-    if (input.root.empty()) input.root = ".";
-  } else if (!input.is_dir) {
-    input.root = options.root;
+  input->root = options.input;
+  if (!input->is_dir && options.root.empty()) {
+    input->root = std::filesystem::path(options.input).parent_path().string();
+    if (input->root.empty()) input->root = ".";
+  } else if (!input->is_dir) {
+    input->root = options.root;
   }
-  if (is_stream) {
-    // Shards may sit beside the output; none may be inside it (--overwrite would delete it).
-    for (const std::string& shard : input.shards) {
-      KILN_RETURN_IF_ERROR(CheckOutputApart(shard, options.output));
-    }
-  } else {
-    KILN_RETURN_IF_ERROR(CheckOutputApart(input.root, options.output));
-  }
+  return CheckOutputApart(input->root, options.output);
+}
+
+// Lists the samples of the input's kind, with the classes pinned to --class-map when given.
+Result<SourceListing> ListSource(const PackOptions& options, const PackInput& input) {
   SourceListing listing;
   if (input.is_tar) {
     KILN_ASSIGN_OR_RETURN(listing, ListTarShards(input.shards, options.tar));
@@ -293,16 +299,16 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   if (!options.class_map.empty()) {
     KILN_RETURN_IF_ERROR(PinClasses(options.class_map, options.class_map_origin, &listing));
   }
-  report->warnings = listing.warnings;
-  report->listed = listing.items.size() + listing.problems.size();
-  report->skipped = listing.skipped.size();
-  report->skipped_files = std::move(listing.skipped);
-  for (const SourceProblem& p : listing.problems) {
-    report->rejections.push_back({p.path, p.line, p.reason});
-  }
-  // A part split by file may list nothing (no file, or only rejections): the merge checks the
-  // whole job.
-  if (listing.items.empty() && input.is_tfrecord && !input.split_by_shards) {
+  return listing;
+}
+
+// Returns why a listing of no sample cannot be packed (InvalidArgument naming the input and, when
+// every listed item was rejected, the first reasons); Ok when it has samples, or when it is a
+// part split by file (which may list nothing: the merge checks the whole job).
+Status CheckSomethingListed(const PackOptions& options, const PackInput& input,
+                            const SourceListing& listing) {
+  if (!listing.items.empty() || input.split_by_shards) return Status::Ok();
+  if (input.is_tfrecord) {
     return Status::InvalidArgument(
         "0 images found in " + options.input + " (" + std::to_string(input.shards.size()) +
         " TFRecord files, " + std::to_string(listing.problems.size()) + " records rejected" +
@@ -310,29 +316,53 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
                                   : "; the first: " + listing.problems[0].path + ": " +
                                         listing.problems[0].reason + ")"));
   }
-  if (listing.items.empty() && !input.split_by_shards) {
-    const std::string where =
-        input.is_dir ? options.input : options.input + " (root " + input.root + ")";
-    if (listing.problems.empty()) {
-      return Status::InvalidArgument(
-          "0 images found under " + where + " (" + std::to_string(listing.ignored_files) +
-          " other files ignored; image extensions: jpg jpeg png apng gif bmp tif tiff webp ppm "
-          "pgm pbm pnm)");
-    }
-    // Every listed item was a problem (a flat folder, labels of the wrong kind...): say why.
-    std::string message = "no image to pack under " + where + ": all " +
-                          std::to_string(listing.problems.size()) + " listed " +
-                          (listing.problems.size() == 1 ? "item was" : "items were") + " rejected";
-    const size_t shown = std::min<size_t>(listing.problems.size(), 3);
-    for (size_t i = 0; i < shown; ++i) {
-      message +=
-          (i == 0 ? ": " : "; ") + listing.problems[i].path + ": " + listing.problems[i].reason;
-    }
-    if (listing.problems.size() > shown) {
-      message += "; and " + std::to_string(listing.problems.size() - shown) + " more";
-    }
-    return Status::InvalidArgument(message);
+  const std::string where =
+      input.is_dir ? options.input : options.input + " (root " + input.root + ")";
+  if (listing.problems.empty()) {
+    return Status::InvalidArgument(
+        "0 images found under " + where + " (" + std::to_string(listing.ignored_files) +
+        " other files ignored; image extensions: jpg jpeg png apng gif bmp tif tiff webp ppm "
+        "pgm pbm pnm)");
   }
+  // Every listed item was a problem (a flat folder, labels of the wrong kind...): say why.
+  std::string message = "no image to pack under " + where + ": all " +
+                        std::to_string(listing.problems.size()) + " listed " +
+                        (listing.problems.size() == 1 ? "item was" : "items were") + " rejected";
+  const size_t shown = std::min<size_t>(listing.problems.size(), 3);
+  for (size_t i = 0; i < shown; ++i) {
+    message +=
+        (i == 0 ? ": " : "; ") + listing.problems[i].path + ": " + listing.problems[i].reason;
+  }
+  if (listing.problems.size() > shown) {
+    message += "; and " + std::to_string(listing.problems.size() - shown) + " more";
+  }
+  return Status::InvalidArgument(message);
+}
+
+// Lists the input (tar shards, TFRecord files, an ImageFolder tree or a list file), records the
+// listing problems as the first rejections in `report`, derives the classes and applies the
+// write-time shuffle.
+Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
+  PackInput input;
+  KILN_RETURN_IF_ERROR(ExpandStreamInput(options, &input));
+  // Tar shards and TFRecord files: a stream of files, read in order.
+  const bool is_stream = input.is_tar || input.is_tfrecord;
+  if (is_stream) {
+    // (ExpandShardInput / ExpandTFRecordInput have found every file.)
+    input.root = std::filesystem::path(input.shards.front()).parent_path().string();
+    if (input.root.empty()) input.root = ".";
+    if (options.part_index) KILN_RETURN_IF_ERROR(SelectPartShards(options, &input));
+  }
+  KILN_RETURN_IF_ERROR(ResolveInputRoot(options, is_stream, &input));
+  KILN_ASSIGN_OR_RETURN(SourceListing listing, ListSource(options, input));
+  report->warnings = listing.warnings;
+  report->listed = listing.items.size() + listing.problems.size();
+  report->skipped = listing.skipped.size();
+  report->skipped_files = std::move(listing.skipped);
+  for (const SourceProblem& p : listing.problems) {
+    report->rejections.push_back({p.path, p.line, p.reason});
+  }
+  KILN_RETURN_IF_ERROR(CheckSomethingListed(options, input, listing));
   if (options.on_error == OnError::kFail && !listing.problems.empty()) {
     const SourceProblem& p = listing.problems.front();
     return Status::Corruption(p.path + ": " + p.reason + " (--on-error fail)");
