@@ -99,10 +99,8 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
 Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Resume(
     const std::string& out_dir, const DatasetWriterOptions& options,
     const std::vector<DataFileInfo>& files) {
+  if (!CanResumeFormat(options.format)) return Status::NotSupported(ResumeNotSupportedMessage());
   const StorageFormat* format = FindStorageFormat(options.format);
-  if (format == nullptr || !format->compiled_in || format->resume_writer == nullptr) {
-    return Status::NotSupported("resuming is implemented for the shards format only");
-  }
   KILN_RETURN_IF_ERROR(options.schema.Validate());
   const std::string out = StripTrailingSlashes(out_dir);
   std::unique_ptr<DatasetWriter> writer(new DatasetWriter(out, options));

@@ -51,13 +51,14 @@ class DatasetWriter {
   // exists without kiln's marker, or for bad options; IOError naming the path.
   static Result<std::unique_ptr<DatasetWriter>> Create(const std::string& out_dir,
                                                        const DatasetWriterOptions& options);
-  // Continues an interrupted run of the shard format: keeps the finished shards `files` (which
-  // hold the first `sum(files.samples)` samples) in the staging directory `<out_dir>.partial`,
-  // after checking that each exists with its recorded size and whole-file hash, removes
-  // everything else there, and appends from the next shard on. Because shards roll over at the
-  // same records, the finished dataset is byte-identical to one written without interruption.
-  // Errors: NotFound when there is no kiln staging directory; Corruption naming a kept shard
-  // that changed; NotSupported for other formats.
+  // Continues an interrupted run of a format whose registry row has a resume_writer
+  // (CanResumeFormat in formats/format_registry.h; today the shard format): keeps the finished
+  // shards `files` (which hold the first `sum(files.samples)` samples) in the staging directory
+  // `<out_dir>.partial`, after checking that each exists with its recorded size and whole-file
+  // hash, removes everything else there, and appends from the next shard on. Because shards roll
+  // over at the same records, the finished dataset is byte-identical to one written without
+  // interruption. Errors: NotFound when there is no kiln staging directory; Corruption naming a
+  // kept shard that changed; NotSupported, with ResumeNotSupportedMessage(), for other formats.
   static Result<std::unique_ptr<DatasetWriter>> Resume(const std::string& out_dir,
                                                        const DatasetWriterOptions& options,
                                                        const std::vector<DataFileInfo>& files);

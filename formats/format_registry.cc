@@ -75,4 +75,22 @@ bool IsFormatSupported(const std::string& format) {
   return row != nullptr && row->compiled_in;
 }
 
+bool CanResumeFormat(std::string_view format) {
+  const StorageFormat* row = FindStorageFormat(format);
+  return row != nullptr && row->compiled_in && row->resume_writer != nullptr;
+}
+
+std::string ResumeNotSupportedMessage() {
+  std::vector<std::string> names;
+  for (const StorageFormat& f : StorageFormats()) {
+    if (CanResumeFormat(f.name)) names.push_back(f.name);
+  }
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  }
+  return "resuming is implemented for the " + text +
+         (names.size() == 1 ? " format only" : " formats only");
+}
+
 }  // namespace kiln

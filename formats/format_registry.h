@@ -87,6 +87,15 @@ std::string StorageFormatNamesText();
 // Returns true when this build can write and read datasets of storage `format`.
 bool IsFormatSupported(const std::string& format);
 
+// Returns true when this build has `format` and its writer can continue an interrupted write
+// (the row's resume_writer is set): `kiln pack --resume` keeps and continues such runs.
+bool CanResumeFormat(std::string_view format);
+
+// Returns why a write of another format cannot be resumed, naming the formats that can:
+// "resuming is implemented for the shards format only" (the message of
+// DatasetWriter::Resume's NotSupported error, which `kiln pack --resume` prints).
+std::string ResumeNotSupportedMessage();
+
 }  // namespace kiln
 
 #endif  // KILN_FORMATS_FORMAT_REGISTRY_H_

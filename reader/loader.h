@@ -430,8 +430,10 @@ class Loader {
   // Records a filled chunk: its status, the slot's pending count, busy_, and wakes waiters.
   void FinishTaskLocked(Slot& slot, Status status);
   // The direct path's worker (reader/direct_reader.h): keeps its queue full across chunks by
-  // claiming the next chunk while the reads of the current one are finishing.
+  // claiming the next chunk while the reads of the current one are finishing. Its state and steps
+  // are a DirectWorker (reader/loader_direct.cc).
   void DirectWorkerLoop(DirectQueue* queue);
+  class DirectWorker;
   // Chooses the io path (options_.io) and sets up direct_files_ and direct_queues_.
   void ChooseIoPath(uint32_t threads);
   // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.

@@ -56,12 +56,49 @@ Status GuardedReadSample(const Dataset& dataset, uint64_t index, RecordDecoder* 
 
 }  // namespace
 
-void Loader::DirectWorkerLoop(DirectQueue* queue) {
-  const bool augment = options_.augment.enabled();
-  const uint64_t out_bytes = out_schema_.sample_bytes();
-  RecordDecoder decoder;
-  std::vector<uint8_t> scratch(augment ? dataset_->schema().sample_bytes() : 0);
-  // One chunk being read; a thread holds at most two: the one finishing and the next.
+// The state of one fetch thread's direct io loop: the chunks it holds (at most two: the one
+// finishing and the next, so the queue stays full across chunks), which chunk and position each
+// staging buffer's read is for, and the counters it adds to stats_ as each chunk finishes. It
+// lives on the fetch thread's stack; its members are that thread's alone, and it touches the
+// Loader's shared state only with mu_ held (the *Locked functions and `lock`).
+class Loader::DirectWorker {
+ public:
+  DirectWorker(Loader& loader, DirectQueue* queue)
+      : loader_(loader),
+        dataset_(*loader.dataset_),
+        files_(*loader.direct_files_),
+        queue_(*queue),
+        augment_(loader.options_.augment.enabled()),
+        out_bytes_(loader.out_schema_.sample_bytes()),
+        scratch_(augment_ ? dataset_.schema().sample_bytes() : 0),
+        pending_(queue->depth()) {
+    for (uint32_t i = queue->depth(); i-- > 0;) free_buffers_.push_back(i);
+  }
+
+  // Fills chunks until the loader stops: claims a chunk, issues its reads, claims the next while
+  // the last reads are in flight, decodes each read as it completes, and finishes each chunk
+  // once all its reads are done.
+  void Run() {
+    // mu_ is held at the top of each iteration.
+    std::unique_lock<std::mutex> lock(loader_.mu_);
+    while (true) {
+      if (count_ == 0) {
+        if (!WaitAndClaimFirst(lock)) return;
+      } else {
+        lock.unlock();
+      }
+      if (IssueReads()) Submit();
+      if (ClaimAhead(lock)) {
+        lock.lock();
+        continue;  // issue its reads
+      }
+      if (!FinishDoneTasks(lock) && queue_.in_flight() != 0) WaitForOneRead();
+      lock.lock();
+    }
+  }
+
+ private:
+  // One chunk being read.
   struct Task {
     Slot* slot = nullptr;
     uint32_t begin = 0, end = 0;
@@ -86,69 +123,80 @@ void Loader::DirectWorkerLoop(DirectQueue* queue) {
     uint32_t k = 0;
     uint64_t start = 0;  // aligned offset the read starts at
   };
-  // Two task objects that never move (pending reads name them by id); seq lists the ids held,
-  // oldest first.
-  Task tasks[2];
-  uint32_t seq[2] = {0, 1};
-  uint32_t count = 0;
-  std::vector<Pending> pending(queue->depth());
-  std::vector<uint32_t> free_buffers;
-  for (uint32_t i = queue->depth(); i-- > 0;) free_buffers.push_back(i);
-  uint64_t mark_ns = 0, mark_cpu = 0, zstd_ns_mark = 0, zstd_records_mark = 0;
-  uint64_t augment_ns = 0, reads = 0, read_bytes = 0, max_in_flight = 0;
+  // The aligned bytes a direct read of a record covers.
+  struct Span {
+    uint64_t start = 0, length = 0;
+  };
 
-  // Claims the next task with mu_ held; returns its id. The caller prepares it unlocked.
-  const auto claim = [&]() -> uint32_t {
+  Span AlignedSpan(const Dataset::StoredLocation& loc) const {
+    const uint32_t align = files_.alignment(loc.file);
+    const uint64_t start = loc.offset / align * align;
+    return {start, AlignUp(loc.offset + loc.size, align) - start};
+  }
+
+  // Waits (mu_ held by `lock`) for a claimable chunk, claims it and prepares it with mu_
+  // released. Returns false, with mu_ still held, when the loader stops.
+  bool WaitAndClaimFirst(std::unique_lock<std::mutex>& lock) {
+    const uint64_t wait_start = NowNs();
+    loader_.work_cv_.wait(lock, [this] { return loader_.stop_ || loader_.TaskClaimableLocked(); });
+    if (loader_.stop_) return false;
+    loader_.stats_.slot_wait_ns += NowNs() - wait_start;
+    const uint32_t id = ClaimLocked();
+    lock.unlock();
+    StartMarks(NowNs(), ThreadCpuNs());
+    Prepare(tasks_[id]);
+    return true;
+  }
+
+  // Claims the next chunk with mu_ held; returns its task id. The caller prepares it unlocked.
+  uint32_t ClaimLocked() {
     uint64_t b = 0;
     uint32_t chunk = 0;
-    ClaimTaskLocked(&b, &chunk);
-    ++busy_;
-    const uint32_t id = count == 0 ? 0 : 1 - seq[0];
-    seq[count++] = id;
-    Task& t = tasks[id];
-    t.slot = &slots_[b % slots_.size()];
-    t.begin = std::min(t.slot->size, chunk * chunk_samples_);
-    t.end = std::min(t.slot->size, t.begin + chunk_samples_);
+    loader_.ClaimTaskLocked(&b, &chunk);
+    ++loader_.busy_;
+    const uint32_t id = count_ == 0 ? 0 : 1 - seq_[0];
+    seq_[count_++] = id;
+    Task& t = tasks_[id];
+    t.slot = &loader_.slots_[b % loader_.slots_.size()];
+    t.begin = std::min(t.slot->size, chunk * loader_.chunk_samples_);
+    t.end = std::min(t.slot->size, t.begin + loader_.chunk_samples_);
     return id;
-  };
-  // Looks up the task's records; those that cannot be read directly (a damaged index entry, a
-  // fault) are read, or reported, through the mapping as FillChunk would.
-  const auto prepare = [&](Task& t) {
-    Slot& slot = *t.slot;
+  }
+
+  // Claims the next chunk while the only one held has all its reads issued and a buffer is
+  // free, so the queue stays full across chunks. `lock` is released on entry and on return;
+  // returns true when a chunk was claimed and prepared.
+  bool ClaimAhead(std::unique_lock<std::mutex>& lock) {
+    if (count_ != 1 || tasks_[seq_[0]].issued != tasks_[seq_[0]].order.size() ||
+        free_buffers_.empty()) {
+      return false;
+    }
+    lock.lock();
+    if (loader_.stop_ || !loader_.TaskClaimableLocked()) {
+      lock.unlock();
+      return false;
+    }
+    const uint32_t id = ClaimLocked();
+    lock.unlock();
+    Prepare(tasks_[id]);
+    return true;
+  }
+
+  // Looks up the task's records and orders the direct reads; those that cannot be read directly
+  // (a damaged index entry, a fault, a record larger than a staging buffer) are read, or
+  // reported, through the mapping as FillChunk would.
+  void Prepare(Task& t) {
     t.order.clear();
     t.issued = 0;
     t.outstanding = 0;
     t.error = Status::Ok();
     t.error_k = UINT32_MAX;
     if (t.begin == t.end) return;
-    sampler_.BatchSamples(slot.batch, t.begin, t.end, slot.indices.data() + t.begin,
-                          slot.is_padding.data() + t.begin);
+    Slot& slot = *t.slot;
+    loader_.sampler_.BatchSamples(slot.batch, t.begin, t.end, slot.indices.data() + t.begin,
+                                  slot.is_padding.data() + t.begin);
     t.locations.resize(t.end - t.begin);
-    for (uint32_t k = t.begin; k < t.end; ++k) {
-      const uint64_t index = slot.indices[k];
-      Dataset::StoredLocation& loc = t.locations[k - t.begin];
-      bool found = false;
-      if (!GuardedLocate(*dataset_, index, &loc, &found)) {
-        t.Fail(k, SigbusError(*dataset_, index));
-        continue;
-      }
-      if (found) {
-        const uint32_t align = direct_files_->alignment(loc.file);
-        const uint64_t start = loc.offset / align * align;
-        found = AlignUp(loc.offset + loc.size, align) - start <= queue->buffer_bytes();
-      }
-      if (!found) {
-        uint8_t* out = augment ? scratch.data() : slot.data + k * out_bytes;
-        Status s = GuardedReadSample(*dataset_, index, &decoder, out, &slot.labels[k]);
-        if (!s.ok()) {
-          t.Fail(k, std::move(s));
-        } else if (augment) {
-          AugmentIntoSlot(slot, k, scratch.data(), &augment_ns);
-        }
-        continue;
-      }
-      t.order.push_back(k);
-    }
+    for (uint32_t k = t.begin; k < t.end; ++k) PlanRecord(t, k);
     // Reads in file order: adjacent records of one submission merge into one device request
     // (block and dataset order), and random ones reach the device sorted. The order of reads
     // never changes where a sample lands.
@@ -157,156 +205,210 @@ void Loader::DirectWorkerLoop(DirectQueue* queue) {
       const Dataset::StoredLocation& y = t.locations[b - t.begin];
       return x.file != y.file ? x.file < y.file : x.offset < y.offset;
     });
-  };
+  }
 
-  // mu_ is held at the top of each iteration.
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    if (count == 0) {
-      const uint64_t wait_start = NowNs();
-      work_cv_.wait(lock, [this] { return stop_ || TaskClaimableLocked(); });
-      if (stop_) return;
-      stats_.slot_wait_ns += NowNs() - wait_start;
-      const uint32_t id = claim();
-      lock.unlock();
-      mark_ns = NowNs();
-      mark_cpu = ThreadCpuNs();
-      zstd_ns_mark = decoder.zstd_ns();
-      zstd_records_mark = decoder.zstd_records();
-      prepare(tasks[id]);
-    } else {
-      lock.unlock();
+  // Locates position k's record: queues it for a direct read when its aligned span fits a
+  // staging buffer, else reads it through the mapping now.
+  void PlanRecord(Task& t, uint32_t k) {
+    Slot& slot = *t.slot;
+    const uint64_t index = slot.indices[k];
+    Dataset::StoredLocation& loc = t.locations[k - t.begin];
+    bool found = false;
+    if (!GuardedLocate(dataset_, index, &loc, &found)) {
+      t.Fail(k, SigbusError(dataset_, index));
+      return;
     }
-    // Issue reads into every free buffer, the older task's first.
+    if (found && AlignedSpan(loc).length <= queue_.buffer_bytes()) {
+      t.order.push_back(k);
+      return;
+    }
+    Status s = GuardedReadSample(dataset_, index, &decoder_, Output(slot, k), &slot.labels[k]);
+    Place(t, k, std::move(s));
+  }
+
+  // Where position k's decoded sample goes: the slot, or the scratch buffer that augmenting
+  // reads from.
+  uint8_t* Output(Slot& slot, uint32_t k) {
+    return augment_ ? scratch_.data() : slot.data + k * out_bytes_;
+  }
+
+  // Records a decode of position k into Output(): its failure, or (when augmenting) the crop
+  // and flip into the slot.
+  void Place(Task& t, uint32_t k, Status decoded) {
+    if (!decoded.ok()) {
+      t.Fail(k, std::move(decoded));
+    } else if (augment_) {
+      loader_.AugmentIntoSlot(*t.slot, k, scratch_.data(), &augment_ns_);
+    }
+  }
+
+  // Queues reads into every free buffer, the older task's first. Returns true when it queued
+  // any.
+  bool IssueReads() {
     bool queued = false;
-    for (uint32_t i = 0; i < count; ++i) {
-      const uint32_t id = seq[i];
-      Task& t = tasks[id];
-      while (t.issued < t.order.size() && !free_buffers.empty()) {
-        const uint32_t k = t.order[t.issued++];
-        const Dataset::StoredLocation& loc = t.locations[k - t.begin];
-        const uint32_t align = direct_files_->alignment(loc.file);
-        const uint64_t start = loc.offset / align * align;
-        const uint64_t length = AlignUp(loc.offset + loc.size, align) - start;
-        const uint32_t buffer = free_buffers.back();
-        free_buffers.pop_back();
-        pending[buffer] = Pending{id, k, start};
-        queue->Queue(buffer, direct_files_->fd(loc.file), start, static_cast<uint32_t>(length));
-        ++t.outstanding;
+    for (uint32_t i = 0; i < count_; ++i) {
+      const uint32_t id = seq_[i];
+      Task& t = tasks_[id];
+      while (t.issued < t.order.size() && !free_buffers_.empty()) {
+        IssueRead(id, t.order[t.issued++]);
         queued = true;
       }
     }
-    if (queued) {
-      max_in_flight = std::max<uint64_t>(max_in_flight, queue->in_flight());
-      Status s = queue->Submit();
-      if (!s.ok()) {
-        // io_uring_submit fails only for a broken ring: fail every task held, so no batch
-        // waits for reads that will not come.
-        for (uint32_t i = 0; i < count; ++i) {
-          Task& t = tasks[seq[i]];
-          t.Fail(t.begin, s.WithContext(dataset_->SampleLocation(t.slot->indices[t.begin])));
-        }
-      }
+    return queued;
+  }
+
+  void IssueRead(uint32_t id, uint32_t k) {
+    Task& t = tasks_[id];
+    const Dataset::StoredLocation& loc = t.locations[k - t.begin];
+    const Span span = AlignedSpan(loc);
+    const uint32_t buffer = free_buffers_.back();
+    free_buffers_.pop_back();
+    pending_[buffer] = Pending{id, k, span.start};
+    queue_.Queue(buffer, files_.fd(loc.file), span.start, static_cast<uint32_t>(span.length));
+    ++t.outstanding;
+  }
+
+  void Submit() {
+    max_in_flight_ = std::max<uint64_t>(max_in_flight_, queue_.in_flight());
+    Status s = queue_.Submit();
+    // io_uring_submit fails only for a broken ring: fail every task held, so no batch waits for
+    // reads that will not come.
+    if (!s.ok()) FailHeld(s);
+  }
+
+  // Fails every task held at its first position with `status` (a ring failure), naming that
+  // position's sample.
+  void FailHeld(const Status& status) {
+    for (uint32_t i = 0; i < count_; ++i) {
+      Task& t = tasks_[seq_[i]];
+      t.Fail(t.begin, status.WithContext(dataset_.SampleLocation(t.slot->indices[t.begin])));
     }
-    // Claim the next chunk while this one's last reads are in flight: the queue stays full
-    // across chunks.
-    if (count == 1 && tasks[seq[0]].issued == tasks[seq[0]].order.size() && !free_buffers.empty()) {
-      lock.lock();
-      if (!stop_ && TaskClaimableLocked()) {
-        const uint32_t id = claim();
-        lock.unlock();
-        prepare(tasks[id]);
-        lock.lock();
-        continue;  // issue its reads
-      }
-      lock.unlock();
-    }
-    // Finish the tasks whose reads are all done.
+  }
+
+  // Finishes the tasks whose reads are all done, adding their counters to stats_ under mu_.
+  // `lock` is released on entry and on return. Returns true when it finished any.
+  bool FinishDoneTasks(std::unique_lock<std::mutex>& lock) {
     bool finished = false;
-    for (uint32_t i = 0; i < count;) {
-      Task& t = tasks[seq[i]];
+    for (uint32_t i = 0; i < count_;) {
+      Task& t = tasks_[seq_[i]];
       if (!t.done()) {
         ++i;
         continue;
       }
       const uint64_t now = NowNs(), cpu = ThreadCpuNs();
       lock.lock();
-      stats_.fetch_ns += now - mark_ns;
-      stats_.fetch_cpu_ns += cpu - mark_cpu;
-      stats_.decompress_ns += decoder.zstd_ns() - zstd_ns_mark;
-      stats_.zstd_records += decoder.zstd_records() - zstd_records_mark;
-      stats_.augment_ns += augment_ns;
-      stats_.direct_reads += reads;
-      stats_.direct_read_bytes += read_bytes;
-      stats_.direct_max_in_flight = std::max(stats_.direct_max_in_flight, max_in_flight);
-      FinishTaskLocked(*t.slot, std::move(t.error));
+      AddStatsLocked(now, cpu);
+      loader_.FinishTaskLocked(*t.slot, std::move(t.error));
       lock.unlock();
-      mark_ns = now;
-      mark_cpu = cpu;
-      zstd_ns_mark = decoder.zstd_ns();
-      zstd_records_mark = decoder.zstd_records();
-      augment_ns = reads = read_bytes = 0;
+      StartMarks(now, cpu);
+      augment_ns_ = reads_ = read_bytes_ = 0;
       t.slot = nullptr;
-      if (i == 0 && count == 2) seq[0] = seq[1];
-      --count;
+      if (i == 0 && count_ == 2) seq_[0] = seq_[1];
+      --count_;
       finished = true;
     }
-    if (finished || queue->in_flight() == 0) {
-      lock.lock();
-      continue;
-    }
+    return finished;
+  }
+
+  // Starts timing the next chunk at wall time `now_ns` and thread CPU time `cpu_ns`.
+  void StartMarks(uint64_t now_ns, uint64_t cpu_ns) {
+    mark_ns_ = now_ns;
+    mark_cpu_ns_ = cpu_ns;
+    zstd_ns_mark_ = decoder_.zstd_ns();
+    zstd_records_mark_ = decoder_.zstd_records();
+  }
+
+  // Adds the finished chunk's time and counters to stats_. Requires mu_ held.
+  void AddStatsLocked(uint64_t now_ns, uint64_t cpu_ns) {
+    LoaderStats& stats = loader_.stats_;
+    stats.fetch_ns += now_ns - mark_ns_;
+    stats.fetch_cpu_ns += cpu_ns - mark_cpu_ns_;
+    stats.decompress_ns += decoder_.zstd_ns() - zstd_ns_mark_;
+    stats.zstd_records += decoder_.zstd_records() - zstd_records_mark_;
+    stats.augment_ns += augment_ns_;
+    stats.direct_reads += reads_;
+    stats.direct_read_bytes += read_bytes_;
+    stats.direct_max_in_flight = std::max(stats.direct_max_in_flight, max_in_flight_);
+  }
+
+  // Blocks until one read completes and decodes it. When the ring itself fails (not a read),
+  // fails what is held and abandons its reads, so no batch waits forever.
+  void WaitForOneRead() {
     uint32_t buffer = 0;
     int64_t result = 0;
-    Status waited = queue->Wait(&buffer, &result);
-    if (!waited.ok()) {
-      // The ring itself failed (not a read): fail what is in flight, so no batch waits forever.
-      for (uint32_t i = 0; i < count; ++i) {
-        Task& t = tasks[seq[i]];
-        t.Fail(t.begin, waited.WithContext(dataset_->SampleLocation(t.slot->indices[t.begin])));
-        t.issued = t.order.size();
-        t.outstanding = 0;
-      }
-      lock.lock();
-      continue;
+    Status waited = queue_.Wait(&buffer, &result);
+    if (waited.ok()) {
+      CompleteRead(buffer, result);
+      return;
     }
-    free_buffers.push_back(buffer);
-    const Pending p = pending[buffer];
-    Task& t = tasks[p.task];
+    FailHeld(waited);
+    for (uint32_t i = 0; i < count_; ++i) {
+      Task& t = tasks_[seq_[i]];
+      t.issued = t.order.size();
+      t.outstanding = 0;
+    }
+  }
+
+  // Takes the read into `buffer` (`result`: bytes read, or -errno): frees the buffer, and
+  // decodes the record, or records why it cannot be.
+  void CompleteRead(uint32_t buffer, int64_t result) {
+    free_buffers_.push_back(buffer);
+    const Pending p = pending_[buffer];
+    Task& t = tasks_[p.task];
     --t.outstanding;
-    Slot& slot = *t.slot;
-    const uint64_t index = slot.indices[p.k];
+    const uint64_t index = t.slot->indices[p.k];
     const Dataset::StoredLocation& loc = t.locations[p.k - t.begin];
     const uint64_t need = loc.offset + loc.size - p.start;
-    if (result < 0) {
-      t.Fail(p.k, Status::IOError(dataset_->SampleLocation(index) + ": read of " +
-                                  std::to_string(need) + " bytes at offset " +
-                                  std::to_string(p.start) + " of " + direct_files_->path(loc.file) +
-                                  " failed: " + std::strerror(static_cast<int>(-result))));
-    } else if (static_cast<uint64_t>(result) < need) {
-      ++reads;
-      read_bytes += static_cast<uint64_t>(result);
-      t.Fail(p.k,
-             Status::IOError(dataset_->SampleLocation(index) + ": the file could not be read (" +
-                             std::to_string(result) + " of " + std::to_string(need) +
-                             " bytes at offset " + std::to_string(p.start) +
-                             "): it was truncated or replaced while open, or its storage "
-                             "failed"));
-    } else {
-      ++reads;
-      read_bytes += static_cast<uint64_t>(result);
-      if (p.k < t.error_k) {  // positions past a failure are not needed
-        uint8_t* out = augment ? scratch.data() : slot.data + p.k * out_bytes;
-        Status s = GuardedDecode(*dataset_, index, queue->buffer(buffer) + (loc.offset - p.start),
-                                 loc.size, &decoder, out, &slot.labels[p.k]);
-        if (!s.ok()) {
-          t.Fail(p.k, std::move(s));
-        } else if (augment) {
-          AugmentIntoSlot(slot, p.k, scratch.data(), &augment_ns);
-        }
-      }
+    if (result >= 0) {
+      ++reads_;
+      read_bytes_ += static_cast<uint64_t>(result);
     }
-    lock.lock();
+    if (result < 0 || static_cast<uint64_t>(result) < need) {
+      t.Fail(p.k, ReadError(index, loc, p.start, need, result));
+      return;
+    }
+    if (p.k >= t.error_k) return;  // positions past a failure are not needed
+    Status s = GuardedDecode(dataset_, index, queue_.buffer(buffer) + (loc.offset - p.start),
+                             loc.size, &decoder_, Output(*t.slot, p.k), &t.slot->labels[p.k]);
+    Place(t, p.k, std::move(s));
   }
-}
+
+  // The error of a read of `need` bytes at `start` for sample `index` that failed (`result`
+  // -errno) or came back short (`result` bytes).
+  Status ReadError(uint64_t index, const Dataset::StoredLocation& loc, uint64_t start,
+                   uint64_t need, int64_t result) const {
+    if (result < 0) {
+      return Status::IOError(dataset_.SampleLocation(index) + ": read of " + std::to_string(need) +
+                             " bytes at offset " + std::to_string(start) + " of " +
+                             files_.path(loc.file) +
+                             " failed: " + std::strerror(static_cast<int>(-result)));
+    }
+    return Status::IOError(dataset_.SampleLocation(index) + ": the file could not be read (" +
+                           std::to_string(result) + " of " + std::to_string(need) +
+                           " bytes at offset " + std::to_string(start) +
+                           "): it was truncated or replaced while open, or its storage failed");
+  }
+
+  Loader& loader_;
+  const Dataset& dataset_;
+  const DirectFiles& files_;
+  DirectQueue& queue_;
+  const bool augment_;
+  const uint64_t out_bytes_;
+  RecordDecoder decoder_;
+  std::vector<uint8_t> scratch_;  // the stored sample, when augmenting
+  // Two task objects that never move (pending reads name them by id); seq_ lists the count_ ids
+  // held, oldest first.
+  Task tasks_[2];
+  uint32_t seq_[2] = {0, 1};
+  uint32_t count_ = 0;
+  std::vector<Pending> pending_;  // [buffer]
+  std::vector<uint32_t> free_buffers_;
+  // The current chunk's start marks, and its counters since.
+  uint64_t mark_ns_ = 0, mark_cpu_ns_ = 0, zstd_ns_mark_ = 0, zstd_records_mark_ = 0;
+  uint64_t augment_ns_ = 0, reads_ = 0, read_bytes_ = 0, max_in_flight_ = 0;
+};
+
+void Loader::DirectWorkerLoop(DirectQueue* queue) { DirectWorker(*this, queue).Run(); }
 
 }  // namespace kiln

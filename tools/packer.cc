@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "formats/dataset_writer.h"
+#include "formats/format_registry.h"
 #include "formats/version.h"
 #include "formats/xxh3.h"
 #include "reader/sampler.h"
@@ -283,17 +284,14 @@ Result<PackInput> InputFromPlan(const PackOptions& options, PackReport* report) 
   return input;
 }
 
-// Lists the input (an ImageFolder tree or a list file), records the listing problems as the
-// first rejections in `report`, derives the classes and applies the write-time shuffle.
-Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
-  if (options.plan) return InputFromPlan(options, report);
-  std::error_code ec;
-  PackInput input;
-  std::string tar_root;  // the first shard's directory, of the whole shard list
+// For tar shards or TFRecord files: expands `options.input` into input->shards (setting is_tar or
+// is_tfrecord), refusing the options that a stream of files cannot honour. Does nothing for an
+// ImageFolder tree or a list file.
+Status ExpandStreamInput(const PackOptions& options, PackInput* input) {
   if (IsTarInput(options.input)) {
-    input.is_tar = true;
+    input->is_tar = true;
     // A part needs only its own shards to exist (they may be all its node can see).
-    KILN_ASSIGN_OR_RETURN(input.shards,
+    KILN_ASSIGN_OR_RETURN(input->shards,
                           ExpandShardInput(options.input, !options.part_index.has_value()));
     if (options.shuffle_seed) {
       return Status::InvalidArgument(
@@ -307,8 +305,8 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
           "only its own shards, so it cannot know the class folders of the others");
     }
   } else if (IsTFRecordInput(options.input)) {
-    input.is_tfrecord = true;
-    KILN_ASSIGN_OR_RETURN(input.shards,
+    input->is_tfrecord = true;
+    KILN_ASSIGN_OR_RETURN(input->shards,
                           ExpandTFRecordInput(options.input, !options.part_index.has_value()));
     if (options.shuffle_seed) {
       return Status::InvalidArgument(
@@ -316,57 +314,66 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
           "shuffle when reading (kiln's reader shuffles by default)");
     }
   }
-  // Tar shards and TFRecord files: a stream of files, read in order.
-  const bool is_stream = input.is_tar || input.is_tfrecord;
-  if (is_stream) {
-    tar_root = std::filesystem::path(input.shards.front()).parent_path().string();
-    if (tar_root.empty()) tar_root = ".";
-    if (options.part_index) {
-      const std::string what = input.is_tar ? "shard" : "TFRecord file";
-      input.split_by_shards = true;
-      input.listed_shards = input.shards.size();
-      input.shard_list_hash = ShardListHash(input.shards, tar_root);
-      input.shard_range = PartRange(input.listed_shards, *options.part_index, options.part_count);
-      input.shards = std::vector<std::string>(
-          input.shards.begin() + static_cast<ptrdiff_t>(input.shard_range.begin),
-          input.shards.begin() + static_cast<ptrdiff_t>(input.shard_range.end));
-      for (const std::string& shard : input.shards) {
-        if (!std::filesystem::exists(shard, ec)) {
-          return Status::NotFound(
-              what + " " + shard + " (from " + options.input + ", " + what + " " +
-              std::to_string(&shard - input.shards.data() + input.shard_range.begin) + " of part " +
-              std::to_string(*options.part_index) + ") does not exist");
-        }
-      }
+  return Status::Ok();
+}
+
+// For a part (--part) of stream input: keeps the part's share of input->shards (split by file;
+// input->root is the first shard's directory, of the whole list), each of which must exist.
+Status SelectPartShards(const PackOptions& options, PackInput* input) {
+  std::error_code ec;
+  const std::string what = input->is_tar ? "shard" : "TFRecord file";
+  input->split_by_shards = true;
+  input->listed_shards = input->shards.size();
+  input->shard_list_hash = ShardListHash(input->shards, input->root);
+  input->shard_range = PartRange(input->listed_shards, *options.part_index, options.part_count);
+  input->shards = std::vector<std::string>(
+      input->shards.begin() + static_cast<ptrdiff_t>(input->shard_range.begin),
+      input->shards.begin() + static_cast<ptrdiff_t>(input->shard_range.end));
+  for (const std::string& shard : input->shards) {
+    if (!std::filesystem::exists(shard, ec)) {
+      return Status::NotFound(
+          what + " " + shard + " (from " + options.input + ", " + what + " " +
+          std::to_string(&shard - input->shards.data() + input->shard_range.begin) + " of part " +
+          std::to_string(*options.part_index) + ") does not exist");
     }
   }
-  input.is_dir = !is_stream && std::filesystem::is_directory(options.input, ec);
-  // (ExpandShardInput / ExpandTFRecordInput have found every file.)
-  if (!is_stream && !input.is_dir && !std::filesystem::exists(options.input, ec)) {
+  return Status::Ok();
+}
+
+// For an ImageFolder tree or a list file: sets input->is_dir and input->root (what list-file
+// paths are relative to), refusing an input that does not exist or is one image file. For every
+// input: refuses an output that lies inside the input (none for kiln plan, which has no output).
+Status ResolveInputRoot(const PackOptions& options, bool is_stream, PackInput* input) {
+  if (is_stream) {
+    // Shards may sit beside the output; none may be inside it (--overwrite would delete it).
+    for (const std::string& shard : input->shards) {
+      KILN_RETURN_IF_ERROR(CheckOutputApart(shard, options.output));
+    }
+    return Status::Ok();
+  }
+  std::error_code ec;
+  input->is_dir = std::filesystem::is_directory(options.input, ec);
+  if (!input->is_dir && !std::filesystem::exists(options.input, ec)) {
     return Status::NotFound("input " + options.input + " does not exist");
   }
-  if (!is_stream && !input.is_dir && HasImageExtension(options.input)) {
+  if (!input->is_dir && HasImageExtension(options.input)) {
     return Status::InvalidArgument("input " + options.input +
                                    " is an image file; pass the folder that holds one sub-folder "
                                    "per class, or a list file of `path label` lines");
   }
-  input.root = options.input;
-  if (is_stream) {
-    input.root = tar_root;
-  } else if (!input.is_dir && options.root.empty()) {
-    input.root = std::filesystem::path(options.input).parent_path().string();
-    if (input.root.empty()) input.root = ".";
-  } else if (!input.is_dir) {
-    input.root = options.root;
+  input->root = options.input;
+  if (!input->is_dir && options.root.empty()) {
+    input->root = std::filesystem::path(options.input).parent_path().string();
+    if (input->root.empty()) input->root = ".";
+  } else if (!input->is_dir) {
+    input->root = options.root;
   }
-  if (is_stream) {
-    // Shards may sit beside the output; none may be inside it (--overwrite would delete it).
-    for (const std::string& shard : input.shards) {
-      KILN_RETURN_IF_ERROR(CheckOutputApart(shard, options.output));
-    }
-  } else if (!options.output.empty()) {  // empty: kiln plan (PlanPack), no output
-    KILN_RETURN_IF_ERROR(CheckOutputApart(input.root, options.output));
-  }
+  if (options.output.empty()) return Status::Ok();  // kiln plan (PlanPack): no output
+  return CheckOutputApart(input->root, options.output);
+}
+
+// Lists the samples of the input's kind, with the classes pinned to --class-map when given.
+Result<SourceListing> ListSource(const PackOptions& options, const PackInput& input) {
   SourceListing listing;
   if (input.is_tar) {
     KILN_ASSIGN_OR_RETURN(listing, ListTarShards(input.shards, options.tar));
@@ -380,16 +387,16 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   if (!options.class_map.empty()) {
     KILN_RETURN_IF_ERROR(PinClasses(options.class_map, options.class_map_origin, &listing));
   }
-  report->warnings = listing.warnings;
-  report->listed = listing.items.size() + listing.problems.size();
-  report->skipped = listing.skipped.size();
-  report->skipped_files = std::move(listing.skipped);
-  for (const SourceProblem& p : listing.problems) {
-    report->rejections.push_back({p.path, p.line, p.reason});
-  }
-  // A part split by file may list nothing (no file, or only rejections): the merge checks the
-  // whole job.
-  if (listing.items.empty() && input.is_tfrecord && !input.split_by_shards) {
+  return listing;
+}
+
+// Returns why a listing of no sample cannot be packed (InvalidArgument naming the input and, when
+// every listed item was rejected, the first reasons); Ok when it has samples, or when it is a
+// part split by file (which may list nothing: the merge checks the whole job).
+Status CheckSomethingListed(const PackOptions& options, const PackInput& input,
+                            const SourceListing& listing) {
+  if (!listing.items.empty() || input.split_by_shards) return Status::Ok();
+  if (input.is_tfrecord) {
     return Status::InvalidArgument(
         "0 images found in " + options.input + " (" + std::to_string(input.shards.size()) +
         " TFRecord files, " + std::to_string(listing.problems.size()) + " records rejected" +
@@ -397,29 +404,54 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
                                   : "; the first: " + listing.problems[0].path + ": " +
                                         listing.problems[0].reason + ")"));
   }
-  if (listing.items.empty() && !input.split_by_shards) {
-    const std::string where =
-        input.is_dir ? options.input : options.input + " (root " + input.root + ")";
-    if (listing.problems.empty()) {
-      return Status::InvalidArgument(
-          "0 images found under " + where + " (" + std::to_string(listing.ignored_files) +
-          " other files ignored; image extensions: jpg jpeg png apng gif bmp tif tiff webp ppm "
-          "pgm pbm pnm)");
-    }
-    // Every listed item was a problem (a flat folder, labels of the wrong kind...): say why.
-    std::string message = "no image to pack under " + where + ": all " +
-                          std::to_string(listing.problems.size()) + " listed " +
-                          (listing.problems.size() == 1 ? "item was" : "items were") + " rejected";
-    const size_t shown = std::min<size_t>(listing.problems.size(), 3);
-    for (size_t i = 0; i < shown; ++i) {
-      message +=
-          (i == 0 ? ": " : "; ") + listing.problems[i].path + ": " + listing.problems[i].reason;
-    }
-    if (listing.problems.size() > shown) {
-      message += "; and " + std::to_string(listing.problems.size() - shown) + " more";
-    }
-    return Status::InvalidArgument(message);
+  const std::string where =
+      input.is_dir ? options.input : options.input + " (root " + input.root + ")";
+  if (listing.problems.empty()) {
+    return Status::InvalidArgument(
+        "0 images found under " + where + " (" + std::to_string(listing.ignored_files) +
+        " other files ignored; image extensions: jpg jpeg png apng gif bmp tif tiff webp ppm "
+        "pgm pbm pnm)");
   }
+  // Every listed item was a problem (a flat folder, labels of the wrong kind...): say why.
+  std::string message = "no image to pack under " + where + ": all " +
+                        std::to_string(listing.problems.size()) + " listed " +
+                        (listing.problems.size() == 1 ? "item was" : "items were") + " rejected";
+  const size_t shown = std::min<size_t>(listing.problems.size(), 3);
+  for (size_t i = 0; i < shown; ++i) {
+    message +=
+        (i == 0 ? ": " : "; ") + listing.problems[i].path + ": " + listing.problems[i].reason;
+  }
+  if (listing.problems.size() > shown) {
+    message += "; and " + std::to_string(listing.problems.size() - shown) + " more";
+  }
+  return Status::InvalidArgument(message);
+}
+
+// Lists the input (tar shards, TFRecord files, an ImageFolder tree or a list file), records the
+// listing problems as the first rejections in `report`, derives the classes and applies the
+// write-time shuffle.
+Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
+  if (options.plan) return InputFromPlan(options, report);
+  PackInput input;
+  KILN_RETURN_IF_ERROR(ExpandStreamInput(options, &input));
+  // Tar shards and TFRecord files: a stream of files, read in order.
+  const bool is_stream = input.is_tar || input.is_tfrecord;
+  if (is_stream) {
+    // (ExpandShardInput / ExpandTFRecordInput have found every file.)
+    input.root = std::filesystem::path(input.shards.front()).parent_path().string();
+    if (input.root.empty()) input.root = ".";
+    if (options.part_index) KILN_RETURN_IF_ERROR(SelectPartShards(options, &input));
+  }
+  KILN_RETURN_IF_ERROR(ResolveInputRoot(options, is_stream, &input));
+  KILN_ASSIGN_OR_RETURN(SourceListing listing, ListSource(options, input));
+  report->warnings = listing.warnings;
+  report->listed = listing.items.size() + listing.problems.size();
+  report->skipped = listing.skipped.size();
+  report->skipped_files = std::move(listing.skipped);
+  for (const SourceProblem& p : listing.problems) {
+    report->rejections.push_back({p.path, p.line, p.reason});
+  }
+  KILN_RETURN_IF_ERROR(CheckSomethingListed(options, input, listing));
   if (options.on_error == OnError::kFail && !listing.problems.empty()) {
     const SourceProblem& p = listing.problems.front();
     return Status::Corruption(p.path + ": " + p.reason + " (--on-error fail)");
@@ -458,11 +490,8 @@ Result<OpenedWriter> OpenOrResumeWriter(const PackOptions& options, const PackIn
     std::optional<PackJournal> journal =
         ReadPackJournal(staging, fingerprint, PartOptionsJson(options),
                         input.items.size() + input.listing_problems, &report->resume_note);
-    if (journal && options.format != "shards") {
-      report->resume_note = "resuming is implemented for the shards format only";
-      journal.reset();
-    }
     if (journal) {
+      // A backend without resume_writer fails here with ResumeNotSupportedMessage().
       Result<std::unique_ptr<DatasetWriter>> resumed =
           DatasetWriter::Resume(options.output, wo, journal->files);
       if (resumed.ok()) {
@@ -579,7 +608,7 @@ class PackPipeline {
 
   // Packs items [first_item, end). Returns the first fatal error (a writer failure, or the first
   // rejection under --on-error fail), or Cancelled when options.cancel was raised (keeping the
-  // finished shards for --resume in the shards format).
+  // finished shards for --resume in a format that can resume: CanResumeFormat).
   Status Run(size_t first_item) {
     next_item_ = first_item;
     journaled_items_ = first_item;
@@ -739,7 +768,7 @@ class PackPipeline {
     std::string msg = "interrupted after " + std::to_string(done_) + " of " +
                       std::to_string(report_->listed) + " inputs: " + options_.output +
                       " was not created";
-    if (!writer_->finished_files().empty() && options_.format == "shards") {
+    if (!writer_->finished_files().empty() && CanResumeFormat(options_.format)) {
       writer_->KeepStagingForResume();
       const size_t shards = writer_->finished_files().size();
       msg += "; " + writer_->staging_dir() + " keeps " + std::to_string(shards) +
@@ -965,20 +994,6 @@ Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWri
   return Status::Ok();
 }
 
-}  // namespace
-
-namespace {
-
-// The lock of a plain pack's output, held for the whole run; its file is removed (while still
-// locked, see PartLock::Acquire) when the run ends, whatever the outcome.
-struct OutputLock {
-  std::string path;
-  std::unique_ptr<PartLock> lock;
-  ~OutputLock() {
-    if (lock && !lock->is_lock_file()) ::unlink(path.c_str());  // a lock file removes itself
-  }
-};
-
 // The steps of Pack; on an error, `report` holds the counts as far as they got.
 Status RunPack(const PackOptions& options, const PackProgress& progress, PackReport* report) {
   const auto start = std::chrono::steady_clock::now();
@@ -986,14 +1001,11 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
   report->output = options.output;
   // One writer per output: a second pack into the same OUTPUT is refused before it touches
   // OUTPUT.partial (a part is locked by PreparePart instead).
-  OutputLock output_lock;
+  std::unique_ptr<OutputLock> output_lock;
   if (!options.part_index) {
     std::string out = options.output;
     while (out.size() > 1 && out.back() == '/') out.pop_back();
-    output_lock.path = out + ".partial.lock";
-    Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(output_lock.path, "output " + out);
-    if (!lock.ok()) return Status::InvalidArgument(lock.status().message());
-    output_lock.lock = std::move(lock).value();
+    KILN_ASSIGN_OR_RETURN(output_lock, OutputLock::Acquire(out));
   }
   KILN_ASSIGN_OR_RETURN(PackInput input, ListInput(options, report));
   PackOptions effective = options;  // a part is written to its own directory

@@ -276,4 +276,15 @@ PartLock::~PartLock() {
   }
 }
 
+Result<std::unique_ptr<OutputLock>> OutputLock::Acquire(const std::string& output) {
+  std::string path = output + ".partial.lock";
+  Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(path, "output " + output);
+  if (!lock.ok()) return Status::InvalidArgument(lock.status().message());
+  return std::unique_ptr<OutputLock>(new OutputLock(std::move(path), std::move(lock).value()));
+}
+
+OutputLock::~OutputLock() {
+  if (!lock_->is_lock_file()) ::unlink(path_.c_str());  // a lock file removes itself
+}
+
 }  // namespace kiln

@@ -76,6 +76,27 @@ class PartLock {
   uint64_t dev_ = 0, ino_ = 0;  // identity of the lock file this process created
 };
 
+// The lock of a whole output OUTPUT, taken by a plain `kiln pack` into it and by `kiln merge`
+// into it: a PartLock on OUTPUT.partial.lock held for the whole run, whose file is removed
+// (while still locked, see PartLock::Acquire) when the OutputLock is destroyed, whatever the
+// outcome. Thread safety: as PartLock.
+class OutputLock {
+ public:
+  // Locks `output` (a path without trailing slashes). Errors: InvalidArgument with
+  // PartLock::Acquire's message, "output OUTPUT is being written by another process (...)", when
+  // another pack or merge holds it, or naming the lock file when it cannot be created.
+  static Result<std::unique_ptr<OutputLock>> Acquire(const std::string& output);
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  OutputLock(std::string path, std::unique_ptr<PartLock> lock)
+      : path_(std::move(path)), lock_(std::move(lock)) {}
+  std::string path_;  // OUTPUT.partial.lock
+  std::unique_ptr<PartLock> lock_;
+};
+
 }  // namespace kiln
 
 #endif  // KILN_TOOLS_PART_LOCK_H_

@@ -718,20 +718,6 @@ Status MoveShards(const std::vector<Part>& parts, const std::vector<std::string>
 
 }  // namespace
 
-namespace {
-
-// The lock of the merge's output (the one a plain `kiln pack` into it takes), held for the whole
-// merge; its file is removed (while still locked) when the merge ends, whatever the outcome.
-struct OutputLock {
-  std::string path;
-  std::unique_ptr<PartLock> lock;
-  ~OutputLock() {
-    if (lock && !lock->is_lock_file()) ::unlink(path.c_str());  // a lock file removes itself
-  }
-};
-
-}  // namespace
-
 Result<MergeReport> MergeParts(const MergeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   MergeReport report;
@@ -749,11 +735,7 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
   }
   // One writer per output: a second merge, or a pack, into it is refused before either
   // touches OUTPUT.partial.
-  OutputLock output_lock;
-  output_lock.path = staging + ".lock";
-  Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(output_lock.path, "output " + output);
-  if (!lock.ok()) return Status::InvalidArgument(lock.status().message());
-  output_lock.lock = std::move(lock).value();
+  KILN_ASSIGN_OR_RETURN(const std::unique_ptr<OutputLock> output_lock, OutputLock::Acquire(output));
   std::error_code ec;
   if (fs::exists(output, ec) && !(fs::is_directory(output, ec) && fs::is_empty(output, ec))) {
     return Status::InvalidArgument("output " + output + " exists and is not empty");

@@ -1,13 +1,19 @@
 // The cross-format conformance suite: the same records written through DatasetWriter into every
 // storage backend this build supports, with and without zstd, must read back identically (bytes,
 // labels, keys), verify clean (also --deep), be found damaged when one byte of a record changes,
-// and stream identically through the Loader's sampler order. Every row of the format registry
+// and stream identically through the Loader's sampler order; a read-only directory holding only
+// what the manifest lists opens, reads and stays unchanged, and 16 processes open a dataset at
+// once (field case B26 of ../shared/CASES.md). Every row of the format registry
 // (formats/format_registry.h) is a parameter: a new backend joins by having a row.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,6 +23,8 @@
 #include "formats/format_registry.h"
 #include "formats/record_codec.h"
 #include "formats/verifier.h"
+#include "tests/formats/backend_checks.h"
+#include "tests/test_util.h"
 
 namespace kiln {
 namespace {
@@ -162,6 +170,83 @@ TEST_P(ConformanceTest, ADamagedRecordIsFoundByVerifyAndByTheReader) {
       << s.message();
   // Every other sample still reads.
   EXPECT_TRUE((*ds)->ReadSample(16, &decoder, out.data(), &label).ok());
+}
+
+// Child body: opens the dataset in `dir` and reads every sample; 0 when all match, 2 when it does
+// not open, 3 when a read fails, 4 when a sample's bytes or label differ.
+int OpenAndReadAll(const std::string& dir) {
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(dir);
+  if (!ds.ok()) {
+    std::fprintf(stderr, "%s\n", ds.status().ToString().c_str());
+    return 2;
+  }
+  RecordDecoder decoder;
+  std::vector<uint8_t> out(kSchema.sample_bytes());
+  for (uint64_t i = 0; i < kSamples; ++i) {
+    int64_t label = -1;
+    if (!(*ds)->ReadSample(i, &decoder, out.data(), &label).ok()) return 3;
+    if (out != SampleBytes(i) || label != SampleLabel(i)) return 4;
+  }
+  return 0;
+}
+
+// A file's bytes and modification time, to show that nothing changed it.
+struct FileState {
+  std::string bytes;
+  int64_t mtime_s = 0, mtime_ns = 0;
+  bool operator==(const FileState& o) const {
+    return bytes == o.bytes && mtime_s == o.mtime_s && mtime_ns == o.mtime_ns;
+  }
+};
+
+std::map<std::string, FileState> DirectoryState(const std::string& dir) {
+  std::map<std::string, FileState> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    struct stat st {};
+    EXPECT_EQ(::stat(e.path().c_str(), &st), 0) << e.path();
+    files[e.path().filename().string()] = {testing::ReadFileString(e.path().string()),
+                                           st.st_mtim.tv_sec, st.st_mtim.tv_nsec};
+  }
+  return files;
+}
+
+// B26: a dataset directory holding only kiln.json and the data files its manifest lists (no
+// lock.mdb, no rejected.tsv), made read-only with its files, opens, reads and verifies, also from
+// 4 processes at once, and nothing in it is created or changed (as root chmod does not stop
+// writes, so the test compares every file's bytes and modification time).
+TEST_P(ConformanceTest, FieldCase_B26_ReadOnlyDirectoryOpensAndStaysUnchanged) {
+  Result<Manifest> manifest = Manifest::Read(dir_);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().ToString();
+  std::set<std::string> listed = {"kiln.json"};
+  for (const DataFileInfo& f : manifest->files) listed.insert(f.file);
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    if (listed.count(e.path().filename().string()) == 0) fs::remove_all(e.path());
+  }
+  const std::map<std::string, FileState> before = DirectoryState(dir_);
+  ASSERT_EQ(before.size(), listed.size());
+  const auto r = fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read;
+  const auto x = fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec;
+  for (const std::string& name : listed) fs::permissions(dir_ + "/" + name, r);
+  fs::permissions(dir_, r | x);
+  EXPECT_EQ(OpenAndReadAll(dir_), 0);
+  const VerifyReport report = VerifyDataset(dir_, {});
+  EXPECT_TRUE(report.ok()) << VerifyReportToText(report);
+  EXPECT_EQ(testing::RunAtOnce(4, [&] { return OpenAndReadAll(dir_); }), std::vector<int>(4, 0));
+  fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::add);  // for TearDown
+  const std::map<std::string, FileState> after = DirectoryState(dir_);
+  EXPECT_EQ(after.size(), before.size());
+  for (const auto& [name, state] : before) {
+    EXPECT_TRUE(after.count(name) && after.at(name) == state) << name << " changed";
+  }
+}
+
+// B26: 16 processes open the same dataset at the same instant (a pipe barrier), 10 times for
+// each of the raw and zstd datasets.
+TEST_P(ConformanceTest, FieldCase_B26_SixteenProcessesOpenAtOnce) {
+  for (int rep = 0; rep < 10; ++rep) {
+    EXPECT_EQ(testing::RunAtOnce(16, [&] { return OpenAndReadAll(dir_); }), std::vector<int>(16, 0))
+        << "repetition " << rep;
+  }
 }
 
 std::string Name(const ::testing::TestParamInfo<std::tuple<const char*, bool>>& info) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
+#include "formats/format_registry.h"
 #include "formats/shards/shard_reader.h"
 #include "formats/shards/shard_set_writer.h"
 #include "tests/test_util.h"
@@ -403,6 +404,29 @@ TEST(DatasetWriterTest, AddRejectsRecordOfWrongSize) {
   Status s = (*writer)->Add(Record(Schema(3, 3, 1), 0));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*writer)->samples(), 0u);
+}
+
+// Resuming is a capability of a backend's registry row (its resume_writer), not of its name:
+// the shard format has one, LMDB and HDF5 have none, and Resume refuses those with the message
+// that `kiln pack --format lmdb --resume` prints after "--resume: ".
+TEST(DatasetWriterTest, ResumeIsARegistryCapability) {
+  EXPECT_TRUE(CanResumeFormat("shards"));
+  EXPECT_FALSE(CanResumeFormat("lmdb"));
+  EXPECT_FALSE(CanResumeFormat("hdf5"));
+  EXPECT_FALSE(CanResumeFormat("no-such-format"));
+  for (const StorageFormat& f : StorageFormats()) {
+    EXPECT_EQ(CanResumeFormat(f.name), f.compiled_in && f.resume_writer != nullptr) << f.name;
+  }
+  EXPECT_EQ(ResumeNotSupportedMessage(), "resuming is implemented for the shards format only");
+  TempDir tmp;
+  for (const char* format : {"lmdb", "hdf5", "no-such-format"}) {
+    DatasetWriterOptions o = Options(Schema(2, 2, 1));
+    o.format = format;
+    Result<std::unique_ptr<DatasetWriter>> w = DatasetWriter::Resume(tmp / "ds", o, {});
+    ASSERT_FALSE(w.ok()) << format;
+    EXPECT_EQ(w.status().code(), StatusCode::kNotSupported) << format;
+    EXPECT_EQ(w.status().message(), "resuming is implemented for the shards format only") << format;
+  }
 }
 
 TEST(DatasetWriterTest, RemoveTree) {

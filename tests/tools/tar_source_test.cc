@@ -16,6 +16,7 @@
 
 #include "formats/dataset.h"
 #include "tests/test_util.h"
+#include "tests/tools/pack_and_read.h"
 #include "tools/packer.h"
 #include "tools/part_merger.h"
 #include "tools/partition.h"
@@ -24,6 +25,10 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::PackAndRead;
+using testing::Packed;
+using testing::PackInputOptions;
+using testing::ShardBytes;
 
 const std::string kPhotos = std::string(KILN_SOURCE_DIR) + "/samples/photos";
 
@@ -32,54 +37,6 @@ int RunPython(const std::string& dir, const std::string& program) {
   const std::string script = dir + "/make.py";
   testing::WriteFileString(script, program);
   return std::system(("/usr/bin/python3 '" + script + "'").c_str());
-}
-
-struct Packed {
-  std::map<std::string, std::vector<uint8_t>> tensors;  // by key
-  std::map<std::string, int64_t> labels;
-  PackReport report;
-};
-
-PackOptions Options(const std::string& input, const std::string& output) {
-  PackOptions o;
-  o.input = input;
-  o.output = output;
-  o.threads = 2;
-  o.preprocess.schema = {DType::kUint8, Layout::kCHW, 48, 48, 3};
-  return o;
-}
-
-Packed PackAndRead(const PackOptions& o) {
-  Packed p;
-  Result<PackReport> report = Pack(o);
-  EXPECT_TRUE(report.ok()) << report.status().ToString();
-  if (!report.ok()) return p;
-  p.report = *report;
-  auto ds = Dataset::Open(o.output);
-  EXPECT_TRUE(ds.ok());
-  if (!ds.ok()) return p;
-  RecordDecoder decoder;
-  for (uint64_t i = 0; i < (*ds)->num_samples(); ++i) {
-    std::vector<uint8_t> t(o.preprocess.schema.sample_bytes());
-    int64_t label = -1;
-    EXPECT_TRUE((*ds)->ReadSample(i, &decoder, t.data(), &label).ok());
-    const std::string key = *(*ds)->Key(i);
-    p.tensors[key] = t;
-    p.labels[key] = label;
-  }
-  return p;
-}
-
-// The bytes of a dataset's data files (shard-NNNNN.kiln), in name order.
-std::string ShardBytes(const std::string& dataset) {
-  std::map<std::string, std::string> files;
-  for (const auto& e : fs::directory_iterator(dataset)) {
-    if (e.path().extension() == ".kiln")
-      files[e.path().string()] = testing::ReadFileString(e.path().string());
-  }
-  std::string all;
-  for (const auto& [name, bytes] : files) all += bytes;
-  return all;
 }
 
 TEST(TarSourceTest, BraceAndGlobPatternsExpandInOrder) {
@@ -118,10 +75,10 @@ TEST(TarSourceTest, GnuTarShardEqualsTheImageFolder) {
       std::system(
           ("tar -C '" + kPhotos + "' -cf '" + shard + "' animal fruit letter_f scene").c_str()),
       0);
-  PackOptions tar = Options(shard, dir + "/tar.kiln");
+  PackOptions tar = PackInputOptions(shard, dir + "/tar.kiln");
   tar.tar.label_from = "class-folder";
   const Packed from_tar = PackAndRead(tar);
-  PackOptions folder = Options(kPhotos, dir + "/folder.kiln");
+  PackOptions folder = PackInputOptions(kPhotos, dir + "/folder.kiln");
   const Packed from_folder = PackAndRead(folder);
   ASSERT_EQ(from_folder.tensors.size(), 23u);
   ASSERT_EQ(from_tar.tensors.size(), 23u);
@@ -172,7 +129,8 @@ with tarfile.open(os.path.join(dir, "shard-000001.tar"), "w", format=tarfile.PAX
     add(t, "badlabel.jpg", photo("fruit/orange.jpg")); add(t, "badlabel.cls", b"cat")
 )PY"),
             0);
-  const Packed p = PackAndRead(Options(dir + "/shard-{000000..000001}.tar", dir + "/out.kiln"));
+  const Packed p =
+      PackAndRead(PackInputOptions(dir + "/shard-{000000..000001}.tar", dir + "/out.kiln"));
   const PackReport& r = p.report;
   EXPECT_EQ(r.packed, 4u);
   EXPECT_EQ(r.rejected, 3u);
@@ -203,7 +161,7 @@ with tarfile.open(os.path.join(dir, "shard-000001.tar"), "w", format=tarfile.PAX
   for (const auto& [key, file] : source) {
     fs::copy_file(kPhotos + "/" + file, folder + "/c/" + fs::path(file).filename().string());
   }
-  const Packed f = PackAndRead(Options(folder, dir + "/folder.kiln"));
+  const Packed f = PackAndRead(PackInputOptions(folder, dir + "/folder.kiln"));
   for (const auto& [key, file] : source) {
     const std::string folder_key = "c/" + fs::path(file).filename().string();
     ASSERT_EQ(f.tensors.count(folder_key), 1u);
@@ -233,7 +191,7 @@ with tarfile.open(path) as t:
 os.truncate(path, cut)
 )PY"),
             0);
-  PackOptions o = Options(dir + "/cut.tar", dir + "/out.kiln");
+  PackOptions o = PackInputOptions(dir + "/cut.tar", dir + "/out.kiln");
   o.tar.label_from = "json:label";
   const Packed p = PackAndRead(o);
   EXPECT_EQ(p.report.packed, 2u);
@@ -257,7 +215,7 @@ TEST(TarSourceTest, BadLabelSourceAndShuffleAreRefused) {
   const TempDir tmp;
   const std::string& dir = tmp.path();
   ASSERT_EQ(std::system(("tar -C '" + kPhotos + "' -cf '" + dir + "/a.tar' fruit").c_str()), 0);
-  PackOptions o = Options(dir + "/a.tar", dir + "/out.kiln");
+  PackOptions o = PackInputOptions(dir + "/a.tar", dir + "/out.kiln");
   o.shuffle_seed = 1;
   Result<PackReport> r = Pack(o);
   ASSERT_FALSE(r.ok());
@@ -291,19 +249,19 @@ open(os.path.join(dir, "cut.tar.gz"), "wb").write(data[: len(data) * 3 // 4])
             0);
   ASSERT_EQ(std::system(("zstd -q '" + dir + "/shard.tar' -o '" + dir + "/shard.tar.zst'").c_str()),
             0);
-  const Packed plain = PackAndRead(Options(dir + "/shard.tar", dir + "/plain.kiln"));
+  const Packed plain = PackAndRead(PackInputOptions(dir + "/shard.tar", dir + "/plain.kiln"));
   ASSERT_EQ(plain.report.packed, 5u);
   const std::string plain_bytes = ShardBytes(dir + "/plain.kiln");
   for (const char* suffix : {".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar.zst"}) {
     const std::string shard = dir + "/shard" + suffix;
     EXPECT_TRUE(IsTarInput(shard)) << suffix;
-    const Packed p = PackAndRead(Options(shard, dir + "/out" + suffix + ".kiln"));
+    const Packed p = PackAndRead(PackInputOptions(shard, dir + "/out" + suffix + ".kiln"));
     EXPECT_EQ(p.report.packed, 5u) << suffix;
     EXPECT_EQ(p.report.rejected, 0u) << suffix;
     EXPECT_EQ(p.labels, plain.labels) << suffix;
     EXPECT_TRUE(ShardBytes(dir + "/out" + suffix + ".kiln") == plain_bytes) << suffix;
   }
-  Result<PackReport> cut = Pack(Options(dir + "/cut.tar.gz", dir + "/cut.kiln"));
+  Result<PackReport> cut = Pack(PackInputOptions(dir + "/cut.tar.gz", dir + "/cut.kiln"));
   ASSERT_TRUE(cut.ok()) << cut.status().ToString();
   EXPECT_GE(cut->packed, 1u);
   EXPECT_LT(cut->packed, 5u);
@@ -339,7 +297,7 @@ with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT, encoding="utf-8",
     add("big.jpg", photo); add("big.cls", b" " * (1 << 20) + b"3")
 )PY"),
             0);
-  const Packed p = PackAndRead(Options(dir + "/odd.tar", dir + "/out.kiln"));
+  const Packed p = PackAndRead(PackInputOptions(dir + "/odd.tar", dir + "/out.kiln"));
   const PackReport& r = p.report;
   EXPECT_EQ(r.packed, 1u);
   EXPECT_EQ(p.labels.at("good"), 1);
@@ -395,7 +353,7 @@ open(os.path.join(dir, "offset.txt"), "w").write(str(offset))
             0);
   const uint64_t offset = std::stoull(testing::ReadFileString(dir + "/offset.txt"));
   ASSERT_GT(offset, uint64_t{1} << 32);
-  const Packed p = PackAndRead(Options(dir + "/huge.tar", dir + "/out.kiln"));
+  const Packed p = PackAndRead(PackInputOptions(dir + "/huge.tar", dir + "/out.kiln"));
   const PackReport& r = p.report;
   EXPECT_EQ(r.packed, 2u);
   EXPECT_EQ(p.labels.at("a"), 0);
@@ -418,14 +376,14 @@ TEST(TarSourceTest, InputPathsThatAreNotUtf8AreEscapedInTheManifest) {
   for (const auto& e : fs::directory_iterator(kPhotos + "/fruit")) {
     fs::copy_file(e.path(), dir + "/folder/fruit/" + e.path().filename().string());
   }
-  PackOptions tar = Options(dir + "/a.tar", tmp / "tar.kiln");
+  PackOptions tar = PackInputOptions(dir + "/a.tar", tmp / "tar.kiln");
   tar.tar.label_from = "class-folder";
   const Packed t = PackAndRead(tar);
   EXPECT_EQ(t.report.packed, 3u);
   const std::string escaped = "/d\\\\xFF";  // JSON escapes the backslash
   EXPECT_NE(t.report.manifest.source_json.find(escaped + "/a.tar\""), std::string::npos)
       << t.report.manifest.source_json;
-  const Packed f = PackAndRead(Options(dir + "/folder", tmp / "folder.kiln"));
+  const Packed f = PackAndRead(PackInputOptions(dir + "/folder", tmp / "folder.kiln"));
   EXPECT_EQ(f.report.packed, 3u);
   EXPECT_NE(f.report.manifest.source_json.find(escaped + "/folder\""), std::string::npos)
       << f.report.manifest.source_json;
@@ -467,7 +425,7 @@ std::string MakeFiveShards(const std::string& dir) {
 }
 
 PackOptions SplitOptions(const std::string& input, const std::string& output) {
-  PackOptions o = Options(input, output);
+  PackOptions o = PackInputOptions(input, output);
   o.shard_size_bytes = 20000;  // about three samples per data file: several per part
   return o;
 }

@@ -22,6 +22,7 @@
 
 #include "formats/dataset.h"
 #include "tests/test_util.h"
+#include "tests/tools/pack_and_read.h"
 #include "tests/tools/tfrecord_writer.h"
 #include "tools/packer.h"
 #include "tools/part_merger.h"
@@ -31,6 +32,11 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::PackAndRead;
+using testing::Packed;
+using testing::PackInputOptions;
+using testing::ReadBack;
+using testing::ShardBytes;
 
 const std::string kPhotos = std::string(KILN_SOURCE_DIR) + "/samples/photos";
 const std::vector<std::string> kClasses = {"animal", "fruit", "letter_f", "scene"};
@@ -61,60 +67,6 @@ std::vector<std::pair<std::string, int64_t>> Photos() {
 nlohmann::json File(const std::string& path, const std::vector<nlohmann::json>& records,
                     bool gzip = false) {
   return {{"path", path}, {"gzip", gzip}, {"records", records}};
-}
-
-struct Packed {
-  std::map<std::string, std::vector<uint8_t>> tensors;  // by key
-  std::map<std::string, int64_t> labels;
-  std::vector<std::string> keys;  // in dataset order
-  PackReport report;
-};
-
-PackOptions Options(const std::string& input, const std::string& output) {
-  PackOptions o;
-  o.input = input;
-  o.output = output;
-  o.threads = 2;
-  o.preprocess.schema = {DType::kUint8, Layout::kCHW, 48, 48, 3};
-  return o;
-}
-
-Packed ReadBack(const std::string& dataset, const PackOptions& o) {
-  Packed p;
-  auto ds = Dataset::Open(dataset);
-  EXPECT_TRUE(ds.ok()) << ds.status().ToString();
-  if (!ds.ok()) return p;
-  RecordDecoder decoder;
-  for (uint64_t i = 0; i < (*ds)->num_samples(); ++i) {
-    std::vector<uint8_t> t(o.preprocess.schema.sample_bytes());
-    int64_t label = -1;
-    EXPECT_TRUE((*ds)->ReadSample(i, &decoder, t.data(), &label).ok());
-    const std::string key = *(*ds)->Key(i);
-    p.tensors[key] = t;
-    p.labels[key] = label;
-    p.keys.push_back(key);
-  }
-  return p;
-}
-
-Packed PackAndRead(const PackOptions& o) {
-  Result<PackReport> report = Pack(o);
-  EXPECT_TRUE(report.ok()) << report.status().ToString();
-  if (!report.ok()) return {};
-  Packed p = ReadBack(o.output, o);
-  p.report = *report;
-  return p;
-}
-
-std::string ShardBytes(const std::string& dataset) {
-  std::string all;
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dataset)) {
-    if (e.path().extension() == ".kshard") names.push_back(e.path().string());
-  }
-  std::sort(names.begin(), names.end());
-  for (const std::string& n : names) all += testing::ReadFileString(n);
-  return all;
 }
 
 std::string Reasons(const PackReport& r) {
@@ -179,10 +131,10 @@ TEST(TFRecordSourceTest, SamplePhotosEqualTheImageFolder) {
       dir, {File(dir + "/photos-00000-of-00002", first), File(dir + "/photos-00001-of-00002", rest),
             File(dir + "/gz/photos-00000-of-00002.tfrecord.gz", first, true),
             File(dir + "/gz/photos-00001-of-00002.tfrecord.gz", rest, true)});
-  PackOptions tf = Options(dir + "/photos-{00000..00001}-of-00002", dir + "/tf.kiln");
+  PackOptions tf = PackInputOptions(dir + "/photos-{00000..00001}-of-00002", dir + "/tf.kiln");
   tf.tfrecord.feature_key = "image/filename";
   const Packed from_tf = PackAndRead(tf);
-  const Packed from_folder = PackAndRead(Options(kPhotos, dir + "/folder.kiln"));
+  const Packed from_folder = PackAndRead(PackInputOptions(kPhotos, dir + "/folder.kiln"));
   ASSERT_EQ(from_folder.tensors.size(), 23u);
   ASSERT_EQ(from_tf.tensors.size(), 23u);
   EXPECT_EQ(from_tf.report.listed, 23u);
@@ -210,7 +162,7 @@ TEST(TFRecordSourceTest, SamplePhotosEqualTheImageFolder) {
   EXPECT_EQ(ShardBytes(gz.output), ShardBytes(tf.output));
 
   // Default keys: FILE_BASENAME:RECORD_INDEX.
-  PackOptions plain = Options(dir + "/photos-*-of-00002", dir + "/plain.kiln");
+  PackOptions plain = PackInputOptions(dir + "/photos-*-of-00002", dir + "/plain.kiln");
   const Packed p = PackAndRead(plain);
   ASSERT_EQ(p.keys.size(), 23u);
   EXPECT_EQ(p.keys[0], "photos-00000-of-00002:0");
@@ -242,7 +194,8 @@ TEST(TFRecordSourceTest, DamagedRecordsAreRejectionsNamingRecordAndOffset) {
   flip(f1, offset(1, 1) + 12 + 100);       // inside record 1's data
   flip(f2, offset(2, 2) + 8);              // record 2's length CRC
   fs::resize_file(f3, offset(3, 3) + 40);  // inside record 3
-  const Packed p = PackAndRead(Options(dir + "/d-{00000..00003}-of-00004", dir + "/out.kiln"));
+  const Packed p =
+      PackAndRead(PackInputOptions(dir + "/d-{00000..00003}-of-00004", dir + "/out.kiln"));
   const PackReport& r = p.report;
   const std::string reasons = Reasons(r);
   // f0: 4 packed; f1: 3 packed + 1 rejected; f2: 2 packed + 1 rejected (then not read); f3: 3
@@ -272,7 +225,7 @@ TEST(TFRecordSourceTest, DamagedRecordsAreRejectionsNamingRecordAndOffset) {
   EXPECT_EQ(p.tensors.count("d-00002-of-00004:3"), 0u);
 
   // --on-error fail stops at the first, naming it.
-  PackOptions fail = Options(dir + "/d-{00000..00003}-of-00004", dir + "/fail.kiln");
+  PackOptions fail = PackInputOptions(dir + "/d-{00000..00003}-of-00004", dir + "/fail.kiln");
   fail.on_error = OnError::kFail;
   Result<PackReport> failed = Pack(fail);
   ASSERT_FALSE(failed.ok());
@@ -315,7 +268,7 @@ TEST(TFRecordSourceTest, RecordsThatAreNotSamplesAreRejectedWithTheReason) {
                                                                         {{"raw_hex", "08ff"}},
                                                                         record(good),
                                                                         record(not_image)})});
-  PackOptions o = Options(path, dir + "/out.kiln");
+  PackOptions o = PackInputOptions(path, dir + "/out.kiln");
   o.tfrecord.feature_key = "image/filename";
   const Packed p = PackAndRead(o);
   const PackReport& r = p.report;
@@ -368,12 +321,12 @@ TEST(TFRecordSourceTest, GoldenFileListsAndPacks) {
 
   const TempDir tmp;
   const std::string& dir = tmp.path();
-  PackOptions o = Options(golden, dir + "/tf.kiln");
+  PackOptions o = PackInputOptions(golden, dir + "/tf.kiln");
   o.tfrecord.feature_key = "image/filename";
   const Packed p = PackAndRead(o);
   testing::WriteFileString(dir + "/list.txt",
                            "0_T-shirt_top/train-00001.png 0\n7_Sneaker/train-00006.png 7\n");
-  PackOptions list = Options(dir + "/list.txt", dir + "/list.kiln");
+  PackOptions list = PackInputOptions(dir + "/list.txt", dir + "/list.kiln");
   list.root = fmnist;
   const Packed q = PackAndRead(list);
   ASSERT_EQ(p.keys, q.keys);
@@ -417,7 +370,7 @@ TEST(TFRecordSourceTest, PartsSplitByFileAndMergeToTheWholePack) {
     testing::WriteFileString(f3, b);
   }
   const std::string pattern = dir + "/p-{00000..00004}-of-00005";
-  PackOptions whole = Options(pattern, dir + "/whole.kiln");
+  PackOptions whole = PackInputOptions(pattern, dir + "/whole.kiln");
   whole.shard_size_bytes = 20000;
   whole.part_count = 3;
   Result<PackReport> wr = Pack(whole);
@@ -426,7 +379,7 @@ TEST(TFRecordSourceTest, PartsSplitByFileAndMergeToTheWholePack) {
   EXPECT_EQ(wr->rejected, 1u);
   const std::vector<ItemRange> ranges = {{0, 1}, {1, 3}, {3, 5}};
   for (uint32_t i = 0; i < 3; ++i) {
-    PackOptions o = Options(pattern, dir + "/job.kiln");
+    PackOptions o = PackInputOptions(pattern, dir + "/job.kiln");
     o.shard_size_bytes = 20000;
     o.part_index = i;
     o.part_count = 3;
@@ -452,7 +405,7 @@ TEST(TFRecordSourceTest, PartsSplitByFileAndMergeToTheWholePack) {
   }
   // Part 1 needs only files 1 and 2: with file 0 gone it packs as before; part 0 is refused.
   fs::remove(dir + "/p-00000-of-00005");
-  PackOptions o = Options(pattern, dir + "/after.kiln");
+  PackOptions o = PackInputOptions(pattern, dir + "/after.kiln");
   o.shard_size_bytes = 20000;
   o.part_index = 1;
   o.part_count = 3;
@@ -465,7 +418,7 @@ TEST(TFRecordSourceTest, PartsSplitByFileAndMergeToTheWholePack) {
             std::string::npos)
       << r.status().ToString();
 
-  PackOptions shuffled = Options(dir + "/p-00001-of-00005", dir + "/shuffled.kiln");
+  PackOptions shuffled = PackInputOptions(dir + "/p-00001-of-00005", dir + "/shuffled.kiln");
   shuffled.shuffle_seed = 3;
   r = Pack(shuffled);
   ASSERT_FALSE(r.ok());

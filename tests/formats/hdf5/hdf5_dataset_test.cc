@@ -1,8 +1,9 @@
 // Tests for the HDF5 backend (formats/hdf5/hdf5_writer.h, formats/hdf5/hdf5_dataset.h,
 // formats/hdf5/hdf5_verifier.h, layout in formats/hdf5/hdf5_format.md): round trips over every
-// dtype, layout and codec, the layout HDF5 itself reports, corruption and truncation, concurrent
-// and read-only opens (its golden files are checked by tests/formats/golden_test.cc). Field cases
-// B19 and B26 from ../shared/CASES.md.
+// dtype, layout and codec, the layout HDF5 itself reports, corruption and truncation, opens while
+// another process holds the file (its golden files are checked by tests/formats/golden_test.cc;
+// read-only directories and 16 processes opening at once, for every backend, by
+// tests/formats/conformance_test.cc). Field cases B19 and B26 from ../shared/CASES.md.
 #include "formats/hdf5/hdf5_dataset.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +30,7 @@
 #include "formats/hdf5/hdf5_format.h"
 #include "formats/hdf5/hdf5_inspector.h"
 #include "formats/verifier.h"
+#include "tests/formats/backend_checks.h"
 #include "tests/test_util.h"
 
 namespace kiln {
@@ -324,34 +326,6 @@ TEST(Hdf5Dataset, FieldCase_B19_ZeroBytesRoundTripExactly) {
   EXPECT_NE(s.message().find("NUL"), std::string::npos) << s.message();
 }
 
-// Runs `child` in `count` forked processes released at the same instant (a pipe barrier) and
-// returns their exit codes.
-template <typename F>
-std::vector<int> RunAtOnce(int count, F child) {
-  int barrier[2];
-  EXPECT_EQ(::pipe(barrier), 0);
-  std::vector<pid_t> pids;
-  for (int p = 0; p < count; ++p) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(barrier[1]);
-      char c;
-      (void)!::read(barrier[0], &c, 1);  // returns when the parent closes its end
-      ::_exit(child());
-    }
-    pids.push_back(pid);
-  }
-  ::close(barrier[0]);
-  ::close(barrier[1]);
-  std::vector<int> codes;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-  }
-  return codes;
-}
-
 // Child body: opens the dataset and reads every sample; 0 when all match.
 int OpenAndReadAll(const std::string& dir, const WriteSpec& spec) {
   auto ds = Dataset::Open(dir);
@@ -367,52 +341,6 @@ int OpenAndReadAll(const std::string& dir, const WriteSpec& spec) {
     if (buf != Raw(spec.schema, i)) return 4;
   }
   return 0;
-}
-
-// B26: 16 processes open the same HDF5 dataset at the same instant, 20 repetitions (plain and
-// zstd files alternating).
-TEST(Hdf5Dataset, FieldCase_B26_SixteenProcessesOpenAtOnce) {
-  TempDir tmp;
-  WriteSpec spec;
-  spec.n = 64;
-  ASSERT_TRUE(WriteHdf5(tmp / "plain", spec).ok());
-  WriteSpec zspec = spec;
-  zspec.compression = *Compression::Parse("zstd");
-  ASSERT_TRUE(WriteHdf5(tmp / "zstd", zspec).ok());
-  for (int rep = 0; rep < 20; ++rep) {
-    const std::string dir = tmp / (rep % 2 ? "zstd" : "plain");
-    const std::vector<int> codes = RunAtOnce(16, [&] { return OpenAndReadAll(dir, spec); });
-    EXPECT_EQ(codes, std::vector<int>(16, 0)) << "repetition " << rep;
-  }
-}
-
-// B26: a read-only directory (and read-only file) opens and reads; nothing is created or changed.
-TEST(Hdf5Dataset, FieldCase_B26_ReadOnlyDirectory) {
-  TempDir tmp;
-  WriteSpec spec;
-  spec.n = 100;
-  const std::string out = tmp / "ds";
-  ASSERT_TRUE(WriteHdf5(out, spec).ok());
-  struct stat before;
-  ASSERT_EQ(::stat((out + "/data.h5").c_str(), &before), 0);
-  const std::vector<uint8_t> bytes_before = testing::ReadFileBytes(out + "/data.h5");
-  const auto r = fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read;
-  const auto x = fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec;
-  fs::permissions(out + "/data.h5", r);
-  fs::permissions(out + "/kiln.json", r);
-  fs::permissions(out, r | x);
-  ExpectReadsBack(out, spec);
-  EXPECT_TRUE(VerifyDataset(out, VerifyOptions{}).ok());
-  EXPECT_EQ(RunAtOnce(4, [&] { return OpenAndReadAll(out, spec); }), std::vector<int>(4, 0));
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(out)) names.push_back(e.path().filename());
-  std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"data.h5", "kiln.json"}));
-  struct stat after;
-  ASSERT_EQ(::stat((out + "/data.h5").c_str(), &after), 0);
-  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
-  EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  EXPECT_EQ(testing::ReadFileBytes(out + "/data.h5"), bytes_before);
 }
 
 // B26: one process holds data.h5 open read-only through HDF5 with the library's default file
@@ -448,7 +376,8 @@ TEST(Hdf5Dataset, FieldCase_B26_OpensWhileAnotherProcessHoldsTheFile) {
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
   for (int rep = 0; rep < 3; ++rep) {
-    EXPECT_EQ(RunAtOnce(16, [&] { return OpenAndReadAll(out, spec); }), std::vector<int>(16, 0));
+    EXPECT_EQ(testing::RunAtOnce(16, [&] { return OpenAndReadAll(out, spec); }),
+              std::vector<int>(16, 0));
   }
   EXPECT_TRUE(VerifyDataset(out, VerifyOptions{}).ok());
   ::close(release[1]);
@@ -471,38 +400,11 @@ TEST(Hdf5Dataset, FlippedByteIsNamedByVerifierAndReader) {
     file[victim.offset + victim.size / 2] ^= 0x40;
     testing::WriteFileBytes(out + "/data.h5", file);
 
-    const VerifyReport report = VerifyDataset(out, VerifyOptions{});
-    EXPECT_FALSE(report.ok());
-    bool named = false, whole_file = false;
-    for (const VerifyProblem& p : report.problems) {
-      if (p.record == 17 && p.reason.find("checksum mismatch") != std::string::npos) {
-        named = true;
-        EXPECT_EQ(p.file, out + "/data.h5");
-        EXPECT_EQ(p.offset, static_cast<int64_t>(victim.offset));
-      }
-      if (p.reason.find("whole-file hash") != std::string::npos) whole_file = true;
-      EXPECT_TRUE(p.record == 17 || p.record == -1) << VerifyReportToText(report);
-    }
-    EXPECT_TRUE(named) << VerifyReportToText(report);
-    EXPECT_TRUE(whole_file) << VerifyReportToText(report);
-    EXPECT_EQ(report.records_checked, spec.n);
-
-    auto ds = Dataset::Open(out);  // the size still matches: open succeeds, the read fails
-    ASSERT_TRUE(ds.ok()) << ds.status().ToString();
-    RecordDecoder dec;
-    std::vector<uint8_t> buf(spec.schema.sample_bytes());
-    int64_t label;
-    Status s = (*ds)->ReadSample(17, &dec, buf.data(), &label);
-    EXPECT_EQ(s.code(), StatusCode::kCorruption);
-    EXPECT_NE(s.message().find("data.h5 sample 17 (offset " + std::to_string(victim.offset)),
+    const testing::DamagedRecordErrors e = testing::ExpectDamagedRecordNamed(
+        out, out + "/data.h5", spec.n, 17, static_cast<int64_t>(victim.offset));
+    EXPECT_NE(e.read.message().find("data.h5 sample 17 (offset " + std::to_string(victim.offset)),
               std::string::npos)
-        << s.message();
-    EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
-    // The same place in fields: data.h5, sample 17, its chunk's offset.
-    EXPECT_EQ(s.location(),
-              (ErrorLocation{out + "/data.h5", 17, static_cast<int64_t>(victim.offset)}));
-    EXPECT_EQ(s.reason().rfind("checksum mismatch", 0), 0u) << s.reason();
-    EXPECT_TRUE((*ds)->ReadSample(16, &dec, buf.data(), &label).ok());
+        << e.read.message();
   }
 }
 

@@ -1,8 +1,9 @@
 // Tests for the LMDB backend (formats/lmdb/lmdb_writer.h, formats/lmdb/lmdb_dataset.h,
 // formats/lmdb/lmdb_verifier.h, layout in formats/lmdb/lmdb_format.md): round trips, key order, map
-// growth, disk full, read-only use, concurrent opens, corruption (its golden files are checked by
-// tests/formats/golden_test.cc).
-// Field cases B17 and B26 from ../shared/CASES.md (B25 is in tests/reader/lmdb_loader_test.cc).
+// growth, disk full, corruption (its golden files are checked by tests/formats/golden_test.cc;
+// read-only directories without lock.mdb and 16 processes opening at once, for every backend, by
+// tests/formats/conformance_test.cc).
+// Field case B17 from ../shared/CASES.md (B25 is in tests/reader/lmdb_loader_test.cc).
 #include "formats/lmdb/lmdb_dataset.h"
 
 #include <gtest/gtest.h>
@@ -28,6 +29,7 @@
 #include "formats/dataset_writer.h"
 #include "formats/lmdb/lmdb_format.h"
 #include "formats/verifier.h"
+#include "tests/formats/backend_checks.h"
 #include "tests/test_util.h"
 
 namespace kiln {
@@ -240,84 +242,6 @@ TEST(LmdbDataset, FieldCase_B17_DiskFullNamesPathLeavesNoDataset) {
   EXPECT_FALSE(Dataset::Open(out).ok());
 }
 
-// B26: a read-only dataset directory without lock.mdb opens and reads, and nothing in it is
-// created or modified (as root chmod does not stop writes, so the test checks for them).
-TEST(LmdbDataset, FieldCase_B26_ReadOnlyDirectoryNeedsNoLockFile) {
-  TempDir tmp;
-  WriteSpec spec;
-  spec.n = 200;
-  const std::string out = tmp / "ds";
-  ASSERT_TRUE(WriteLmdb(out, spec).ok());
-  fs::remove(out + "/lock.mdb");
-  struct stat before;
-  ASSERT_EQ(::stat((out + "/data.mdb").c_str(), &before), 0);
-  const std::vector<uint8_t> bytes_before = testing::ReadFileBytes(out + "/data.mdb");
-  for (const char* f : {"data.mdb", "kiln.json", "rejected.tsv"}) {
-    std::error_code ec;
-    fs::permissions(out + "/" + f,
-                    fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read, ec);
-  }
-  fs::permissions(out, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
-                           fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
-  ::sleep(0);
-  ExpectReadsBack(out, spec);
-  EXPECT_TRUE(VerifyDataset(out, VerifyOptions{}).ok());
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(out)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"data.mdb", "kiln.json"}));
-  struct stat after;
-  ASSERT_EQ(::stat((out + "/data.mdb").c_str(), &after), 0);
-  EXPECT_EQ(after.st_size, before.st_size);
-  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
-  EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  EXPECT_EQ(testing::ReadFileBytes(out + "/data.mdb"), bytes_before);
-}
-
-// B26: 16 processes open the same dataset at the same instant (a pipe barrier), 20 times.
-TEST(LmdbDataset, FieldCase_B26_SixteenProcessesOpenAtOnce) {
-  TempDir tmp;
-  WriteSpec spec;
-  spec.n = 64;
-  const std::string out = tmp / "ds";
-  ASSERT_TRUE(WriteLmdb(out, spec).ok());
-  fs::remove(out + "/lock.mdb");
-  for (int rep = 0; rep < 20; ++rep) {
-    int barrier[2];
-    ASSERT_EQ(::pipe(barrier), 0);
-    std::vector<pid_t> pids;
-    for (int p = 0; p < 16; ++p) {
-      const pid_t pid = ::fork();
-      ASSERT_GE(pid, 0);
-      if (pid == 0) {
-        ::close(barrier[1]);
-        char c;
-        (void)!::read(barrier[0], &c, 1);  // returns when the parent closes its end
-        auto ds = Dataset::Open(out);
-        if (!ds.ok()) ::_exit(2);
-        RecordDecoder dec;
-        std::vector<uint8_t> buf(spec.schema.sample_bytes());
-        for (uint64_t i = 0; i < spec.n; ++i) {
-          int64_t label;
-          if (!(*ds)->ReadSample(i, &dec, buf.data(), &label).ok()) ::_exit(3);
-          if (buf != Raw(spec.schema, i)) ::_exit(4);
-        }
-        ::_exit(0);
-      }
-      pids.push_back(pid);
-    }
-    ::close(barrier[0]);
-    ::close(barrier[1]);  // release every child at once
-    for (pid_t pid : pids) {
-      int status = 0;
-      ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-      ASSERT_TRUE(WIFEXITED(status));
-      EXPECT_EQ(WEXITSTATUS(status), 0) << "repetition " << rep;
-    }
-  }
-  EXPECT_FALSE(fs::exists(out + "/lock.mdb"));
-}
-
 // Returns the byte offset in data.mdb of sample i's value (found by its key, which follows the
 // 40-byte header).
 size_t ValueOffset(const std::vector<uint8_t>& file, uint64_t i) {
@@ -339,39 +263,16 @@ TEST(LmdbDataset, FlippedByteIsNamedByVerifierAndReader) {
   file[flipped] ^= 0x40;
   testing::WriteFileBytes(out + "/data.mdb", file);
 
-  const VerifyReport report = VerifyDataset(out, VerifyOptions{});
-  EXPECT_FALSE(report.ok());
-  bool named = false, whole_file = false;
-  for (const VerifyProblem& p : report.problems) {
-    if (p.record == 17 && p.reason.find("checksum mismatch") != std::string::npos) {
-      named = true;
-      EXPECT_EQ(p.file, out + "/data.mdb");
-      EXPECT_EQ(p.offset, static_cast<int64_t>(value));
-      EXPECT_NE(p.reason.find(ClassKey(17)), std::string::npos) << p.reason;
-    }
-    if (p.reason.find("whole-file hash") != std::string::npos) whole_file = true;
-  }
-  EXPECT_TRUE(named) << VerifyReportToText(report);
-  EXPECT_TRUE(whole_file) << VerifyReportToText(report);
-  EXPECT_EQ(report.records_checked, spec.n);
-
-  auto ds = Dataset::Open(out);  // the size still matches: open succeeds, the read fails
-  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
-  RecordDecoder dec;
-  std::vector<uint8_t> buf(spec.schema.sample_bytes());
-  int64_t label;
-  Status s = (*ds)->ReadSample(17, &dec, buf.data(), &label);
-  EXPECT_EQ(s.code(), StatusCode::kCorruption);
-  EXPECT_NE(s.message().find("data.mdb record 17"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("checksum mismatch"), std::string::npos) << s.message();
-  // The same place as kiln verify names: data.mdb, sample 17, where its value starts, and the
-  // dataset key (before, the reader gave the stored bytes' offset and the LMDB key in hex).
-  EXPECT_EQ(s.location(), (ErrorLocation{out + "/data.mdb", 17, static_cast<int64_t>(value)}));
-  EXPECT_NE(s.message().find("(key '" + ClassKey(17) + "', offset " + std::to_string(value) + ")"),
-            std::string::npos)
-      << s.message();
-  EXPECT_EQ(s.reason().rfind("checksum mismatch", 0), 0u) << s.reason();
-  EXPECT_TRUE((*ds)->ReadSample(16, &dec, buf.data(), &label).ok());
+  const testing::DamagedRecordErrors e = testing::ExpectDamagedRecordNamed(
+      out, out + "/data.mdb", spec.n, 17, static_cast<int64_t>(value));
+  EXPECT_NE(e.problem.reason.find(ClassKey(17)), std::string::npos) << e.problem.reason;
+  EXPECT_NE(e.read.message().find("data.mdb record 17"), std::string::npos) << e.read.message();
+  // The reader names the place as kiln verify does: data.mdb, sample 17, where its value starts,
+  // and the dataset key (before, it gave the stored bytes' offset and the LMDB key in hex).
+  EXPECT_NE(
+      e.read.message().find("(key '" + ClassKey(17) + "', offset " + std::to_string(value) + ")"),
+      std::string::npos)
+      << e.read.message();
 
   // A damaged key byte is caught by the header check.
   file[value + kLmdbValueHeaderBytes] ^= 0x01;
