@@ -849,8 +849,9 @@ Result<std::unique_ptr<PartLock>> PreparePart(const PackOptions& options, const 
   return lock;
 }
 
-// Warns about each class that had images but keeps none (every one rejected): training would
-// see a class id with no sample, which nothing else would reveal. A part is exempt (its range
+// Warns about each class folder that holds no image, and each class that had images but keeps
+// none (every one rejected): training would see a class id with no sample, which nothing else
+// would reveal. A part is exempt (its range
 // may cover a class's images only partly; `kiln merge` checks the whole job).
 void WarnAboutEmptyClasses(const PackInput& input, PackReport* report) {
   if (input.classes.empty()) return;
@@ -863,6 +864,16 @@ void WarnAboutEmptyClasses(const PackInput& input, PackReport* report) {
     if (rejected.count(item.path) == 0) ++kept[item.label];
   }
   for (size_t c = 0; c < input.classes.size(); ++c) {
+    // An ImageFolder class folder with no image keeps its label, so that labels match the
+    // folders' sorted order (torchvision's ImageFolder raises FileNotFoundError instead; a class
+    // pinned by --classes without a folder is not warned about).
+    const std::string folder = input.root + "/" + input.classes[c];
+    std::error_code ec;
+    if (input.is_dir && listed[c] == 0 && std::filesystem::is_directory(folder, ec)) {
+      report->warnings.push_back("class folder '" + input.classes[c] +
+                                 "' has no images; it keeps label " + std::to_string(c) + " (" +
+                                 folder + ")");
+    }
     if (listed[c] > 0 && kept[c] == 0) {
       report->warnings.push_back("class '" + input.classes[c] + "' (label " + std::to_string(c) +
                                  ") is empty: all its " + std::to_string(listed[c]) +
@@ -926,7 +937,10 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
     while (out.size() > 1 && out.back() == '/') out.pop_back();
     output_lock.path = out + ".partial.lock";
     Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(output_lock.path, "output " + out);
-    if (!lock.ok()) return Status::InvalidArgument(lock.status().message());
+    // Held by another writer: InvalidArgument (exit 2). Cannot be created (a read-only or
+    // unwritable directory, a path under a file): IOError (exit 1), naming the output.
+    if (!lock.ok() && lock.status().code() == StatusCode::kInvalidArgument) return lock.status();
+    if (!lock.ok()) return lock.status().WithContext("output " + out + " cannot be written");
     output_lock.lock = std::move(lock).value();
   }
   KILN_ASSIGN_OR_RETURN(PackInput input, ListInput(options, report));

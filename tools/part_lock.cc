@@ -95,7 +95,9 @@ Status Busy(const std::string& text, const std::string& path, const std::string&
     msg +=
         "; if that writer is gone (it ran on another host, or its pid was reused), remove " + path;
   }
-  return Status::IOError(msg);
+  // The request conflicts with a running writer: refused like an existing OUTPUT (exit 2), not
+  // a failure of the file system.
+  return Status::InvalidArgument(msg);
 }
 
 // The flock state of the existing file `path`: 1 held by some process, 0 free, -1 flock not

@@ -593,7 +593,9 @@ Status RunJournal(const std::string& staging, const std::string& output) {
   KILN_RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kManifestFileName, manifest_text));
   ::unlink((staging + "/" + kStagingMarkerFileName).c_str());
   ::unlink((staging + "/" + kJournalName).c_str());
-  if (fs::exists(output, ec)) ::rmdir(output.c_str());  // an empty directory (checked before)
+  // An empty directory, or (--overwrite, checked before) the kiln dataset it replaces.
+  if (fs::exists(output, ec) && ::rmdir(output.c_str()) != 0)
+    KILN_RETURN_IF_ERROR(RemoveTree(output));
   if (::rename(staging.c_str(), output.c_str()) != 0) {
     return Status::FromErrno("cannot rename " + staging + " to", output, errno);
   }
@@ -748,11 +750,22 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
   OutputLock output_lock;
   output_lock.path = staging + ".lock";
   Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(output_lock.path, "output " + output);
-  if (!lock.ok()) return Status::InvalidArgument(lock.status().message());
+  // Held by another writer: InvalidArgument (exit 2). Cannot be created: IOError (exit 1).
+  if (!lock.ok() && lock.status().code() == StatusCode::kInvalidArgument) return lock.status();
+  if (!lock.ok()) return lock.status().WithContext("output " + output + " cannot be written");
   output_lock.lock = std::move(lock).value();
   std::error_code ec;
   if (fs::exists(output, ec) && !(fs::is_directory(output, ec) && fs::is_empty(output, ec))) {
-    return Status::InvalidArgument("output " + output + " exists and is not empty");
+    if (!options.overwrite) {
+      return Status::InvalidArgument("output " + output +
+                                     " exists and is not empty (choose another path, or pass "
+                                     "--overwrite to replace it)");
+    }
+    // --overwrite replaces a kiln dataset, never an arbitrary directory of the user's.
+    if (!fs::is_directory(output, ec) || !fs::exists(output + "/" + kManifestFileName, ec)) {
+      return Status::InvalidArgument("refusing to overwrite " + output +
+                                     ": it is not a kiln dataset (no " + kManifestFileName + ")");
+    }
   }
   if (fs::exists(staging + "/" + kJournalName, ec)) {
     if (!options.resume) {
