@@ -3,8 +3,8 @@
 //    away restored first) when the test ends. Named after the test and the process id, because
 //    CTest runs each test in its own process, two at a time.
 //  - kiln::testing::ReadFileBytes / WriteFileBytes: a whole file as bytes, for damaging it.
-//  - kiln::testing::ReadFileString / ReadTestInput: a whole file as a string (an output to
-//    compare, an encoded image to decode).
+//  - kiln::testing::ReadFileString / ReadTestInput / WriteFileString: a whole file as a string
+//    (an output to compare, an encoded image to decode, an input to write).
 //  - kiln::testing::MakeSchema: a TensorSchema from its shape.
 //  - kiln::testing::WriteTestDataset / ExpectDatasetHolds: write samples made by a function into
 //    any storage backend through DatasetWriter, and read every one of them back.
@@ -99,6 +99,11 @@ inline void WriteFileBytes(const std::string& path, const std::vector<uint8_t>& 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()),
             static_cast<std::streamsize>(bytes.size()));
+}
+
+// Replaces the contents of `path` with `bytes` (any bytes, NULs included).
+inline void WriteFileString(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
 // The schema of `height` x `width` x `channels` samples; uint8 HWC unless told.

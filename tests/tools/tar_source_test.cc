@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
+#include "tests/test_util.h"
 #include "tools/packer.h"
 #include "tools/part_merger.h"
 #include "tools/partition.h"
@@ -26,26 +27,10 @@ namespace fs = std::filesystem;
 
 const std::string kPhotos = std::string(KILN_SOURCE_DIR) + "/samples/photos";
 
-std::string Scratch(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "kiln_tar_test_" + std::to_string(::getpid()) + "_" + name;
-  fs::remove_all(dir);
-  return dir;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteAll(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
 // Runs a Python program with /usr/bin/python3 (Debian's, in scripts/setup.sh).
 int RunPython(const std::string& dir, const std::string& program) {
   const std::string script = dir + "/make.py";
-  WriteAll(script, program);
+  testing::WriteFileString(script, program);
   return std::system(("/usr/bin/python3 '" + script + "'").c_str());
 }
 
@@ -89,7 +74,8 @@ Packed PackAndRead(const PackOptions& o) {
 std::string ShardBytes(const std::string& dataset) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::directory_iterator(dataset)) {
-    if (e.path().extension() == ".kiln") files[e.path().string()] = ReadAll(e.path().string());
+    if (e.path().extension() == ".kiln")
+      files[e.path().string()] = testing::ReadFileString(e.path().string());
   }
   std::string all;
   for (const auto& [name, bytes] : files) all += bytes;
@@ -97,10 +83,10 @@ std::string ShardBytes(const std::string& dataset) {
 }
 
 TEST(TarSourceTest, BraceAndGlobPatternsExpandInOrder) {
-  const std::string dir = Scratch("patterns");
-  fs::create_directories(dir);
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   for (const char* n : {"000000.tar", "000001.tar", "000002.tar", "000010.tar"}) {
-    WriteAll(dir + "/" + n, "");
+    testing::WriteFileString(dir + "/" + n, "");
   }
   Result<std::vector<std::string>> r = ExpandShardInput(dir + "/{000000..000002}.tar");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -125,8 +111,8 @@ TEST(TarSourceTest, BraceAndGlobPatternsExpandInOrder) {
 // GNU tar over samples/photos: keys "animal/baboon" etc., classes from the key's folder; the
 // tensors and labels equal kiln pack of samples/photos as an ImageFolder, for 1 and 2 threads.
 TEST(TarSourceTest, GnuTarShardEqualsTheImageFolder) {
-  const std::string dir = Scratch("gnu");
-  fs::create_directories(dir);
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string shard = dir + "/photos-000000.tar";
   ASSERT_EQ(
       std::system(
@@ -161,8 +147,8 @@ TEST(TarSourceTest, GnuTarShardEqualsTheImageFolder) {
 // directories in the keys, Unicode and dots in the names, a non-image member, and samples
 // with no image or two; across two shards named by a brace pattern.
 TEST(TarSourceTest, PythonTarfileShardsAccountForEveryMember) {
-  const std::string dir = Scratch("python");
-  fs::create_directories(dir);
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   ASSERT_EQ(RunPython(dir, R"PY(
 import io, os, tarfile
 photos = ")PY" + kPhotos + R"PY("
@@ -228,8 +214,8 @@ with tarfile.open(os.path.join(dir, "shard-000001.tar"), "w", format=tarfile.PAX
 // json:FIELD labels, and a shard cut inside its last member: the samples before it are packed,
 // the cut one is a rejection naming the member and its byte offset.
 TEST(TarSourceTest, JsonLabelsAndATruncatedLastMember) {
-  const std::string dir = Scratch("truncated");
-  fs::create_directories(dir);
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   ASSERT_EQ(RunPython(dir, R"PY(
 import io, json, os, tarfile
 photos = ")PY" + kPhotos + R"PY("
@@ -268,8 +254,8 @@ TEST(TarSourceTest, BadLabelSourceAndShuffleAreRefused) {
   EXPECT_FALSE(ValidateTarListOptions(t).ok());
   t.label_from = "txt";
   EXPECT_FALSE(ValidateTarListOptions(t).ok());
-  const std::string dir = Scratch("refuse");
-  fs::create_directories(dir);
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   ASSERT_EQ(std::system(("tar -C '" + kPhotos + "' -cf '" + dir + "/a.tar' fruit").c_str()), 0);
   PackOptions o = Options(dir + "/a.tar", dir + "/out.kiln");
   o.shuffle_seed = 1;
@@ -283,8 +269,8 @@ TEST(TarSourceTest, BadLabelSourceAndShuffleAreRefused) {
 // tool): every one packs to the same records. A gzip shard cut short is a rejection naming the
 // member and its byte offset, after the samples before it are packed.
 TEST(TarSourceTest, CompressedShardsPackAsTheUncompressedOne) {
-  const std::string dir = Scratch("compressed");
-  fs::create_directories(dir);
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   ASSERT_EQ(RunPython(dir, R"PY(
 import io, os, tarfile
 photos = ")PY" + kPhotos + R"PY("
@@ -334,8 +320,8 @@ open(os.path.join(dir, "cut.tar.gz"), "wb").write(data[: len(data) * 3 // 4])
 // rejection naming it and its exact byte offset (as Python's tarfile gives it); `kiln pack
 // --json` prints the report of that shard as valid JSON.
 TEST(TarSourceTest, NonUtf8KeysLinksAndOversizedLabelsAreAccountedFor) {
-  const std::string dir = Scratch("odd");
-  fs::create_directories(dir);
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   ASSERT_EQ(RunPython(dir, R"PY(
 import io, os, tarfile
 photo = open(os.path.join(")PY" +
@@ -382,8 +368,8 @@ with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT, encoding="utf-8",
 // listing and the pack skip it by seeking, the sample after it packs, and a member cut short
 // past 4 GiB is named with its exact 64-bit byte offset.
 TEST(TarSourceTest, MembersPastFourGiBAreSkippedAndOffsetsStayExact) {
-  const std::string dir = Scratch("huge");
-  fs::create_directories(dir);
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   ASSERT_EQ(RunPython(dir, R"PY(
 import os, tarfile
 photos = ")PY" + kPhotos + R"PY("
@@ -407,7 +393,7 @@ with open(os.path.join(dir, "huge.tar"), "wb") as f:
 open(os.path.join(dir, "offset.txt"), "w").write(str(offset))
 )PY"),
             0);
-  const uint64_t offset = std::stoull(ReadAll(dir + "/offset.txt"));
+  const uint64_t offset = std::stoull(testing::ReadFileString(dir + "/offset.txt"));
   ASSERT_GT(offset, uint64_t{1} << 32);
   const Packed p = PackAndRead(Options(dir + "/huge.tar", dir + "/out.kiln"));
   const PackReport& r = p.report;
@@ -425,20 +411,21 @@ open(os.path.join(dir, "offset.txt"), "w").write(str(offset))
 // An input path that is not UTF-8 (a directory named d\xff): a tar shard and an ImageFolder
 // under it pack, and the manifest names the input with the byte escaped.
 TEST(TarSourceTest, InputPathsThatAreNotUtf8AreEscapedInTheManifest) {
-  const std::string dir = Scratch("nonutf8") + "/d\xff";
+  const TempDir tmp;
+  const std::string dir = tmp / "d\xff";
   fs::create_directories(dir + "/folder/fruit");
   ASSERT_EQ(std::system(("tar -C '" + kPhotos + "' -cf '" + dir + "/a.tar' fruit").c_str()), 0);
   for (const auto& e : fs::directory_iterator(kPhotos + "/fruit")) {
     fs::copy_file(e.path(), dir + "/folder/fruit/" + e.path().filename().string());
   }
-  PackOptions tar = Options(dir + "/a.tar", Scratch("nonutf8_tar.kiln"));
+  PackOptions tar = Options(dir + "/a.tar", tmp / "tar.kiln");
   tar.tar.label_from = "class-folder";
   const Packed t = PackAndRead(tar);
   EXPECT_EQ(t.report.packed, 3u);
-  const std::string escaped = "nonutf8/d\\\\xFF";  // JSON escapes the backslash
+  const std::string escaped = "/d\\\\xFF";  // JSON escapes the backslash
   EXPECT_NE(t.report.manifest.source_json.find(escaped + "/a.tar\""), std::string::npos)
       << t.report.manifest.source_json;
-  const Packed f = PackAndRead(Options(dir + "/folder", Scratch("nonutf8_folder.kiln")));
+  const Packed f = PackAndRead(Options(dir + "/folder", tmp / "folder.kiln"));
   EXPECT_EQ(f.report.packed, 3u);
   EXPECT_NE(f.report.manifest.source_json.find(escaped + "/folder\""), std::string::npos)
       << f.report.manifest.source_json;
@@ -465,12 +452,12 @@ std::string MakeFiveShards(const std::string& dir) {
     std::snprintf(key, sizeof(key), "s%03zu", i);
     const std::string stage = stages[i % 5];
     fs::copy_file(photos[i], stage + "/" + key + ".jpg");
-    WriteAll(stage + "/" + key + ".cls", std::to_string(i % 7) + "\n");
+    testing::WriteFileString(stage + "/" + key + ".cls", std::to_string(i % 7) + "\n");
   }
-  WriteAll(stages[0] + "/zbroken.jpg", "not a JPEG at all");
-  WriteAll(stages[0] + "/zbroken.cls", "2");
-  WriteAll(stages[3] + "/orphan.cls", "1");
-  WriteAll(stages[3] + "/s003.txt", "a caption");
+  testing::WriteFileString(stages[0] + "/zbroken.jpg", "not a JPEG at all");
+  testing::WriteFileString(stages[0] + "/zbroken.cls", "2");
+  testing::WriteFileString(stages[3] + "/orphan.cls", "1");
+  testing::WriteFileString(stages[3] + "/s003.txt", "a caption");
   fs::create_directories(dir + "/shards");
   for (int s = 0; s < 5; ++s) {
     const std::string shard = dir + "/shards/00000" + std::to_string(s) + ".tar";
@@ -489,7 +476,8 @@ PackOptions SplitOptions(const std::string& input, const std::string& output) {
 std::map<std::string, std::string> Files(const std::string& dir) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = ReadAll(e.path());
+    if (e.is_regular_file())
+      files[fs::relative(e.path(), dir).string()] = testing::ReadFileString(e.path());
   }
   return files;
 }
@@ -524,7 +512,8 @@ Status Merge(const std::string& parts, const std::string& output, bool reshard =
 // rejected.tsv with the listing problem of part 2 before the decode rejection of part 0,
 // skipped.tsv); merged with --reshard they equal a plain pack byte for byte.
 TEST(TarPartitionTest, PartsSplitByShardFileMergeToTheWholePackByteForByte) {
-  const std::string dir = Scratch("split");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string pattern = MakeFiveShards(dir);
   PackOptions whole = SplitOptions(pattern, dir + "/whole.kiln");
   whole.part_count = 3;
@@ -569,7 +558,8 @@ TEST(TarPartitionTest, PartsSplitByShardFileMergeToTheWholePackByteForByte) {
 // With more parts than shards, the parts without a shard pack 0 samples and the merge of all 8
 // equals `kiln pack --of 8`.
 TEST(TarPartitionTest, APartReadsOnlyItsOwnShards) {
-  const std::string dir = Scratch("own");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string pattern = MakeFiveShards(dir);
   const std::vector<PartitionRecord> before = PackParts(pattern, dir + "/before.kiln", 3);
   ASSERT_EQ(before.size(), 3u);
@@ -588,7 +578,7 @@ TEST(TarPartitionTest, APartReadsOnlyItsOwnShards) {
   EXPECT_EQ(Files(dir + "/job8.kiln"), Files(dir + "/whole8.kiln"));
 
   fs::remove(dir + "/shards/000000.tar");
-  WriteAll(dir + "/shards/000004.tar", std::string(4096, '\x5a'));
+  testing::WriteFileString(dir + "/shards/000004.tar", std::string(4096, '\x5a'));
   PackOptions o = SplitOptions(pattern, dir + "/after.kiln");
   o.part_index = 1;
   o.part_count = 3;
@@ -608,7 +598,8 @@ TEST(TarPartitionTest, APartReadsOnlyItsOwnShards) {
 // shard added before part 1 was packed), naming the part and the reason; and --label-from
 // class-folder with --part, which no part could number alone, is refused.
 TEST(TarPartitionTest, MergeRefusesAMissingPartAndAnotherShardList) {
-  const std::string dir = Scratch("refused");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string pattern = MakeFiveShards(dir);
   ASSERT_EQ(PackParts(pattern, dir + "/job.kiln", 3).size(), 3u);
   const std::string parts = dir + "/job.kiln.parts";

@@ -14,39 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/test_util.h"
+#include "tests/tools/tfrecord_writer.h"
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-
-const std::string kWriter = std::string(KILN_SOURCE_DIR) + "/tests/tools/tfrecord_writer.py";
-
-std::string Scratch(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "kiln_tfrecord_reader_test_" + std::to_string(::getpid()) + "_" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-// Runs tests/tools/tfrecord_writer.py on `spec`; returns its output (record offsets per file).
-nlohmann::json RunWriter(const std::string& dir, const std::vector<nlohmann::json>& files) {
-  WriteAll(dir + "/spec.json", nlohmann::json(files).dump());
-  const std::string out = dir + "/written.json";
-  const int rc = std::system(
-      ("/usr/bin/python3 '" + kWriter + "' '" + dir + "/spec.json' > '" + out + "'").c_str());
-  EXPECT_EQ(rc, 0);
-  return nlohmann::json::parse(ReadAll(out), nullptr, false);
-}
 
 nlohmann::json RawFile(const std::string& path, const std::vector<std::string>& records,
                        bool gzip = false) {
@@ -83,15 +56,16 @@ std::vector<Read> ReadEverything(const std::string& path) {
 }
 
 void FlipByte(const std::string& path, uint64_t offset) {
-  std::string bytes = ReadAll(path);
+  std::string bytes = testing::ReadFileString(path);
   ASSERT_LT(offset, bytes.size());
   bytes[offset] = static_cast<char>(bytes[offset] ^ 0x40);
-  WriteAll(path, bytes);
+  testing::WriteFileString(path, bytes);
 }
 
 TEST(TFRecordReaderTest, ReadsEveryRecordOfAnIndependentWriter) {
-  const std::string dir = Scratch("clean");
-  const nlohmann::json w = RunWriter(dir, {RawFile(dir + "/a.tfrecord", kThree)});
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
+  const nlohmann::json w = testing::RunTFRecordWriter(dir, {RawFile(dir + "/a.tfrecord", kThree)});
   const std::vector<Read> got = ReadEverything(dir + "/a.tfrecord");
   ASSERT_EQ(got.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
@@ -102,20 +76,21 @@ TEST(TFRecordReaderTest, ReadsEveryRecordOfAnIndependentWriter) {
   }
   // 12 + 12 + 4 + 4 + 12 + 1003 + 4: the framing adds 16 bytes a record.
   EXPECT_EQ(fs::file_size(dir + "/a.tfrecord"), 3 * 16 + 12 + 0 + 1003);
-  WriteAll(dir + "/empty.tfrecord", "");
+  testing::WriteFileString(dir + "/empty.tfrecord", "");
   EXPECT_TRUE(ReadEverything(dir + "/empty.tfrecord").empty());
 }
 
 // The bytes of tools/pack_inputs.md's "TFRecord framing" examples: an empty record, then one
 // holding "hello".
 TEST(TFRecordReaderTest, TheSpecsWorkedExampleParses) {
-  const std::string dir = Scratch("spec");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const unsigned char bytes[] = {0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x29, 0x03,
                                  0x98, 0x07, 0xd8, 0xea, 0x82, 0xa2, 0x05, 0x00, 0x00, 0x00,
                                  0x00, 0x00, 0x00, 0x00, 0xea, 0xb2, 0x04, 0x3e, 'h',  'e',
                                  'l',  'l',  'o',  0xbb, 0x1f, 0x1c, 0x19};
-  WriteAll(dir + "/spec.tfrecord",
-           std::string(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+  testing::WriteFileString(dir + "/spec.tfrecord",
+                           std::string(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
   const std::vector<Read> got = ReadEverything(dir + "/spec.tfrecord");
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].kind, TFRecordRead::kRecord) << got[0].problem;
@@ -126,9 +101,10 @@ TEST(TFRecordReaderTest, TheSpecsWorkedExampleParses) {
 }
 
 TEST(TFRecordReaderTest, FlippedDataByteRejectsThatRecordOnly) {
-  const std::string dir = Scratch("data");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string path = dir + "/a.tfrecord";
-  const nlohmann::json w = RunWriter(dir, {RawFile(path, kThree)});
+  const nlohmann::json w = testing::RunTFRecordWriter(dir, {RawFile(path, kThree)});
   const uint64_t second = w["files"][0]["offsets"][2].get<uint64_t>();
   FlipByte(path, second + 12 + 500);
   const std::vector<Read> got = ReadEverything(path);
@@ -145,7 +121,7 @@ TEST(TFRecordReaderTest, FlippedDataByteRejectsThatRecordOnly) {
 
   // A flipped data CRC byte is the same rejection; the record after it is still read.
   const std::string path2 = dir + "/b.tfrecord";
-  const nlohmann::json w2 = RunWriter(dir, {RawFile(path2, kThree)});
+  const nlohmann::json w2 = testing::RunTFRecordWriter(dir, {RawFile(path2, kThree)});
   const uint64_t first_end = w2["files"][0]["offsets"][1].get<uint64_t>();
   FlipByte(path2, first_end - 1);
   const std::vector<Read> got2 = ReadEverything(path2);
@@ -160,10 +136,11 @@ TEST(TFRecordReaderTest, FlippedDataByteRejectsThatRecordOnly) {
 }
 
 TEST(TFRecordReaderTest, FlippedLengthOrLengthCrcStopsTheFile) {
-  const std::string dir = Scratch("length");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   for (const uint64_t within : {uint64_t{9}, uint64_t{2}}) {  // a length-CRC byte, a length byte
     const std::string path = dir + "/a" + std::to_string(within) + ".tfrecord";
-    const nlohmann::json w = RunWriter(dir, {RawFile(path, kThree)});
+    const nlohmann::json w = testing::RunTFRecordWriter(dir, {RawFile(path, kThree)});
     const uint64_t second = w["files"][0]["offsets"][1].get<uint64_t>();
     FlipByte(path, second + within);
     const std::vector<Read> got = ReadEverything(path);
@@ -179,9 +156,10 @@ TEST(TFRecordReaderTest, FlippedLengthOrLengthCrcStopsTheFile) {
 }
 
 TEST(TFRecordReaderTest, TruncatedTailIsOneProblem) {
-  const std::string dir = Scratch("truncated");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string path = dir + "/a.tfrecord";
-  const nlohmann::json w = RunWriter(dir, {RawFile(path, kThree)});
+  const nlohmann::json w = testing::RunTFRecordWriter(dir, {RawFile(path, kThree)});
   const uint64_t last = w["files"][0]["offsets"][2].get<uint64_t>();
   fs::resize_file(path, last + 12 + 600);  // inside the last record's data
   std::vector<Read> got = ReadEverything(path);
@@ -203,11 +181,12 @@ TEST(TFRecordReaderTest, TruncatedTailIsOneProblem) {
 
 // A length field of 2^63 (its CRC correct) is refused without allocating it.
 TEST(TFRecordReaderTest, HugeLengthDoesNotAllocate) {
-  const std::string dir = Scratch("huge");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string path = dir + "/a.tfrecord";
   nlohmann::json f = RawFile(path, {"ok"});
   f["records"].push_back({{"header_only", uint64_t{1} << 63}});
-  RunWriter(dir, {f});
+  testing::RunTFRecordWriter(dir, {f});
   const std::vector<Read> got = ReadEverything(path);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].data, "ok");
@@ -219,14 +198,14 @@ TEST(TFRecordReaderTest, HugeLengthDoesNotAllocate) {
   // A length just over the limit, file short: the same, no 1 GiB allocation either.
   nlohmann::json g = RawFile(dir + "/b.tfrecord", {});
   g["records"].push_back({{"header_only", kMaxTFRecordBytes + 1}});
-  RunWriter(dir, {g});
+  testing::RunTFRecordWriter(dir, {g});
   const std::vector<Read> got2 = ReadEverything(dir + "/b.tfrecord");
   ASSERT_EQ(got2.size(), 1u);
   EXPECT_EQ(got2[0].kind, TFRecordRead::kBadStream);
   // Under the limit but more than the file holds: truncated, reading only what is there.
   nlohmann::json h = RawFile(dir + "/c.tfrecord", {});
   h["records"].push_back({{"header_only", kMaxTFRecordBytes}});
-  RunWriter(dir, {h});
+  testing::RunTFRecordWriter(dir, {h});
   const std::vector<Read> got3 = ReadEverything(dir + "/c.tfrecord");
   ASSERT_EQ(got3.size(), 1u);
   EXPECT_NE(got3[0].problem.find("truncated: the file ends after 0 of the record's 1073741824"),
@@ -235,9 +214,10 @@ TEST(TFRecordReaderTest, HugeLengthDoesNotAllocate) {
 }
 
 TEST(TFRecordReaderTest, GzipFilesAreReadAndZlibFilesNamed) {
-  const std::string dir = Scratch("gzip");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string path = dir + "/a.tfrecord.gz";
-  const nlohmann::json w = RunWriter(dir, {RawFile(path, kThree, /*gzip=*/true)});
+  const nlohmann::json w = testing::RunTFRecordWriter(dir, {RawFile(path, kThree, /*gzip=*/true)});
   std::vector<Read> got = ReadEverything(path);
   ASSERT_EQ(got.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
@@ -259,8 +239,8 @@ TEST(TFRecordReaderTest, GzipFilesAreReadAndZlibFilesNamed) {
     EXPECT_EQ(data, kThree[0]);
   }
   // A gzip file cut short: the record it cuts is the one problem.
-  std::string gz = ReadAll(path);
-  WriteAll(dir + "/cut.tfrecord.gz", gz.substr(0, gz.size() - 12));
+  std::string gz = testing::ReadFileString(path);
+  testing::WriteFileString(dir + "/cut.tfrecord.gz", gz.substr(0, gz.size() - 12));
   got = ReadEverything(dir + "/cut.tfrecord.gz");
   ASSERT_FALSE(got.empty());
   EXPECT_EQ(got.back().kind, TFRecordRead::kBadStream);
@@ -280,9 +260,10 @@ TEST(TFRecordReaderTest, GzipFilesAreReadAndZlibFilesNamed) {
 }
 
 TEST(TFRecordReaderTest, SeekReadsAListedRecordAndMissingFilesAreErrors) {
-  const std::string dir = Scratch("seek");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string path = dir + "/a.tfrecord";
-  const nlohmann::json w = RunWriter(dir, {RawFile(path, kThree)});
+  const nlohmann::json w = testing::RunTFRecordWriter(dir, {RawFile(path, kThree)});
   Result<std::unique_ptr<TFRecordReader>> r = TFRecordReader::Open(path);
   ASSERT_TRUE(r.ok());
   std::string data, problem;

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "formats/dataset.h"
+#include "tests/test_util.h"
+#include "tests/tools/tfrecord_writer.h"
 #include "tools/packer.h"
 #include "tools/part_merger.h"
 #include "tools/partition.h"
@@ -31,35 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kPhotos = std::string(KILN_SOURCE_DIR) + "/samples/photos";
-const std::string kWriter = std::string(KILN_SOURCE_DIR) + "/tests/tools/tfrecord_writer.py";
 const std::vector<std::string> kClasses = {"animal", "fruit", "letter_f", "scene"};
-
-std::string Scratch(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "kiln_tfrecord_test_" + std::to_string(::getpid()) + "_" + name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteAll(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary) << bytes;
-}
-
-// Runs tests/tools/tfrecord_writer.py on `files`; returns its output (record offsets).
-nlohmann::json RunWriter(const std::string& dir, const std::vector<nlohmann::json>& files) {
-  WriteAll(dir + "/spec.json", nlohmann::json(files).dump());
-  const std::string out = dir + "/written.json";
-  const int rc = std::system(
-      ("/usr/bin/python3 '" + kWriter + "' '" + dir + "/spec.json' > '" + out + "'").c_str());
-  EXPECT_EQ(rc, 0);
-  return nlohmann::json::parse(ReadAll(out), nullptr, false);
-}
 
 // One Example record: the photo's bytes, a label, and the ImageFolder key as image/filename.
 nlohmann::json PhotoRecord(const std::string& relative, int64_t label) {
@@ -139,7 +113,7 @@ std::string ShardBytes(const std::string& dataset) {
     if (e.path().extension() == ".kshard") names.push_back(e.path().string());
   }
   std::sort(names.begin(), names.end());
-  for (const std::string& n : names) all += ReadAll(n);
+  for (const std::string& n : names) all += testing::ReadFileString(n);
   return all;
 }
 
@@ -160,9 +134,10 @@ TEST(TFRecordSourceTest, NamesDirectoriesAndPatterns) {
                          "train00000-of-01024", "photo.jpg"}) {
     EXPECT_FALSE(HasTFRecordName(no)) << no;
   }
-  const std::string dir = Scratch("names");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   for (const char* n : {"train-00000-of-00003", "train-00001-of-00003", "train-00002-of-00003"}) {
-    WriteAll(dir + "/" + n, "");
+    testing::WriteFileString(dir + "/" + n, "");
   }
   EXPECT_TRUE(IsTFRecordInput(dir));
   EXPECT_TRUE(IsTFRecordInput(dir + "/train-{00000..00002}-of-00003"));
@@ -192,14 +167,15 @@ TEST(TFRecordSourceTest, NamesDirectoriesAndPatterns) {
 // the tensors, labels, keys and the shard bytes equal the ImageFolder pack of samples/photos;
 // 1 and 2 threads give the same bytes; so does the same pair of files gzip-compressed.
 TEST(TFRecordSourceTest, SamplePhotosEqualTheImageFolder) {
-  const std::string dir = Scratch("photos");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const auto photos = Photos();
   ASSERT_EQ(photos.size(), 23u);
   std::vector<nlohmann::json> first, rest;
   for (size_t i = 0; i < photos.size(); ++i) {
     (i < 10 ? first : rest).push_back(PhotoRecord(photos[i].first, photos[i].second));
   }
-  RunWriter(
+  testing::RunTFRecordWriter(
       dir, {File(dir + "/photos-00000-of-00002", first), File(dir + "/photos-00001-of-00002", rest),
             File(dir + "/gz/photos-00000-of-00002.tfrecord.gz", first, true),
             File(dir + "/gz/photos-00001-of-00002.tfrecord.gz", rest, true)});
@@ -246,21 +222,22 @@ TEST(TFRecordSourceTest, SamplePhotosEqualTheImageFolder) {
 // byte (the rest of that file), a truncated tail (the cut record). Every record written is
 // packed, rejected, or after a framing error in its file.
 TEST(TFRecordSourceTest, DamagedRecordsAreRejectionsNamingRecordAndOffset) {
-  const std::string dir = Scratch("damaged");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const auto photos = Photos();
   std::vector<nlohmann::json> four;
   for (size_t i = 0; i < 4; ++i) four.push_back(PhotoRecord(photos[i].first, photos[i].second));
   const std::string f0 = dir + "/d-00000-of-00004", f1 = dir + "/d-00001-of-00004",
                     f2 = dir + "/d-00002-of-00004", f3 = dir + "/d-00003-of-00004";
-  const nlohmann::json w =
-      RunWriter(dir, {File(f0, four), File(f1, four), File(f2, four), File(f3, four)});
+  const nlohmann::json w = testing::RunTFRecordWriter(
+      dir, {File(f0, four), File(f1, four), File(f2, four), File(f3, four)});
   auto offset = [&](int file, int record) {
     return w["files"][file]["offsets"][record].get<uint64_t>();
   };
   auto flip = [&](const std::string& path, uint64_t at) {
-    std::string b = ReadAll(path);
+    std::string b = testing::ReadFileString(path);
     b[at] = static_cast<char>(b[at] ^ 0x01);
-    WriteAll(path, b);
+    testing::WriteFileString(path, b);
   };
   flip(f1, offset(1, 1) + 12 + 100);       // inside record 1's data
   flip(f2, offset(2, 2) + 8);              // record 2's length CRC
@@ -307,7 +284,8 @@ TEST(TFRecordSourceTest, DamagedRecordsAreRejectionsNamingRecordAndOffset) {
 // Records that parse but are not samples, each a rejection with the reason; a record that is
 // not an Example; a duplicate --feature-key.
 TEST(TFRecordSourceTest, RecordsThatAreNotSamplesAreRejectedWithTheReason) {
-  const std::string dir = Scratch("features");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const std::string apple = kPhotos + "/fruit/apple.jpg";
   auto record = [&](nlohmann::json features) { return nlohmann::json{{"features", features}}; };
   nlohmann::json good = {{"image/encoded", {{"bytes_files", {apple}}}},
@@ -329,14 +307,14 @@ TEST(TFRecordSourceTest, RecordsThatAreNotSamplesAreRejectedWithTheReason) {
   not_image["image/encoded"] = {{"bytes", {"these bytes are not an image"}}};
   not_image["image/filename"] = {{"bytes", {"not_image"}}};
   const std::string path = dir + "/f.tfrecord";
-  const nlohmann::json w = RunWriter(dir, {File(path, {record(good),
-                                                       record(no_image),
-                                                       record(float_label),
-                                                       record(two_images),
-                                                       record(two_labels),
-                                                       {{"raw_hex", "08ff"}},
-                                                       record(good),
-                                                       record(not_image)})});
+  const nlohmann::json w = testing::RunTFRecordWriter(dir, {File(path, {record(good),
+                                                                        record(no_image),
+                                                                        record(float_label),
+                                                                        record(two_images),
+                                                                        record(two_labels),
+                                                                        {{"raw_hex", "08ff"}},
+                                                                        record(good),
+                                                                        record(not_image)})});
   PackOptions o = Options(path, dir + "/out.kiln");
   o.tfrecord.feature_key = "image/filename";
   const Packed p = PackAndRead(o);
@@ -386,13 +364,15 @@ TEST(TFRecordSourceTest, GoldenFileListsAndPacks) {
   std::string image;
   ASSERT_TRUE(reader.Read(0, 1, 687, &image).ok());
   const std::string fmnist = std::string(KILN_SOURCE_DIR) + "/samples/fashion-mnist";
-  EXPECT_EQ(image, ReadAll(fmnist + "/7_Sneaker/train-00006.png"));
+  EXPECT_EQ(image, testing::ReadFileString(fmnist + "/7_Sneaker/train-00006.png"));
 
-  const std::string dir = Scratch("golden");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   PackOptions o = Options(golden, dir + "/tf.kiln");
   o.tfrecord.feature_key = "image/filename";
   const Packed p = PackAndRead(o);
-  WriteAll(dir + "/list.txt", "0_T-shirt_top/train-00001.png 0\n7_Sneaker/train-00006.png 7\n");
+  testing::WriteFileString(dir + "/list.txt",
+                           "0_T-shirt_top/train-00001.png 0\n7_Sneaker/train-00006.png 7\n");
   PackOptions list = Options(dir + "/list.txt", dir + "/list.kiln");
   list.root = fmnist;
   const Packed q = PackAndRead(list);
@@ -406,7 +386,8 @@ TEST(TFRecordSourceTest, GoldenFileListsAndPacks) {
 std::map<std::string, std::string> Files(const std::string& dir) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = ReadAll(e.path());
+    if (e.is_regular_file())
+      files[fs::relative(e.path(), dir).string()] = testing::ReadFileString(e.path());
   }
   return files;
 }
@@ -416,7 +397,8 @@ std::map<std::string, std::string> Files(const std::string& dir) {
 // [3,5), only their own files need to exist, and the merged parts equal `--of 3` in one
 // process byte for byte (data files, kiln.json, rejected.tsv). --shuffle-seed is refused.
 TEST(TFRecordSourceTest, PartsSplitByFileAndMergeToTheWholePack) {
-  const std::string dir = Scratch("parts");
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
   const auto photos = Photos();
   std::vector<std::vector<nlohmann::json>> records(5);
   for (size_t i = 0; i < photos.size(); ++i) {
@@ -426,13 +408,13 @@ TEST(TFRecordSourceTest, PartsSplitByFileAndMergeToTheWholePack) {
   for (int f = 0; f < 5; ++f) {
     files.push_back(File(dir + "/p-0000" + std::to_string(f) + "-of-00005", records[f]));
   }
-  const nlohmann::json w = RunWriter(dir, files);
+  const nlohmann::json w = testing::RunTFRecordWriter(dir, files);
   {
     const std::string f3 = dir + "/p-00003-of-00005";
-    std::string b = ReadAll(f3);
+    std::string b = testing::ReadFileString(f3);
     const uint64_t at = w["files"][3]["offsets"][1].get<uint64_t>() + 12 + 50;
     b[at] = static_cast<char>(b[at] ^ 0x01);
-    WriteAll(f3, b);
+    testing::WriteFileString(f3, b);
   }
   const std::string pattern = dir + "/p-{00000..00004}-of-00005";
   PackOptions whole = Options(pattern, dir + "/whole.kiln");
