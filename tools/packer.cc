@@ -1005,7 +1005,9 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
     Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(output_lock.path, "output " + out);
     // Held by another writer: InvalidArgument (exit 2). Cannot be created (a read-only or
     // unwritable directory, a path under a file): IOError (exit 1), naming the output.
-    if (!lock.ok() && lock.status().code() == StatusCode::kInvalidArgument) return lock.status();
+    if (!lock.ok() && PartLock::IsHeldElsewhere(lock.status())) {
+      return Status::InvalidArgument(lock.status().message());
+    }
     if (!lock.ok()) return lock.status().WithContext("output " + out + " cannot be written");
     output_lock.lock = std::move(lock).value();
   }

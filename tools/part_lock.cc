@@ -95,9 +95,8 @@ Status Busy(const std::string& text, const std::string& path, const std::string&
     msg +=
         "; if that writer is gone (it ran on another host, or its pid was reused), remove " + path;
   }
-  // The request conflicts with a running writer: refused like an existing OUTPUT (exit 2), not
-  // a failure of the file system.
-  return Status::InvalidArgument(msg);
+  // No location: that is what tells it from a lock file that cannot be created (IsHeldElsewhere).
+  return Status::IOError(msg);
 }
 
 // The flock state of the existing file `path`: 1 held by some process, 0 free, -1 flock not
@@ -245,6 +244,10 @@ Result<std::unique_ptr<PartLock>> PartLock::Acquire(const std::string& path,
     return Status::FromErrno("cannot write", path, err);
   }
   return std::unique_ptr<PartLock>(new PartLock(fd, path, 0, 0));
+}
+
+bool PartLock::IsHeldElsewhere(const Status& status) {
+  return status.code() == StatusCode::kIOError && status.location().file.empty();
 }
 
 Status PartLock::CheckFree(const std::string& path, const std::string& what) {

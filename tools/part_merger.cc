@@ -751,7 +751,9 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
   output_lock.path = staging + ".lock";
   Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(output_lock.path, "output " + output);
   // Held by another writer: InvalidArgument (exit 2). Cannot be created: IOError (exit 1).
-  if (!lock.ok() && lock.status().code() == StatusCode::kInvalidArgument) return lock.status();
+  if (!lock.ok() && PartLock::IsHeldElsewhere(lock.status())) {
+    return Status::InvalidArgument(lock.status().message());
+  }
   if (!lock.ok()) return lock.status().WithContext("output " + output + " cannot be written");
   output_lock.lock = std::move(lock).value();
   std::error_code ec;

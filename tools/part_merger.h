@@ -79,7 +79,7 @@ struct MergeReport {
 // damaged manifest or shard), or "part 2 of 4 is incomplete (... left ...partial): rerun it with
 // --resume"; InvalidArgument naming the other writer when another merge or a `kiln pack` is
 // writing `output` (the lock `output.partial.lock`, tools/part_lock.h, held for the whole
-// merge), or a part's writer that still holds its lock; IOError naming a path the system
+// merge); IOError when a part's writer still holds its lock, or naming a path the system
 // refused (an output that cannot be written: "output O cannot be written: cannot create the
 // lock file ...: <strerror>"); InvalidArgument for an output that lies inside an input or
 // holds one (checked before anything is written), an existing non-empty output without
