@@ -47,7 +47,14 @@ Result<std::string> Inspect(const std::string& dir, bool json) {
       << "compression   " << m.compression << "\n"
       << "shuffle seed  "
       << (m.shuffle_seed ? std::to_string(*m.shuffle_seed) : "none (source order)") << "\n"
-      << "classes       " << m.classes.size() << ":";
+      << "classes       ";
+  if (m.classes.empty()) {
+    // Packed from labels that are not class ids 0..99999 (a list file's, a tar shard's or a
+    // TFRecord's): the integers are stored as given, without names.
+    out << "none: labels are the input's integers, without class names";
+  } else {
+    out << m.classes.size() << ":";
+  }
   for (size_t i = 0; i < m.classes.size(); ++i) out << (i ? ", " : " ") << i << "=" << m.classes[i];
   out << "\npreprocessing " << j["preprocessing"].dump() << "\n"
       << "source        " << j["source"].dump() << "\n";

@@ -48,12 +48,12 @@ std::optional<ManifestPart> PartOfPartitionedPack(const Manifest& manifest) {
 Result<uint64_t> ManifestChecksum(const std::string& text, const std::string& origin) {
   ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    return Status::Corruption(origin + ": not a JSON object");
+    return Status::Corruption("not a JSON object").WithFile(origin);
   }
   try {
     return CanonicalChecksum(j);
   } catch (const std::exception& e) {  // invalid UTF-8 in a string
-    return Status::Corruption(origin + ": " + e.what());
+    return Status::Corruption(e.what()).WithFile(origin);
   }
 }
 
@@ -99,18 +99,18 @@ uint64_t UnsignedField(const ordered_json& j, const char* key, uint64_t max) {
   }
   return v.get<uint64_t>();
 }
-}  // namespace
 
-Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& origin) {
+// Manifest::FromJson without its origin: the errors are the bare reasons.
+Result<Manifest> ParseManifest(const std::string& text) {
   ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
-    return Status::Corruption(origin + ": not a JSON object");
+    return Status::Corruption("not a JSON object");
   }
   // nlohmann reports type errors by exception; they stay inside this function.
   try {
     const int version = j.at("kiln_manifest_version").get<int>();
     if (version < kOldestManifestVersion || version > kManifestVersion) {
-      return Status::NotSupported(origin + ": manifest version " + std::to_string(version) +
+      return Status::NotSupported("manifest version " + std::to_string(version) +
                                   " (this kiln reads " + std::to_string(kOldestManifestVersion) +
                                   " to " + std::to_string(kManifestVersion) + ")");
     }
@@ -119,16 +119,16 @@ Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& 
     m.tool = j.value("tool", "");
     const ordered_json& s = j.at("schema");
     Result<DType> dtype = ParseDType(s.at("dtype").get<std::string>());
-    if (!dtype.ok()) return Status::Corruption(origin + ": " + dtype.status().message());
+    if (!dtype.ok()) return Status::Corruption(dtype.status().message());
     m.schema.dtype = *dtype;
     Result<Layout> layout = ParseLayout(s.at("layout").get<std::string>());
-    if (!layout.ok()) return Status::Corruption(origin + ": " + layout.status().message());
+    if (!layout.ok()) return Status::Corruption(layout.status().message());
     m.schema.layout = *layout;
     m.schema.height = static_cast<uint32_t>(UnsignedField(s, "height", UINT32_MAX));
     m.schema.width = static_cast<uint32_t>(UnsignedField(s, "width", UINT32_MAX));
     m.schema.channels = static_cast<uint32_t>(UnsignedField(s, "channels", UINT32_MAX));
     Status schema_ok = m.schema.Validate();
-    if (!schema_ok.ok()) return Status::Corruption(origin + ": " + schema_ok.message());
+    if (!schema_ok.ok()) return Status::Corruption(schema_ok.message());
     m.samples = UnsignedField(j, "samples", UINT64_MAX);
     m.classes = j.at("classes").get<std::vector<std::string>>();
     m.compression = j.value("compression", "none");
@@ -144,7 +144,7 @@ Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& 
       DataFileInfo info;
       info.file = f.at("file").get<std::string>();
       if (info.file.empty() || info.file.find('/') != std::string::npos || info.file[0] == '.') {
-        return Status::Corruption(origin + ": file name '" + info.file +
+        return Status::Corruption("file name '" + info.file +
                                   "' must be a plain name inside the dataset directory");
       }
       info.samples = UnsignedField(f, "samples", UINT64_MAX);
@@ -153,29 +153,37 @@ Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& 
       char* end = nullptr;
       info.xxh3_64 = std::strtoull(hex.c_str(), &end, 16);
       if (hex.size() != 16 || *end != '\0') {
-        return Status::Corruption(origin + ": bad xxh3_64 '" + hex + "' for " + info.file);
+        return Status::Corruption("bad xxh3_64 '" + hex + "' for " + info.file);
       }
       m.files.push_back(std::move(info));
     }
     // The checksum is checked after the fields, so that a malformed field is reported by name;
     // it then catches every change that still parses (a class name, a count, a hash).
     if (!j.contains(kManifestChecksumKey) && version >= 2) {
-      return Status::Corruption(origin + ": no " + kManifestChecksumKey +
+      return Status::Corruption(std::string("no ") + kManifestChecksumKey +
                                 " (required from manifest version 2)");
     }
     if (j.contains(kManifestChecksumKey)) {
       const std::string stored = j.at(kManifestChecksumKey).get<std::string>();
       const uint64_t computed = CanonicalChecksum(j);
       if (stored != HexDigest(computed)) {
-        return Status::Corruption(origin + ": manifest checksum mismatch (stored " + stored +
-                                  ", computed " + HexDigest(computed) +
-                                  "): the manifest was damaged or edited");
+        return Status::Corruption("manifest checksum mismatch (stored " + stored + ", computed " +
+                                  HexDigest(computed) + "): the manifest was damaged or edited");
       }
     }
     return m;
   } catch (const std::exception& e) {
-    return Status::Corruption(origin + ": " + e.what());
+    return Status::Corruption(e.what());
   }
+}
+
+}  // namespace
+
+// Every error names `origin` once, as its location (reason() is the bare reason).
+Result<Manifest> Manifest::FromJson(const std::string& text, const std::string& origin) {
+  Result<Manifest> manifest = ParseManifest(text);
+  if (!manifest.ok()) return manifest.status().WithFile(origin);
+  return manifest;
 }
 
 Result<Manifest> Manifest::Read(const std::string& dir) {

@@ -1,5 +1,6 @@
 #include "formats/status.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -72,10 +73,19 @@ Status Status::WithLocation(ErrorLocation location, std::string_view prefix) con
 }
 
 Status Status::WithFile(std::string_view path) const {
-  if (path.empty()) return *this;
+  if (path.empty() || ok()) return *this;
   ErrorLocation location;
   location.file = std::string(path);
-  return WithLocation(std::move(location), path);
+  const std::string_view msg = message_;
+  const bool named = msg.size() >= path.size() + 2 && msg.substr(0, path.size()) == path &&
+                     msg.substr(path.size(), 2) == ": ";
+  if (!named) return WithLocation(std::move(location), path);
+  // The message starts with "`path`: " already: that becomes the location prefix.
+  Status out = WithLocation(std::move(location));
+  auto detail = std::make_shared<Detail>(*out.detail_);
+  detail->reason_begin = std::max(detail->reason_begin, path.size() + 2);
+  out.detail_ = std::move(detail);
+  return out;
 }
 
 const ErrorLocation& Status::location() const {

@@ -98,8 +98,8 @@ class [[nodiscard]] Status {
   // stays the message before the prefix. OK stays OK.
   Status WithLocation(ErrorLocation location, std::string_view prefix = {}) const;
 
-  // Returns WithLocation({path}, path): the message becomes "`path`: <message>", location().file
-  // names `path` and reason() is the message before. An empty `path` returns the status as is.
+  // Returns WithLocation({path}, path): the message becomes "`path`: <message>" (unless it starts
+  // so already: a file is named once), location().file names `path`, reason() the rest. "": as is.
   Status WithFile(std::string_view path) const;
 
   // Returns where the error was seen; every field is unknown when no location was attached.

@@ -5,6 +5,7 @@
 
 #include "formats/format_registry.h"
 #include "formats/manifest.h"
+#include "formats/verifier_checks.h"
 
 namespace kiln {
 
@@ -17,7 +18,8 @@ VerifyReport VerifyDatasetUntimed(const std::string& dir, const VerifyOptions& o
   const std::string manifest_path = dir + "/" + kManifestFileName;
   Result<Manifest> manifest = Manifest::Read(dir);
   if (!manifest.ok()) {
-    report.problems.push_back({manifest_path, -1, -1, manifest.status().message()});
+    report.problems.push_back(
+        {manifest_path, -1, -1, ProblemReason(manifest.status(), manifest_path)});
     // Without a manifest, each backend still checks the files of its own it finds.
     for (const StorageFormat& format : StorageFormats()) {
       if (format.compiled_in) format.verify(dir, nullptr, options, &report);

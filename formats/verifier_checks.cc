@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "formats/xxh3.h"
 
@@ -37,7 +38,7 @@ std::unique_ptr<MappedFile> MapFileAgainstManifest(const std::string& path,
   ++report->files_checked;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
-    problem(-1, "missing: " + Status::FromErrno("cannot stat", path, errno).message());
+    problem(-1, std::string("missing (") + std::strerror(errno) + ")");
     return nullptr;
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -48,11 +49,16 @@ std::unique_ptr<MappedFile> MapFileAgainstManifest(const std::string& path,
   }
   Result<std::unique_ptr<MappedFile>> file = MappedFile::Open(path);
   if (!file.ok()) {
-    problem(-1, file.status().message());
+    problem(-1, ProblemReason(file.status(), path));
     return nullptr;
   }
   report->bytes_checked += (*file)->size();
   return std::move(file).value();
+}
+
+std::string ProblemReason(const Status& status, const std::string& file) {
+  if (status.location().file == file) return std::string(status.reason());
+  return status.message();
 }
 
 void CheckSingleFileManifest(const std::string& dir, const Manifest& manifest,

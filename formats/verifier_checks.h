@@ -30,6 +30,11 @@ std::unique_ptr<MappedFile> MapFileAgainstManifest(const std::string& path,
                                                    VerifyReport* report);
 std::string WholeFileHashProblem(const MappedFile& file, const DataFileInfo& expected);
 
+// The words of a problem about `file` that `status` describes: its reason() when its location
+// names `file` (the report names the file in a field of its own, so that each line names it
+// once), else its whole message.
+std::string ProblemReason(const Status& status, const std::string& file);
+
 // For formats stored in exactly one data file (LMDB's data.mdb, HDF5's data.h5): checks that
 // the manifest lists `file_name` once, holding all of the manifest's samples. Problems are
 // recorded against `dir`/kiln.json.

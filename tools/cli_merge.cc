@@ -15,7 +15,7 @@ namespace {
 struct MergeFlags {
   std::vector<std::string> args;  // PARTS... OUTPUT, or PARTS... with -o OUTPUT
   std::string output;             // -o/--output
-  bool resume = false, reshard = false, json = false;
+  bool resume = false, reshard = false, overwrite = false, json = false;
 };
 
 int RunMerge(const MergeFlags& flags) {
@@ -31,6 +31,7 @@ int RunMerge(const MergeFlags& flags) {
   options.output = output_flag ? flags.output : flags.args.back();
   options.resume = flags.resume;
   options.reshard = flags.reshard;
+  options.overwrite = flags.overwrite;
   Result<MergeReport> report = [&] {
     ProgressPrinter printer("kiln merge", "samples");
     options.progress = [&](uint64_t done, uint64_t total) { printer.Update(done, total); };
@@ -67,6 +68,7 @@ Subcommand AddMergeCommand(CLI::App& app) {
       ->expected(1, -1);
   merge->add_option("-o,--output", flags->output, "The dataset directory to create");
   merge->add_flag("--resume", flags->resume, "Finish a merge that was interrupted");
+  merge->add_flag("--overwrite", flags->overwrite, "Replace an existing dataset at OUTPUT");
   merge->add_flag("--reshard", flags->reshard,
                   "Copy the records into freshly cut shards (a plain pack's bytes) instead of "
                   "moving the parts' shards; keeps the parts");

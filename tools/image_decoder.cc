@@ -122,6 +122,21 @@ Status OutOfMemory(ImageFormat format, std::string what) {
                             "memory) is reached; lower --threads, or raise the limit");
 }
 
+// The error for an image over OpenCV's own decoder limits (2^30 pixels, 2^20 per side unless
+// OPENCV_IO_MAX_IMAGE_PIXELS / _WIDTH / _HEIGHT say otherwise), which apply even when
+// --max-pixels is 0 or larger: OpenCV's assertion text would name none of this.
+Status OpenCvSizeLimit(ImageFormat format, std::string_view bytes) {
+  std::string size = "this " + std::string(ImageFormatName(format)) + " file";
+  if (Result<ImageSize> header = PeekImageSize(bytes); header.ok()) {
+    size = PixelCount(header->width, header->height);
+  }
+  return Status::InvalidArgument(
+      size +
+      " exceeds OpenCV's decoder limit (by default 2^30 pixels, 2^20 a side: "
+      "raise OPENCV_IO_MAX_IMAGE_PIXELS, OPENCV_IO_MAX_IMAGE_WIDTH or "
+      "OPENCV_IO_MAX_IMAGE_HEIGHT with --max-pixels)");
+}
+
 // DecodeImage without the file name: its messages are the bare reasons (the JPEG and first-frame
 // decoders are given an empty path for that).
 Result<cv::Mat> Decode(std::string_view bytes, const DecodeOptions& options, cv::Size* full_size) {
@@ -179,7 +194,9 @@ Result<cv::Mat> Decode(std::string_view bytes, const DecodeOptions& options, cv:
       decoded = cv::imdecode(buffer, flags);
     } catch (const cv::Exception& e) {
       if (e.code == cv::Error::StsNoMem) return OutOfMemory(format, e.what());
-      opencv_error = e.what();
+      if (e.func == "validateInputImageSize") return OpenCvSizeLimit(format, bytes);
+      // e.err is the reason alone; e.what() adds OpenCV's version, source file and line.
+      opencv_error = e.err;
     } catch (const std::bad_alloc& e) {
       return OutOfMemory(format, e.what());
     } catch (const std::exception& e) {
@@ -202,7 +219,8 @@ Result<cv::Mat> Decode(std::string_view bytes, const DecodeOptions& options, cv:
     cv::cvtColor(decoded, bgr, cv::COLOR_BGRA2BGR);
     decoded = bgr;
   }
-  // Formats whose header is not parsed are checked here, after decoding.
+  // Formats whose header is not parsed (GIF, JPEG 2000, ...) are checked here, after decoding;
+  // the others again, which costs nothing.
   KILN_RETURN_IF_ERROR(CheckPixelLimit(decoded.cols, decoded.rows, options));
 
   if (full_size != nullptr) *full_size = decoded.size();

@@ -7,13 +7,16 @@
 //      magic number kiln knows (tools/image_header.h: SniffImageFormat): "not an image", without
 //      asking OpenCV, whose fallback decoders (DICOM through GDCM, GDAL) need temporary files
 //      and can abort the process. Floating-point formats (PFM, OpenEXR, Radiance HDR) are
-//      refused with NotSupported, as step 3 would after decoding. For PNG and JPEG the header is
-//      parsed first (tools/image_header.h) and an image claiming more than `max_pixels` pixels is
+//      refused with NotSupported, as step 3 would after decoding. For PNG, JPEG, BMP, TIFF,
+//      WebP and PNM the header is parsed first (tools/image_header.h): a header cut short or
+//      malformed is refused as truncated, and an image claiming more than `max_pixels` pixels is
 //      refused before any pixel buffer is allocated; a PNG whose IDAT data is too short to
 //      inflate to the size in its IHDR (more than 1032:1, deflate's limit) and a JPEG with no
-//      end-of-image marker after its scan data are refused as truncated. Other formats are
-//      checked against `max_pixels` after decoding, and OpenCV's own limit applies to them
-//      during decoding (2^30 pixels unless OPENCV_IO_MAX_IMAGE_PIXELS says otherwise).
+//      end-of-image marker after its scan data are refused as truncated. Other formats (GIF
+//      and animated WebP before their canvas exists, JPEG 2000 ...) are checked against
+//      `max_pixels` after decoding. OpenCV's own limits apply during decoding (2^30 pixels and
+//      2^20 a side unless OPENCV_IO_MAX_IMAGE_PIXELS / _WIDTH / _HEIGHT say otherwise); an image
+//      over them is refused with kiln's message, never OpenCV's assertion text.
 //   2. Orientation. JPEG is decoded by DecodeJpeg (tools/jpeg_decoder.h: libjpeg-turbo straight
 //      to RGB, the pixels of cv::IMREAD_COLOR), which applies the EXIF Orientation tag (values
 //      1..8, mirrored ones included) of the first APP1 segment that is Exif, and refuses a file
@@ -84,7 +87,8 @@ struct DecodeOptions {
 // unless options.min_width / min_height let a JPEG be decoded smaller.
 // Errors:
 //   InvalidArgument  "empty file"; options.channels not 1 or 3;
-//                    "W x H = P pixels exceeds the limit of L (raise --max-pixels)".
+//                    "W x H = P pixels exceeds the limit of L (raise --max-pixels)";
+//                    "W x H = P pixels exceeds OpenCV's decoder limit (...)".
 //   Corruption       "not an image" (no magic number kiln knows);
 //                    "truncated or invalid (...)" (a known format that fails to decode, a PNG
 //                    bomb or truncated PNG, a JPEG without end-of-image marker);

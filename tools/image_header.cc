@@ -1,5 +1,6 @@
 #include "tools/image_header.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -193,6 +194,234 @@ Result<ImageSize> PeekJpeg(std::string_view bytes) {
   }
 }
 
+uint32_t ReadLe16(std::string_view bytes, size_t pos) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + pos);
+  return (uint32_t{p[1]} << 8) | p[0];
+}
+
+Status ZeroSize(std::string_view format, uint32_t width, uint32_t height) {
+  return Status::Corruption(std::string(format) + " header claims a size of " +
+                            std::to_string(width) + " x " + std::to_string(height));
+}
+
+Status CutShort(std::string_view format, std::string_view what, size_t size) {
+  return Status::Corruption(std::string(format) + " header cut short: " + std::to_string(size) +
+                            " bytes, too few for " + std::string(what));
+}
+
+// BITMAPFILEHEADER (14 bytes), then a DIB header that starts with its own size: 12 for OS/2's
+// BITMAPCOREHEADER (16-bit width and height), 16 or more for the others (signed 32-bit width
+// and height; a negative height means rows stored top-down).
+Result<ImageSize> PeekBmp(std::string_view bytes) {
+  if (bytes.size() < 18) return CutShort("BMP", "the DIB header size at offset 14", bytes.size());
+  const uint32_t dib_bytes = ReadLe32(bytes, 14);
+  ImageSize size;
+  size.format = ImageFormat::kBmp;
+  if (dib_bytes == 12) {
+    if (bytes.size() < 22) return CutShort("BMP", "the size at offset 18", bytes.size());
+    size.width = ReadLe16(bytes, 18);
+    size.height = ReadLe16(bytes, 20);
+  } else if (dib_bytes >= 16) {
+    if (bytes.size() < 26) return CutShort("BMP", "the size at offset 18", bytes.size());
+    const int64_t width = static_cast<int32_t>(ReadLe32(bytes, 18));
+    const int64_t height = static_cast<int32_t>(ReadLe32(bytes, 22));
+    if (width < 0) {
+      return Status::Corruption("BMP header claims a negative width " + std::to_string(width));
+    }
+    size.width = static_cast<uint32_t>(width);
+    size.height = static_cast<uint32_t>(height < 0 ? -height : height);
+  } else {
+    return Status::Corruption("BMP DIB header size " + std::to_string(dib_bytes) +
+                              " at offset 14 is not 12 or at least 16");
+  }
+  if (size.width == 0 || size.height == 0) return ZeroSize("BMP", size.width, size.height);
+  return size;
+}
+
+// TIFF 6.0 (section 2): byte order, 42, the offset of IFD0, whose ImageWidth (256) and
+// ImageLength (257) entries hold the size as BYTE, SHORT or LONG values.
+Result<ImageSize> PeekTiff(std::string_view bytes) {
+  const bool big_endian = bytes[0] == 'M';
+  auto u16 = [&](size_t pos) { return big_endian ? ReadBe16(bytes, pos) : ReadLe16(bytes, pos); };
+  auto u32 = [&](size_t pos) { return big_endian ? ReadBe32(bytes, pos) : ReadLe32(bytes, pos); };
+  if (bytes.size() < 8) return CutShort("TIFF", "the offset of IFD0 at offset 4", bytes.size());
+  const uint64_t ifd = u32(4);
+  if (ifd + 2 > bytes.size()) {
+    return Status::Corruption("TIFF IFD0 offset " + std::to_string(ifd) + " is past the end (" +
+                              std::to_string(bytes.size()) + " bytes)");
+  }
+  const uint32_t entries = u16(ifd);
+  if (ifd + 2 + 12 * uint64_t{entries} > bytes.size()) {
+    return Status::Corruption("TIFF IFD0 at offset " + std::to_string(ifd) + " has " +
+                              std::to_string(entries) + " entries, cut short by the end of file");
+  }
+  ImageSize size;
+  size.format = ImageFormat::kTiff;
+  bool have_width = false, have_height = false;
+  for (uint32_t i = 0; i < entries; ++i) {
+    const size_t entry = ifd + 2 + 12 * size_t{i};
+    const uint32_t tag = u16(entry);
+    if (tag != 256 && tag != 257) continue;
+    const uint32_t type = u16(entry + 2);
+    uint32_t value = 0;
+    if (type == 1) {  // BYTE
+      value = At(bytes, entry + 8);
+    } else if (type == 3) {  // SHORT: the first two bytes of the value field.
+      value = u16(entry + 8);
+    } else if (type == 4) {  // LONG
+      value = u32(entry + 8);
+    } else {
+      return Status::NotSupported("TIFF size tag of type " + std::to_string(type));
+    }
+    (tag == 256 ? size.width : size.height) = value;
+    (tag == 256 ? have_width : have_height) = true;
+  }
+  if (!have_width || !have_height) {
+    return Status::Corruption("TIFF IFD0 at offset " + std::to_string(ifd) + " has no " +
+                              (have_width ? "ImageLength (257)" : "ImageWidth (256)") + " tag");
+  }
+  if (size.width == 0 || size.height == 0) return ZeroSize("TIFF", size.width, size.height);
+  return size;
+}
+
+// RIFF container (12 bytes), then the first chunk: "VP8 " (lossy: 14-bit sizes after the
+// frame tag and start code, RFC 6386 section 9.1), "VP8L" (lossless: 14-bit sizes minus one
+// after the 0x2F signature) or "VP8X" (extended: 24-bit canvas sizes minus one at offsets 24
+// and 27). WebP Container Specification, RFC 9649.
+Result<ImageSize> PeekWebp(std::string_view bytes) {
+  if (bytes.size() < 20)
+    return CutShort("WebP", "its first chunk header at offset 12", bytes.size());
+  const std::string_view chunk = bytes.substr(12, 4);
+  ImageSize size;
+  size.format = ImageFormat::kWebp;
+  if (chunk == "VP8 ") {
+    if (bytes.size() < 30)
+      return CutShort("WebP", "the VP8 frame header at offset 20", bytes.size());
+    if (bytes.substr(23, 3) != "\x9d\x01\x2a") {
+      return Status::Corruption("WebP VP8 frame at offset 20 has no start code 9D 01 2A");
+    }
+    size.width = ReadLe16(bytes, 26) & 0x3fff;
+    size.height = ReadLe16(bytes, 28) & 0x3fff;
+  } else if (chunk == "VP8L") {
+    if (bytes.size() < 25) return CutShort("WebP", "the VP8L header at offset 20", bytes.size());
+    if (At(bytes, 20) != 0x2f) {
+      return Status::Corruption("WebP VP8L data at offset 20 has no signature byte 2F");
+    }
+    const uint32_t bits = ReadLe32(bytes, 21);
+    size.width = (bits & 0x3fff) + 1;
+    size.height = ((bits >> 14) & 0x3fff) + 1;
+  } else if (chunk == "VP8X") {
+    if (bytes.size() < 30)
+      return CutShort("WebP", "the VP8X canvas size at offset 24", bytes.size());
+    size.width = (ReadLe32(bytes, 24) & 0xffffff) + 1;
+    size.height = (ReadLe32(bytes, 27) & 0xffffff) + 1;
+  } else {
+    return Status::Corruption("WebP has chunk '" + std::string(chunk) +
+                              "' at offset 12 where VP8, VP8L or VP8X should be");
+  }
+  if (size.width == 0 || size.height == 0) return ZeroSize("WebP", size.width, size.height);
+  return size;
+}
+
+// Netpbm: "P1".."P6", then width and height as ASCII decimals separated by whitespace and
+// '#' comments (netpbm's pbm(5), pgm(5), ppm(5)); PAM ("P7") has "WIDTH n" and "HEIGHT n"
+// lines before ENDHDR (pam(5)).
+class PnmHeader {
+ public:
+  explicit PnmHeader(std::string_view bytes) : bytes_(bytes) {}
+
+  // Skips whitespace and comments, then reads one decimal number naming `what`.
+  Result<uint32_t> Number(std::string_view what) {
+    while (pos_ < bytes_.size()) {
+      const char c = bytes_[pos_];
+      if (c == '#') {
+        while (pos_ < bytes_.size() && bytes_[pos_] != '\n' && bytes_[pos_] != '\r') ++pos_;
+      } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') {
+        ++pos_;
+      } else {
+        break;
+      }
+    }
+    if (pos_ >= bytes_.size()) {
+      return Status::Corruption("PNM header ends at offset " + std::to_string(pos_) +
+                                " before its " + std::string(what));
+    }
+    const size_t start = pos_;
+    uint64_t value = 0;
+    while (pos_ < bytes_.size() && bytes_[pos_] >= '0' && bytes_[pos_] <= '9') {
+      value = value * 10 + static_cast<uint64_t>(bytes_[pos_] - '0');
+      if (value > 0xffffffffu) {
+        return Status::Corruption("PNM " + std::string(what) + " at offset " +
+                                  std::to_string(start) + " is over 4294967295");
+      }
+      ++pos_;
+    }
+    if (pos_ == start) {
+      return Status::Corruption("PNM header has byte 0x" + Hex(bytes_[pos_]) + " at offset " +
+                                std::to_string(pos_) + " where its " + std::string(what) +
+                                " should be");
+    }
+    return static_cast<uint32_t>(value);
+  }
+
+  // PAM: reads the header lines up to ENDHDR, keeping WIDTH and HEIGHT.
+  Result<ImageSize> Pam() {
+    ImageSize size;
+    size.format = ImageFormat::kPnm;
+    bool have_width = false, have_height = false;
+    while (true) {
+      while (pos_ < bytes_.size() && (bytes_[pos_] == '\n' || bytes_[pos_] == '\r' ||
+                                      bytes_[pos_] == ' ' || bytes_[pos_] == '\t')) {
+        ++pos_;
+      }
+      if (pos_ >= bytes_.size()) {
+        return Status::Corruption("PAM header ends at offset " + std::to_string(pos_) +
+                                  " before ENDHDR");
+      }
+      const size_t end = std::min(bytes_.find('\n', pos_), bytes_.size());
+      const std::string_view line = bytes_.substr(pos_, end - pos_);
+      if (line.substr(0, 6) == "ENDHDR") break;
+      if (line.substr(0, 6) == "WIDTH " || line.substr(0, 7) == "HEIGHT ") {
+        const bool width = line[0] == 'W';
+        pos_ += width ? 6 : 7;
+        KILN_ASSIGN_OR_RETURN(uint32_t value, Number(width ? "width" : "height"));
+        (width ? size.width : size.height) = value;
+        (width ? have_width : have_height) = true;
+      }
+      pos_ = std::max(pos_, end);
+    }
+    if (!have_width || !have_height) {
+      return Status::Corruption(std::string("PAM header has no ") +
+                                (have_width ? "HEIGHT" : "WIDTH") + " line before ENDHDR");
+    }
+    return size;
+  }
+
+ private:
+  static std::string Hex(char c) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    const auto u = static_cast<unsigned char>(c);
+    return {kHex[u >> 4], kHex[u & 15]};
+  }
+
+  std::string_view bytes_;
+  size_t pos_ = 2;  // After "Pn".
+};
+
+Result<ImageSize> PeekPnm(std::string_view bytes) {
+  PnmHeader header(bytes);
+  ImageSize size;
+  size.format = ImageFormat::kPnm;
+  if (bytes[1] == '7') {
+    KILN_ASSIGN_OR_RETURN(size, header.Pam());
+  } else {
+    KILN_ASSIGN_OR_RETURN(size.width, header.Number("width"));
+    KILN_ASSIGN_OR_RETURN(size.height, header.Number("height"));
+  }
+  if (size.width == 0 || size.height == 0) return ZeroSize("PNM", size.width, size.height);
+  return size;
+}
+
 }  // namespace
 
 ImageFormat SniffImageFormat(std::string_view bytes) {
@@ -274,8 +503,16 @@ Result<ImageSize> PeekImageSize(std::string_view bytes) {
       return PeekPng(bytes);
     case ImageFormat::kJpeg:
       return PeekJpeg(bytes);
+    case ImageFormat::kBmp:
+      return PeekBmp(bytes);
+    case ImageFormat::kTiff:
+      return PeekTiff(bytes);
+    case ImageFormat::kWebp:
+      return PeekWebp(bytes);
+    case ImageFormat::kPnm:
+      return PeekPnm(bytes);
     default:
-      return Status::NotSupported("only PNG and JPEG headers are parsed");
+      return Status::NotSupported("only PNG, JPEG, BMP, TIFF, WebP and PNM headers are parsed");
   }
 }
 

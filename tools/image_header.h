@@ -2,9 +2,11 @@
 // without decoding or allocating anything in proportion to that size.
 //
 // The converter calls it before the decoder so that a decompression bomb (a small file whose
-// header claims billions of pixels) is refused before OpenCV allocates the pixel buffer. Only
-// PNG (IHDR chunk) and JPEG (SOFn marker) are parsed; every other format answers NotSupported
-// and relies on OpenCV's own limits (see tools/decode_policy.md).
+// header claims billions of pixels) is refused before OpenCV allocates the pixel buffer, and a
+// header cut short or malformed is refused with kiln's words, not OpenCV's. PNG (IHDR chunk),
+// JPEG (SOFn marker), BMP (DIB header), TIFF (IFD0), WebP (VP8 / VP8L / VP8X) and PNM (P1..P7)
+// are parsed; every other format answers NotSupported and relies on OpenCV's own limits (see
+// tools/decode_policy.md).
 //
 // Thread safety: pure functions of their arguments; callable from any thread.
 #ifndef KILN_TOOLS_IMAGE_HEADER_H_
@@ -37,9 +39,9 @@ ImageFormat SniffImageFormat(std::string_view bytes);
 // Returns a short lower-case name: "jpeg", "png", ..., "unknown".
 std::string_view ImageFormatName(ImageFormat format);
 
-// What a PNG or JPEG header claims. Sizes are in pixels.
+// What an image header claims. Sizes are in pixels.
 struct ImageSize {
-  ImageFormat format = ImageFormat::kUnknown;  // kPng or kJpeg.
+  ImageFormat format = ImageFormat::kUnknown;  // kPng, kJpeg, kBmp, kTiff, kWebp or kPnm.
   uint32_t width = 0;                          // Columns, >= 1.
   uint32_t height = 0;                         // Rows, >= 1.
 
@@ -59,15 +61,28 @@ struct ImageSize {
   uint64_t pixels() const { return uint64_t{width} * height; }
 };
 
-// Parses the header of a PNG or JPEG held in `bytes`. Reads only headers and chunk / marker
-// lengths (no CRC check, no inflate, no Huffman decode); time is linear in the number of chunks
-// or markers, memory is constant.
+// Parses the header of the image held in `bytes`: the width and height, and for PNG and JPEG
+// the fields above. Reads only headers and chunk / marker / IFD entry lengths (no CRC check,
+// no inflate, no Huffman decode); time is linear in the number of chunks, markers or IFD0
+// entries, memory is constant. Where the size is found:
+//   PNG   IHDR (PNG specification, 11.2.2).     JPEG  the first SOFn marker.
+//   BMP   the DIB header at offset 14: 16-bit sizes in a 12-byte BITMAPCOREHEADER, signed
+//         32-bit ones otherwise (a negative height, rows stored top-down, counts as its
+//         absolute value).
+//   TIFF  IFD0's ImageWidth (256) and ImageLength (257) tags, BYTE, SHORT or LONG (TIFF 6.0).
+//   WebP  the first chunk: VP8 frame header, VP8L header or VP8X canvas (RFC 9649).
+//   PNM   the ASCII width and height after "P1".."P6" (whitespace and '#' comments between),
+//         or the WIDTH and HEIGHT lines of a PAM ("P7") header.
 // Errors:
-//   NotSupported  `bytes` is not PNG or JPEG (the caller falls back to decoding).
-//   Corruption    a PNG or JPEG whose header is cut short or malformed: no IHDR first, a zero
-//                 width or height, an unknown colour type / bit depth pair, no SOFn before the
-//                 first SOS, a marker length running past the end. The message says what and
-//                 at which byte offset, but not the file name (the caller adds it).
+//   NotSupported  `bytes` is none of these formats, a JPEG whose height is set by a DNL marker,
+//                 or a TIFF size tag of another type (the caller falls back to decoding).
+//   Corruption    a header cut short or malformed: a zero width or height in any format; no
+//                 IHDR first, an unknown colour type / bit depth pair; no SOFn before the first
+//                 SOS, a marker length running past the end; a BMP DIB header size under 12;
+//                 a TIFF IFD0 past the end or without a size tag; a WebP first chunk that is
+//                 not VP8 / VP8L / VP8X or lacks its start code; a PNM size that is not a
+//                 decimal number or is over 2^32 - 1. The message says what and at which byte
+//                 offset, but not the file name (the caller adds it).
 Result<ImageSize> PeekImageSize(std::string_view bytes);
 
 // Returns true when the BMP `bytes` declares an alpha channel: 32 bits per pixel and a non-zero

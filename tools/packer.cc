@@ -944,8 +944,9 @@ Result<std::unique_ptr<PartLock>> PreparePart(const PackOptions& options, const 
   return lock;
 }
 
-// Warns about each class that had images but keeps none (every one rejected): training would
-// see a class id with no sample, which nothing else would reveal. A part is exempt (its range
+// Warns about each class folder that holds no image, and each class that had images but keeps
+// none (every one rejected): training would see a class id with no sample, which nothing else
+// would reveal. A part is exempt (its range
 // may cover a class's images only partly; `kiln merge` checks the whole job).
 void WarnAboutEmptyClasses(const PackInput& input, PackReport* report) {
   if (input.classes.empty()) return;
@@ -958,6 +959,16 @@ void WarnAboutEmptyClasses(const PackInput& input, PackReport* report) {
     if (rejected.count(item.path) == 0) ++kept[item.label];
   }
   for (size_t c = 0; c < input.classes.size(); ++c) {
+    // An ImageFolder class folder with no image keeps its label, so that labels match the
+    // folders' sorted order (torchvision's ImageFolder raises FileNotFoundError instead; a class
+    // pinned by --classes without a folder is not warned about).
+    const std::string folder = input.root + "/" + input.classes[c];
+    std::error_code ec;
+    if (input.is_dir && listed[c] == 0 && std::filesystem::is_directory(folder, ec)) {
+      report->warnings.push_back("class folder '" + input.classes[c] +
+                                 "' has no images; it keeps label " + std::to_string(c) + " (" +
+                                 folder + ")");
+    }
     if (listed[c] > 0 && kept[c] == 0) {
       report->warnings.push_back("class '" + input.classes[c] + "' (label " + std::to_string(c) +
                                  ") is empty: all its " + std::to_string(listed[c]) +

@@ -95,6 +95,7 @@ Status Busy(const std::string& text, const std::string& path, const std::string&
     msg +=
         "; if that writer is gone (it ran on another host, or its pid was reused), remove " + path;
   }
+  // No location: that is what tells it from a lock file that cannot be created (IsHeldElsewhere).
   return Status::IOError(msg);
 }
 
@@ -245,6 +246,10 @@ Result<std::unique_ptr<PartLock>> PartLock::Acquire(const std::string& path,
   return std::unique_ptr<PartLock>(new PartLock(fd, path, 0, 0));
 }
 
+bool PartLock::IsHeldElsewhere(const Status& status) {
+  return status.code() == StatusCode::kIOError && status.location().file.empty();
+}
+
 Status PartLock::CheckFree(const std::string& path, const std::string& what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::Ok();
@@ -279,7 +284,12 @@ PartLock::~PartLock() {
 Result<std::unique_ptr<OutputLock>> OutputLock::Acquire(const std::string& output) {
   std::string path = output + ".partial.lock";
   Result<std::unique_ptr<PartLock>> lock = PartLock::Acquire(path, "output " + output);
-  if (!lock.ok()) return Status::InvalidArgument(lock.status().message());
+  // Held by another writer: InvalidArgument (exit 2). Cannot be created (a read-only or
+  // unwritable directory, a path under a file): IOError (exit 1), naming the output.
+  if (!lock.ok() && PartLock::IsHeldElsewhere(lock.status())) {
+    return Status::InvalidArgument(lock.status().message());
+  }
+  if (!lock.ok()) return lock.status().WithContext("output " + output + " cannot be written");
   return std::unique_ptr<OutputLock>(new OutputLock(std::move(path), std::move(lock).value()));
 }
 

@@ -54,13 +54,18 @@ class PartLock {
  public:
   // Creates (if missing) and locks `path`; `what` names the part in messages ("part 2 of 4").
   // Errors: IOError "<what> is being written by another process (host H pid P since T; lock
-  // PATH)" when it is held (for a lock file, with how to remove it once that writer is gone),
-  // or naming the path when it cannot be created.
+  // PATH)" when it is held (for a lock file, with how to remove it once that writer is gone);
+  // IOError (NotFound for a missing directory) "cannot create the lock file PATH: <strerror>",
+  // with location().file PATH, when it cannot be created: a read-only or unwritable directory,
+  // a path under a file. IsHeldElsewhere tells the two apart.
   static Result<std::unique_ptr<PartLock>> Acquire(const std::string& path, const std::string& what,
                                                    LockMethod method = LockMethodFromEnvironment());
   // Returns OK when nobody holds the lock file `path` now (or it does not exist, or it is a
   // stale lock file), else the same IOError as Acquire. Takes and releases no lock file.
   static Status CheckFree(const std::string& path, const std::string& what);
+  // True when `status`, an error of Acquire or CheckFree, says that another process holds the
+  // lock (the others name the lock file in their location and are the file system's refusals).
+  static bool IsHeldElsewhere(const Status& status);
   ~PartLock();  // releases the lock (a lock file: removes it, if it is still this one)
   PartLock(const PartLock&) = delete;
   PartLock& operator=(const PartLock&) = delete;
@@ -84,7 +89,9 @@ class OutputLock {
  public:
   // Locks `output` (a path without trailing slashes). Errors: InvalidArgument with
   // PartLock::Acquire's message, "output OUTPUT is being written by another process (...)", when
-  // another pack or merge holds it, or naming the lock file when it cannot be created.
+  // another pack or merge holds it (exit 2); PartLock::Acquire's IOError with the context
+  // "output OUTPUT cannot be written" when the lock file cannot be created: a read-only or
+  // unwritable directory, a path under a file (exit 1).
   static Result<std::unique_ptr<OutputLock>> Acquire(const std::string& output);
   ~OutputLock();
   OutputLock(const OutputLock&) = delete;

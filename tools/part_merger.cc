@@ -595,7 +595,10 @@ Status RunJournal(const std::string& staging, const std::string& output) {
   // The marker and the journal stay until the rename, so that a merge killed before it resumes
   // (--resume replays the journal); killed after it, the output is complete.
   KillHereForTest("merge-rename");
-  if (fs::exists(output, ec)) ::rmdir(output.c_str());  // an empty directory (checked before)
+  // An empty directory, or (--overwrite, checked before) the kiln dataset it replaces.
+  if (fs::exists(output, ec) && ::rmdir(output.c_str()) != 0) {
+    KILN_RETURN_IF_ERROR(RemoveTree(output));
+  }
   if (::rename(staging.c_str(), output.c_str()) != 0) {
     return Status::FromErrno("cannot rename " + staging + " to", output, errno);
   }
@@ -738,7 +741,16 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
   KILN_ASSIGN_OR_RETURN(const std::unique_ptr<OutputLock> output_lock, OutputLock::Acquire(output));
   std::error_code ec;
   if (fs::exists(output, ec) && !(fs::is_directory(output, ec) && fs::is_empty(output, ec))) {
-    return Status::InvalidArgument("output " + output + " exists and is not empty");
+    if (!options.overwrite) {
+      return Status::InvalidArgument("output " + output +
+                                     " exists and is not empty (choose another path, or pass "
+                                     "--overwrite to replace it)");
+    }
+    // --overwrite replaces a kiln dataset, never an arbitrary directory of the user's.
+    if (!fs::is_directory(output, ec) || !fs::exists(output + "/" + kManifestFileName, ec)) {
+      return Status::InvalidArgument("refusing to overwrite " + output +
+                                     ": it is not a kiln dataset (no " + kManifestFileName + ")");
+    }
   }
   if (fs::exists(staging + "/" + kJournalName, ec)) {
     if (!options.resume) {

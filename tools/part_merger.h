@@ -43,13 +43,17 @@ struct MergeOptions {
   // One directory holding the parts (`OUT.parts`, as `kiln pack --part` writes them), or the
   // part directories themselves, in any order.
   std::vector<std::string> inputs;
-  std::string output;  // the dataset directory to create; must not exist or be empty
+  std::string output;  // the dataset directory to create; must not exist or be empty (or see
+                       // `overwrite`)
   // Finish a merge into `output` that was interrupted (its `output.partial` holds the journal).
   // Without one, merges from the start. Default false.
   bool resume = false;
   // Copy records into freshly cut shards instead of moving the parts' shards (see above).
   // Default false.
   bool reshard = false;
+  // Replace an existing kiln dataset at `output` (one with a kiln.json; any other non-empty
+  // directory is refused), once the merged dataset is complete beside it. Default false.
+  bool overwrite = false;
   // Called on the calling thread with (samples done, samples of all parts): in move mode as each
   // part shard is checked, in copy mode as each record is copied. For progress displays (kiln
   // merge). Default: none.
@@ -76,9 +80,11 @@ struct MergeReport {
 // --resume"; InvalidArgument naming the other writer when another merge or a `kiln pack` is
 // writing `output` (the lock `output.partial.lock`, tools/part_lock.h, held for the whole
 // merge); IOError when a part's writer still holds its lock, or naming a path the system
-// refused; InvalidArgument for an output that lies inside an input or holds one (checked
-// before anything is written), an existing non-empty output, or an interrupted merge in
-// `output.partial` without `resume`.
+// refused (an output that cannot be written: "output O cannot be written: cannot create the
+// lock file ...: <strerror>"); InvalidArgument for an output that lies inside an input or
+// holds one (checked before anything is written), an existing non-empty output without
+// `overwrite` ("... (choose another path, or pass --overwrite to replace it)") or one that is
+// not a kiln dataset, or an interrupted merge in `output.partial` without `resume`.
 Result<MergeReport> MergeParts(const MergeOptions& options);
 
 // Returns the report as one JSON object (output, parts, samples, rejected, files, bytes,

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -176,15 +177,54 @@ class Lister {
 
   static std::string Offset(int64_t offset) { return "at byte offset " + std::to_string(offset); }
 
+  // Warns when an uncompressed shard does not end with the two 512-byte zero blocks that close
+  // every tar archive (POSIX ustar): libarchive reads a tar cut at a member boundary as
+  // complete, so a copy cut short would otherwise lose its last samples without a word. A
+  // well-formed tar always ends with at least 1024 zero bytes, so this never warns wrongly.
+  void CheckEndOfArchive(uint32_t s, archive* a, uint64_t members, int64_t last_offset) {
+    if (members == 0 || archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) return;
+    const std::string& path = shards_[s];
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    const std::streamoff size = in.tellg();
+    if (!in || size < 0) return;
+    std::string tail(static_cast<size_t>(std::min<std::streamoff>(size, 1024)), '\0');
+    in.seekg(size - static_cast<std::streamoff>(tail.size()));
+    if (!in.read(tail.data(), static_cast<std::streamsize>(tail.size()))) return;
+    if (tail.size() == 1024 && tail.find_first_not_of('\0') == std::string::npos) return;
+    listing_.warnings.push_back(
+        Printable(path) + ": no end-of-archive marker (two 512-byte zero blocks) after its last " +
+        "member " + Offset(last_offset) + ", at the end of its " + std::to_string(size) +
+        " bytes: the shard may be a copy cut short; its " + std::to_string(members) +
+        " members are packed");
+  }
+
+  // Hints once per key when a sample's key comes back after other members: WebDataset (and
+  // kiln) group adjacent members only, so KEY.jpg ... OTHER.cls ... KEY.cls are two samples.
+  void NoteKey(uint32_t s, const std::string& key, int64_t offset) {
+    auto [it, first] = key_offsets_.emplace(key, offset);
+    if (first || !hinted_keys_.insert(key).second) return;
+    listing_.warnings.push_back(
+        Printable(shards_[s]) + ": members of key " + Printable(key) + " are not adjacent (" +
+        Offset(it->second) + " and " + Offset(offset) +
+        "): WebDataset groups adjacent members only, so they are read as separate samples; "
+        "write the shard with each sample's members together (e.g. tar --sort=name)");
+  }
+
   Status ListShard(uint32_t s) {
     const std::string& path = shards_[s];
     KILN_ASSIGN_OR_RETURN(ArchivePtr a, OpenShard(path));
+    key_offsets_.clear();
+    hinted_keys_.clear();
     Group group;
     uint64_t index = 0;
+    int64_t last_offset = 0;
     for (;; ++index) {
       archive_entry* e = nullptr;
       const int r = archive_read_next_header(a.get(), &e);
-      if (r == ARCHIVE_EOF) break;
+      if (r == ARCHIVE_EOF) {
+        CheckEndOfArchive(s, a.get(), index, last_offset);
+        break;
+      }
       if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
         Flush(s, &group);
         listing_.problems.push_back(
@@ -197,6 +237,7 @@ class Lister {
       }
       // Where this member's first header starts (libarchive reports the last header read).
       const int64_t offset = archive_read_header_position(a.get());
+      last_offset = offset;
       const std::string name = EntryName(e);
       if (archive_entry_filetype(e) != AE_IFREG) {
         Skip(s, name,
@@ -213,7 +254,10 @@ class Lister {
         continue;
       }
       const std::string key = name.substr(0, dot);
-      if (key != group.key) Flush(s, &group);
+      if (key != group.key) {
+        Flush(s, &group);
+        NoteKey(s, key, offset);
+      }
       group.key = key;
       Member m;
       m.name = name;
@@ -358,6 +402,8 @@ class Lister {
   const std::vector<std::string>& shards_;
   const TarListOptions& options_;
   std::set<std::string> image_exts_;
+  std::map<std::string, int64_t> key_offsets_;  // this shard's keys: first group's offset
+  std::set<std::string> hinted_keys_;           // keys already hinted about in this shard
   std::string label_ext_;
   std::string json_field_;
   std::vector<std::string> class_of_;  // per item, for class-folder

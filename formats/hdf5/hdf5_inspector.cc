@@ -660,7 +660,8 @@ Result<Hdf5Layout> Hdf5Inspector::Inspect(const std::string& path, const TensorS
   Hdf5Layout layout;
   Inspector inspector(path, schema, samples);
   Status s = inspector.Run(read_manifest_attr, &layout);
-  if (!s.ok()) return s.WithLocation({path});  // every message names the path: so does location()
+  // Every message starts with the path: WithFile makes that start its location prefix.
+  if (!s.ok()) return s.WithFile(path);
   return layout;
 }
 

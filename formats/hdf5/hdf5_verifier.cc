@@ -26,7 +26,7 @@ void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
   Result<Hdf5Layout> inspected =
       Hdf5Inspector::Inspect(path, manifest.schema, manifest.samples, true);
   if (!inspected.ok()) {
-    problem(path, -1, -1, inspected.status().message() + "; samples were not checked");
+    problem(path, -1, -1, ProblemReason(inspected.status(), path) + "; samples were not checked");
     return;
   }
   const Hdf5Layout& l = *inspected;
@@ -34,9 +34,9 @@ void VerifyHdf5Dataset(const std::string& dir, const Manifest& manifest,
     problem(path, -1, -1, "file changed while being verified");
     return;
   }
-  Result<Manifest> inner = Manifest::FromJson(l.manifest_attr, path + " attribute kiln_manifest");
+  Result<Manifest> inner = Manifest::FromJson(l.manifest_attr, path);
   if (!inner.ok()) {
-    problem(path, -1, -1, inner.status().message());
+    problem(path, -1, -1, "attribute kiln_manifest: " + ProblemReason(inner.status(), path));
   } else if (inner->samples != manifest.samples || inner->schema != manifest.schema) {
     problem(path, -1, -1,
             "attribute kiln_manifest says " + std::to_string(inner->samples) + " samples of " +

@@ -122,20 +122,20 @@ void VerifyLmdbDataset(const std::string& dir, const Manifest& manifest,
   if (!mapped) return;
   Result<std::unique_ptr<LmdbEnv>> opened = LmdbEnv::OpenReadOnly(dir);
   if (!opened.ok()) {
-    problem(-1, -1, opened.status().message() + "; records were not checked");
+    problem(-1, -1, ProblemReason(opened.status(), path) + "; records were not checked");
     return;
   }
   const LmdbEnv& env = **opened;
   MDB_txn* txn = nullptr;
   int rc = mdb_txn_begin(env.env(), nullptr, MDB_RDONLY, &txn);
   if (rc != 0) {
-    problem(-1, -1, env.Error(rc, "cannot begin a read transaction").message());
+    problem(-1, -1, ProblemReason(env.Error(rc, "cannot begin a read transaction"), path));
     return;
   }
   MDB_stat stat;
   rc = mdb_stat(txn, env.dbi(), &stat);
   if (rc != 0) {
-    problem(-1, -1, env.Error(rc, "cannot read the database statistics").message());
+    problem(-1, -1, ProblemReason(env.Error(rc, "cannot read the database statistics"), path));
   } else if (stat.ms_entries != manifest.samples) {
     problem(-1, -1,
             "holds " + std::to_string(stat.ms_entries) + " entries but the manifest says " +
@@ -144,7 +144,7 @@ void VerifyLmdbDataset(const std::string& dir, const Manifest& manifest,
   MDB_cursor* cursor = nullptr;
   rc = mdb_cursor_open(txn, env.dbi(), &cursor);
   if (rc != 0) {
-    problem(-1, -1, env.Error(rc, "cannot open a cursor").message());
+    problem(-1, -1, ProblemReason(env.Error(rc, "cannot open a cursor"), path));
     mdb_txn_abort(txn);
     return;
   }
@@ -156,10 +156,11 @@ void VerifyLmdbDataset(const std::string& dir, const Manifest& manifest,
   }
   const uint64_t expected_key = checker.expected_key();
   if (rc != MDB_NOTFOUND) {
-    problem(static_cast<int64_t>(expected_key), -1,
-            env.Error(rc, "cursor walk stopped after sample " +
-                              std::to_string(expected_key == 0 ? 0 : expected_key - 1))
-                .message());
+    problem(
+        static_cast<int64_t>(expected_key), -1,
+        ProblemReason(env.Error(rc, "cursor walk stopped after sample " +
+                                        std::to_string(expected_key == 0 ? 0 : expected_key - 1)),
+                      path));
   } else if (expected_key != manifest.samples) {
     problem(-1, -1,
             "keys end at sample " + std::to_string(expected_key) + ", manifest says " +

@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -247,6 +249,80 @@ TEST_P(ConformanceTest, FieldCase_B26_SixteenProcessesOpenAtOnce) {
     EXPECT_EQ(testing::RunAtOnce(16, [&] { return OpenAndReadAll(dir_); }), std::vector<int>(16, 0))
         << "repetition " << rep;
   }
+}
+
+// Returns how many times `part` occurs in `text`.
+size_t Occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// Whatever is damaged (the manifest unreadable, a field or its checksum, the data files cut,
+// replaced by garbage or missing), every problem names its file in the `file` field and its
+// reason never names it again: one file name per line of `kiln verify`, once in --json.
+TEST_P(ConformanceTest, EveryVerifyProblemNamesItsFileOnce) {
+  const std::string manifest_path = dir_ + "/kiln.json";
+  const std::string manifest = [&] {
+    std::ifstream in(manifest_path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }();
+  std::vector<std::string> data_files;
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    const std::string name = entry.path().filename().string();
+    if (name != "kiln.json" && name != "lock.mdb") data_files.push_back(entry.path().string());
+  }
+  ASSERT_FALSE(data_files.empty());
+  const std::string data = data_files.front();
+  const std::string data_bytes = [&] {
+    std::ifstream in(data, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }();
+  auto write = [](const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  };
+  std::string edited = manifest;
+  const size_t samples_at = edited.find("\"samples\": 300");
+  ASSERT_NE(samples_at, std::string::npos) << manifest;
+  edited.replace(samples_at, 14, "\"samples\": 301");
+  std::string bad_dtype = manifest;
+  bad_dtype.replace(bad_dtype.find("\"uint8\""), 7, "\"uint9\"");
+  const std::vector<std::pair<std::string, std::function<void()>>> damages = {
+      {"manifest not JSON", [&] { write(manifest_path, manifest.substr(0, 50)); }},
+      {"manifest field", [&] { write(manifest_path, bad_dtype); }},
+      {"manifest checksum", [&] { write(manifest_path, edited); }},
+      {"data garbage", [&] { write(data, std::string(data_bytes.size(), '\x5a')); }},
+      {"data cut", [&] { write(data, data_bytes.substr(0, 3000)); }},
+      {"data empty", [&] { write(data, ""); }},
+      {"data missing", [&] { fs::remove(data); }},
+  };
+  for (const auto& [what, damage] : damages) {
+    damage();
+    const VerifyReport report = VerifyDataset(dir_, {});
+    EXPECT_FALSE(report.ok()) << what;
+    const std::string text = VerifyReportToText(report);
+    const std::string json = VerifyReportToJson(report);
+    for (const VerifyProblem& p : report.problems) {
+      EXPECT_FALSE(p.file.empty()) << what;
+      EXPECT_EQ(p.reason.find(p.file), std::string::npos)
+          << what << ": the reason names " << p.file << " again: " << p.reason;
+    }
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      for (const std::string& file : std::vector<std::string>{manifest_path, data}) {
+        EXPECT_LE(Occurrences(line, file), 1u) << what << ": " << line;
+      }
+    }
+    if (what.rfind("manifest", 0) == 0) {
+      // The manifest's problem, with the reason from Manifest::FromJson once.
+      ASSERT_FALSE(report.problems.empty()) << what;
+      EXPECT_EQ(report.problems[0].file, manifest_path) << text;
+      EXPECT_EQ(Occurrences(json, manifest_path), 1u) << what << ": " << json;
+    }
+    write(manifest_path, manifest);
+    write(data, data_bytes);
+  }
+  EXPECT_TRUE(VerifyDataset(dir_, {}).ok()) << "the damages were not all undone";
 }
 
 std::string Name(const ::testing::TestParamInfo<std::tuple<const char*, bool>>& info) {

@@ -180,6 +180,21 @@ TEST(StatusLocationTest, WithFilePrefixesThePathAndNamesItInTheLocation) {
   EXPECT_TRUE(Status::Ok().WithFile("dir/a.png").ok());
 }
 
+// A message that names its file already (built as "PATH: ...") is not prefixed a second time:
+// kiln verify once printed "d4/kiln.json: d4/kiln.json: not a JSON object".
+TEST(StatusLocationTest, WithFileNamesTheFileOnce) {
+  const Status s = Status::Corruption("d/kiln.json: not a JSON object").WithFile("d/kiln.json");
+  EXPECT_EQ(s.message(), "d/kiln.json: not a JSON object");
+  EXPECT_EQ(s.reason(), "not a JSON object");
+  EXPECT_EQ(s.location(), ErrorLocation{"d/kiln.json"});
+  const Status twice = Status::Corruption("bad").WithFile("a.png").WithFile("a.png");
+  EXPECT_EQ(twice.message(), "a.png: bad");
+  EXPECT_EQ(twice.reason(), "bad");
+  // Only the whole path followed by ": " counts; another file or a longer name is prefixed.
+  EXPECT_EQ(Status::Corruption("a.png2: bad").WithFile("a.png").message(), "a.png: a.png2: bad");
+  EXPECT_EQ(Status::Corruption("a.png").WithFile("a.png").message(), "a.png: a.png");
+}
+
 TEST(StatusLocationTest, FromErrnoNamesThePath) {
   const Status s = Status::FromErrno("cannot open", "/no/such", ENOENT);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);

@@ -342,6 +342,98 @@ TEST(DecodeImage, PixelLimitAppliesToEveryFormat) {
   }
 }
 
+std::string Le32(uint32_t v) {
+  return {static_cast<char>(v), static_cast<char>(v >> 8), static_cast<char>(v >> 16),
+          static_cast<char>(v >> 24)};
+}
+
+// Small files whose headers claim huge sizes, in every format whose header kiln parses.
+std::vector<std::pair<std::string, std::string>> HugeHeaders() {
+  std::string png = Encode(cv::Mat(2, 2, CV_8UC3, cv::Scalar(1, 2, 3)), ".png");
+  png.replace(16, 8, std::string("\x00\x0f\x42\x3f\x00\x0f\x42\x3f", 8));  // 999999 x 999999
+  std::string jpeg = Encode(cv::Mat(8, 8, CV_8UC3, cv::Scalar(1, 2, 3)), ".jpg");
+  const size_t sof = jpeg.find("\xFF\xC0");
+  jpeg.replace(sof + 5, 4, std::string("\xFF\xFF\xFF\xFF", 4));  // 65535 x 65535
+  std::string bmp = Encode(cv::Mat(2, 2, CV_8UC3, cv::Scalar(1, 2, 3)), ".bmp");
+  bmp.replace(18, 8, Le32(999999) + Le32(999999));
+  // Little-endian TIFF, IFD0 at 8 with LONG ImageWidth and ImageLength, then junk.
+  const std::string tiff = std::string("II*\0", 4) + Le32(8) + std::string("\x02\x00", 2) +
+                           std::string("\x00\x01\x04\x00", 4) + Le32(1) + Le32(999999) +
+                           std::string("\x01\x01\x04\x00", 4) + Le32(1) + Le32(999999) + Le32(0) +
+                           std::string(100, '\x55');
+  // VP8X canvas of 2^24 x 2^24.
+  const std::string webp = "RIFF" + Le32(122) + "WEBPVP8X" + Le32(10) + Le32(0) +
+                           std::string("\xff\xff\xff\xff\xff\xff", 6) + std::string(100, '\x55');
+  return {{"big.png", png},
+          {"big.jpg", jpeg},
+          {"big.bmp", bmp},
+          {"big.tiff", tiff},
+          {"big.webp", webp},
+          {"big.ppm", "P6\n999999 999999\n255\n" + std::string(100, '\x55')},
+          {"big.pgm", "P5 # comment\n999999\n999999\n255\n" + std::string(100, '\x55')},
+          {"big.pam",
+           "P7\nWIDTH 999999\nHEIGHT 999999\nDEPTH 3\nMAXVAL 255\nTUPLTYPE RGB\n"
+           "ENDHDR\n" +
+               std::string(100, '\x55')}};
+}
+
+// A header claiming more than --max-pixels is refused with kiln's message in every format it
+// parses, before OpenCV sees the file (OpenCV's own limit would answer with an assertion text).
+TEST(DecodeImage, HugeHeaderSizesAreRefusedByMaxPixelsInEveryFormat) {
+  for (const auto& [name, bytes] : HugeHeaders()) {
+    Result<cv::Mat> image = DecodeImage(bytes, name, DecodeOptions());
+    ASSERT_FALSE(image.ok()) << name;
+    EXPECT_EQ(image.status().code(), StatusCode::kInvalidArgument) << image.status().ToString();
+    EXPECT_EQ(image.status().location().file, name);
+    EXPECT_NE(image.status().reason().find("exceeds the limit of 178956970 (raise --max-pixels)"),
+              std::string::npos)
+        << image.status().ToString();
+  }
+}
+
+// With --max-pixels 0, OpenCV's own limit (2^30 pixels, 2^20 a side) still refuses them: named
+// by kiln, with the environment variables that raise it, never OpenCV's assertion text.
+TEST(DecodeImage, OpenCvSizeLimitIsNamedNotAsserted) {
+  DecodeOptions options;
+  options.max_pixels = 0;
+  for (const auto& [name, bytes] : HugeHeaders()) {
+    // libjpeg-turbo decodes JPEG, without OpenCV's limit; the PNG has too little IDAT data.
+    if (name == "big.jpg" || name == "big.png") continue;
+    Result<cv::Mat> image = DecodeImage(bytes, name, options);
+    ASSERT_FALSE(image.ok()) << name;
+    const std::string message = image.status().message();
+    EXPECT_EQ(message.find("Assertion"), std::string::npos) << message;
+    EXPECT_EQ(message.find("OpenCV("), std::string::npos) << message;
+    if (name == "big.webp" || name == "big.tiff") continue;  // Their decoders fail first.
+    EXPECT_EQ(image.status().code(), StatusCode::kInvalidArgument) << message;
+    EXPECT_NE(message.find("exceeds OpenCV's decoder limit"), std::string::npos) << message;
+    EXPECT_NE(message.find("OPENCV_IO_MAX_IMAGE_PIXELS"), std::string::npos) << message;
+  }
+}
+
+// Headers cut short or garbled where the size should be: "truncated or invalid (<what>)" from
+// kiln, naming the format and the byte offset.
+TEST(DecodeImage, GarbledHeadersGetKilnsMessage) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"a.ppm", "P6\nxx yy\n255\n"},
+      {"b.ppm", "P6\n12"},
+      {"c.bmp", std::string("BM\x10\0\0\0", 6)},
+      {"d.tiff", std::string("II*\0\xff\xff\0\0", 8)},
+      {"e.webp", std::string("RIFF\x10\0\0\0WEBPVP8 \x04\0\0\0", 20)},
+  };
+  for (const auto& [name, bytes] : cases) {
+    Result<cv::Mat> image = DecodeImage(bytes, name, DecodeOptions());
+    ASSERT_FALSE(image.ok()) << name;
+    EXPECT_EQ(image.status().code(), StatusCode::kCorruption) << image.status().ToString();
+    EXPECT_EQ(image.status().reason().rfind("truncated or invalid (", 0), 0u)
+        << image.status().ToString();
+    EXPECT_NE(image.status().reason().find("offset"), std::string::npos)
+        << image.status().ToString();
+    EXPECT_EQ(image.status().message().find("OpenCV"), std::string::npos)
+        << image.status().ToString();
+  }
+}
+
 TEST(DecodeImage, OptionErrors) {
   const std::string png = Encode(cv::Mat(2, 2, CV_8UC1, cv::Scalar(0)), ".png");
   for (uint32_t channels : {0u, 2u, 4u}) {

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <opencv2/imgcodecs.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/test_util.h"
@@ -212,10 +213,149 @@ TEST(PeekImageSize, JpegHeaderErrors) {
 
 TEST(PeekImageSize, OtherFormatsAreNotSupported) {
   const cv::Mat image(3, 3, CV_8UC3, cv::Scalar(0, 0, 0));
-  EXPECT_EQ(PeekImageSize(Encode(image, ".bmp")).status().code(), StatusCode::kNotSupported);
-  EXPECT_EQ(PeekImageSize(Encode(image, ".ppm")).status().code(), StatusCode::kNotSupported);
+  EXPECT_EQ(PeekImageSize(std::string("GIF89a\x03\x00\x03\x00", 10)).status().code(),
+            StatusCode::kNotSupported);
   EXPECT_EQ(PeekImageSize("").status().code(), StatusCode::kNotSupported);
   EXPECT_EQ(PeekImageSize("not an image").status().code(), StatusCode::kNotSupported);
+}
+
+// The size of files OpenCV wrote, in every header layout kiln parses besides PNG and JPEG.
+TEST(PeekImageSize, BmpTiffWebpPnmSizesOfRealFiles) {
+  const cv::Mat colour(23, 41, CV_8UC3, cv::Scalar(10, 20, 30));
+  const cv::Mat grey(23, 41, CV_8UC1, cv::Scalar(7));
+  struct Case {
+    const char* ext;
+    cv::Mat image;
+    std::vector<int> params;
+    ImageFormat format;
+  };
+  const std::vector<Case> cases = {
+      {".bmp", colour, {}, ImageFormat::kBmp},
+      {".bmp", grey, {}, ImageFormat::kBmp},
+      {".tiff", colour, {}, ImageFormat::kTiff},
+      {".tiff", cv::Mat(23, 41, CV_16UC1, cv::Scalar(300)), {}, ImageFormat::kTiff},
+      {".webp", colour, {cv::IMWRITE_WEBP_QUALITY, 80}, ImageFormat::kWebp},   // VP8
+      {".webp", colour, {cv::IMWRITE_WEBP_QUALITY, 101}, ImageFormat::kWebp},  // VP8L
+      {".webp",
+       cv::Mat(23, 41, CV_8UC4, cv::Scalar(1, 2, 3, 128)),
+       {cv::IMWRITE_WEBP_QUALITY, 80},
+       ImageFormat::kWebp},  // VP8X, for the alpha chunk
+      {".ppm", colour, {}, ImageFormat::kPnm},
+      {".pgm", grey, {}, ImageFormat::kPnm},
+      {".pbm", grey, {}, ImageFormat::kPnm},
+      {".ppm", colour, {cv::IMWRITE_PXM_BINARY, 0}, ImageFormat::kPnm},  // P3, ASCII
+      {".pam", colour, {}, ImageFormat::kPnm},
+  };
+  for (const Case& c : cases) {
+    const std::string bytes = Encode(c.image, c.ext, c.params);
+    Result<ImageSize> size = PeekImageSize(bytes);
+    ASSERT_TRUE(size.ok()) << c.ext << ": " << size.status().ToString();
+    EXPECT_EQ(size->format, c.format) << c.ext;
+    EXPECT_EQ(size->width, 41u) << c.ext;
+    EXPECT_EQ(size->height, 23u) << c.ext;
+  }
+}
+
+std::string Le32(uint32_t v) {
+  return {static_cast<char>(v), static_cast<char>(v >> 8), static_cast<char>(v >> 16),
+          static_cast<char>(v >> 24)};
+}
+
+// Sizes written by hand: the layouts OpenCV's encoders do not produce.
+TEST(PeekImageSize, HandWrittenHeaders) {
+  // PNM: comments and any whitespace between the numbers; a PAM header.
+  Result<ImageSize> pnm = PeekImageSize("P6 # made by hand\n 999999\t# w\n\n999998 255\n");
+  ASSERT_TRUE(pnm.ok()) << pnm.status().ToString();
+  EXPECT_EQ(pnm->width, 999999u);
+  EXPECT_EQ(pnm->height, 999998u);
+  Result<ImageSize> pam =
+      PeekImageSize("P7\nHEIGHT 70000\nWIDTH 80000\nDEPTH 3\nMAXVAL 255\nENDHDR\n");
+  ASSERT_TRUE(pam.ok()) << pam.status().ToString();
+  EXPECT_EQ(pam->width, 80000u);
+  EXPECT_EQ(pam->height, 70000u);
+  // BMP: a top-down 40-byte header (negative height) and an OS/2 12-byte core header.
+  const std::string bmp = "BM" + std::string(12, '\0') + Le32(40) + Le32(300000) +
+                          Le32(static_cast<uint32_t>(-200000)) + std::string(20, '\0');
+  Result<ImageSize> top_down = PeekImageSize(bmp);
+  ASSERT_TRUE(top_down.ok()) << top_down.status().ToString();
+  EXPECT_EQ(top_down->width, 300000u);
+  EXPECT_EQ(top_down->height, 200000u);
+  const std::string core = "BM" + std::string(12, '\0') + Le32(12) + "\x10\x27\x20\x4e";
+  Result<ImageSize> os2 = PeekImageSize(core);
+  ASSERT_TRUE(os2.ok()) << os2.status().ToString();
+  EXPECT_EQ(os2->width, 10000u);
+  EXPECT_EQ(os2->height, 20000u);
+  // Big-endian TIFF with LONG sizes.
+  const std::string tiff = std::string("MM\0*", 4) + Be32(8) + std::string("\x00\x02", 2) +
+                           std::string("\x01\x00\x00\x04", 4) + Be32(1) + Be32(123456) +
+                           std::string("\x01\x01\x00\x04", 4) + Be32(1) + Be32(654321) + Be32(0);
+  Result<ImageSize> mm = PeekImageSize(tiff);
+  ASSERT_TRUE(mm.ok()) << mm.status().ToString();
+  EXPECT_EQ(mm->width, 123456u);
+  EXPECT_EQ(mm->height, 654321u);
+  // WebP VP8X canvas: 24-bit sizes minus one.
+  const std::string vp8x = "RIFF" + Le32(22) + "WEBPVP8X" + Le32(10) + Le32(0) +
+                           std::string("\x3f\x42\x0f", 3) + std::string("\x9f\x86\x01", 3);
+  Result<ImageSize> canvas = PeekImageSize(vp8x);
+  ASSERT_TRUE(canvas.ok()) << canvas.status().ToString();
+  EXPECT_EQ(canvas->width, 1000000u);
+  EXPECT_EQ(canvas->height, 100000u);
+}
+
+// Every header cut short, at every length, or with garbage where the size is: Corruption with
+// the format's name, never a crash or a size read past the end.
+TEST(PeekImageSize, BmpTiffWebpPnmHeadersCutShortOrGarbled) {
+  const cv::Mat colour(23, 41, CV_8UC3, cv::Scalar(10, 20, 30));
+  // The bytes up to the size: "P6\n41 2" already reads as a 41 x 2 PPM.
+  for (const auto& [ext, name, header_bytes] :
+       std::vector<std::tuple<std::string, std::string, size_t>>{
+           {".bmp", "BMP", 26}, {".webp", "WebP", 25}, {".ppm", "PNM", 7}, {".pam", "PAM", 0}}) {
+    const std::string bytes = Encode(colour, ext);
+    if (ext == ".pam") {
+      ASSERT_EQ(bytes.substr(0, 3), "P7\n");
+      // Any cut before the end of ENDHDR; a cut inside "WIDTH 41" names the PNM number.
+      const size_t end = bytes.find("ENDHDR") + 6;
+      for (size_t n = 2; n < end; ++n) {
+        Result<ImageSize> size = PeekImageSize(bytes.substr(0, n));
+        ASSERT_EQ(size.status().code(), StatusCode::kCorruption) << "cut at " << n;
+        EXPECT_NE(size.status().message().find("header ends at offset"), std::string::npos)
+            << size.status().message();
+      }
+      continue;
+    }
+    for (size_t n = 2; n < header_bytes; ++n) {
+      if (ext == ".webp" && n < 12) continue;  // Not sniffed as WebP before "WEBP" at 8..11.
+      Result<ImageSize> size = PeekImageSize(bytes.substr(0, n));
+      ASSERT_FALSE(size.ok()) << ext << " cut at " << n;
+      EXPECT_EQ(size.status().code(), StatusCode::kCorruption) << ext << " cut at " << n;
+      EXPECT_NE(size.status().message().find(name), std::string::npos) << size.status().message();
+    }
+  }
+  const std::string tiff = Encode(colour, ".tiff");
+  Result<ImageSize> cut = PeekImageSize(tiff.substr(0, 6));
+  EXPECT_EQ(cut.status().code(), StatusCode::kCorruption);
+  // IFD0 offset past the end.
+  Result<ImageSize> past = PeekImageSize(std::string("II*\0", 4) + Le32(4000) + "xx");
+  EXPECT_EQ(past.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(past.status().message().find("TIFF IFD0 offset 4000 is past the end"),
+            std::string::npos)
+      << past.status().message();
+  // An IFD without ImageLength.
+  const std::string no_height = std::string("II*\0", 4) + Le32(8) + std::string("\x01\x00", 2) +
+                                std::string("\x00\x01\x03\x00", 4) + Le32(1) + Le32(5) + Le32(0);
+  EXPECT_NE(PeekImageSize(no_height).status().message().find("no ImageLength (257)"),
+            std::string::npos);
+
+  const Status letters = PeekImageSize("P6\nabc def\n255\n").status();
+  EXPECT_EQ(letters.code(), StatusCode::kCorruption);
+  EXPECT_EQ(letters.message(), "PNM header has byte 0x61 at offset 3 where its width should be");
+  const Status huge = PeekImageSize("P5 99999999999 2 255\n").status();
+  EXPECT_EQ(huge.message(), "PNM width at offset 3 is over 4294967295");
+  const Status zero = PeekImageSize("P5 0 2 255\n").status();
+  EXPECT_EQ(zero.message(), "PNM header claims a size of 0 x 2");
+  const Status chunk = PeekImageSize("RIFF" + Le32(20) + "WEBPJUNK" + Le32(8)).status();
+  EXPECT_EQ(chunk.message(),
+            "WebP has chunk 'JUNK' at offset 12 where VP8, VP8L or VP8X should be");
 }
 
 }  // namespace
