@@ -55,6 +55,19 @@ void InstallHandlerOnce() {
 void HandleMappedReadFault(const void* address) {
   MappedReadFaultScope* scope = tl_scope;
   scope->fault_address_ = address;
+  scope->fault_message_[0] = '\0';
+  siglongjmp(scope->env, 1);
+}
+
+void JumpToFaultScope(const char* message) {
+  MappedReadFaultScope* scope = tl_scope;
+  if (scope == nullptr) return;
+  size_t n = 0;
+  for (; message != nullptr && message[n] != '\0' && n + 1 < sizeof(scope->fault_message_); ++n) {
+    scope->fault_message_[n] = message[n];
+  }
+  scope->fault_message_[n] = '\0';
+  scope->fault_address_ = nullptr;
   siglongjmp(scope->env, 1);
 }
 

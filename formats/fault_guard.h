@@ -21,6 +21,12 @@
 // frames it leaves: formally undefined behaviour in C++, harmless here because a fault can only
 // happen inside a read of mapped bytes, where those frames hold no live objects that own
 // resources (an empty std::string at most). Only SIGBUS is handled; SIGSEGV still means a bug.
+//
+// Library faults: a C library that would abort() on damaged input but first calls a hook
+// (liblmdb's mdb_env_set_assert callback, formats/lmdb/lmdb_env.h) can call
+// JumpToFaultScope(message) from that hook: control returns to the innermost armed scope as for
+// a SIGBUS, with fault_message() set. The same rules apply to the frames it leaves (C code that
+// holds no lock and owns no allocation at that point: the caller of the hook must guarantee it).
 // Thread safety: scopes are per thread and nest.
 #ifndef KILN_FORMATS_FAULT_GUARD_H_
 #define KILN_FORMATS_FAULT_GUARD_H_
@@ -32,6 +38,12 @@ namespace kiln {
 // Called by kiln's SIGBUS handler: jumps to the calling thread's innermost scope.
 [[noreturn]] void HandleMappedReadFault(const void* address);
 
+// Jumps to the calling thread's innermost armed scope, which then reports fault_message() ==
+// `message` (copied, truncated to 255 bytes) and a null fault_address(). Returns, doing nothing,
+// when the thread has no armed scope (the caller then does what it would have done without
+// kiln, e.g. liblmdb aborts). Async-signal-safe; allocates nothing.
+void JumpToFaultScope(const char* message);
+
 class MappedReadFaultScope {
  public:
   MappedReadFaultScope();
@@ -39,15 +51,20 @@ class MappedReadFaultScope {
   MappedReadFaultScope(const MappedReadFaultScope&) = delete;
   MappedReadFaultScope& operator=(const MappedReadFaultScope&) = delete;
 
-  // The address whose read faulted; valid after KILN_MAPPED_READ_FAULTED returned true.
+  // The address whose read faulted; valid after KILN_MAPPED_READ_FAULTED returned true. Null
+  // for a library fault (JumpToFaultScope).
   const void* fault_address() const { return fault_address_; }
+  // The library's message for a library fault (JumpToFaultScope); "" for a SIGBUS.
+  const char* fault_message() const { return const_cast<const char*>(fault_message_); }
 
   sigjmp_buf env;  // set by KILN_MAPPED_READ_FAULTED
 
  private:
   friend void HandleMappedReadFault(const void* address);
+  friend void JumpToFaultScope(const char* message);
   MappedReadFaultScope* outer_;
   const void* volatile fault_address_ = nullptr;
+  volatile char fault_message_[256] = {};
 };
 
 }  // namespace kiln

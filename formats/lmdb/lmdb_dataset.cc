@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
-#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -18,27 +17,6 @@
 namespace kiln {
 
 namespace {
-
-// Finds the start of the mapping that holds `inside` in /proc/self/maps, so error messages can
-// give byte offsets in data.mdb. Returns 0 when unknown (not Linux, or no match).
-uintptr_t MappingStart(const void* inside) {
-  std::FILE* f = std::fopen("/proc/self/maps", "r");
-  if (f == nullptr) return 0;
-  const uintptr_t p = reinterpret_cast<uintptr_t>(inside);
-  uintptr_t found = 0;
-  char line[512];
-  while (std::fgets(line, sizeof(line), f) != nullptr) {
-    unsigned long start = 0, end = 0, offset = 0;
-    char perms[8];
-    if (std::sscanf(line, "%lx-%lx %7s %lx", &start, &end, perms, &offset) == 4 && p >= start &&
-        p < end) {
-      found = offset == 0 ? start : 0;
-      break;
-    }
-  }
-  std::fclose(f);
-  return found;
-}
 
 std::atomic<uint64_t> g_next_dataset_id{1};
 constexpr uint64_t kLocateRun = 256;  // samples per cursor walk of the location cache
@@ -169,9 +147,12 @@ Result<std::unique_ptr<LmdbDataset>> LmdbDataset::Open(const std::string& dir, M
   KILN_ASSIGN_OR_RETURN(s.env, LmdbEnv::OpenReadOnly(dir));
   KILN_ASSIGN_OR_RETURN(MDB_txn * txn, s.Acquire());
   MDB_stat stat;
-  int rc = mdb_stat(txn, s.env->dbi(), &stat);
+  LmdbFault fault;
+  int rc = GuardedStat(txn, s.env->dbi(), &stat, &fault);
   Status status;
-  if (rc != 0) {
+  if (rc == kLmdbFaulted) {
+    status = LmdbFaultStatus(fault, "cannot read the database statistics", path);
+  } else if (rc != 0) {
     status = s.env->Error(rc, "cannot read the database statistics");
   } else if (stat.ms_entries != m.samples) {
     status = Status::Corruption(path + ": holds " + std::to_string(stat.ms_entries) +
@@ -183,8 +164,10 @@ Result<std::unique_ptr<LmdbDataset>> LmdbDataset::Open(const std::string& dir, M
     MDB_cursor* cursor = nullptr;
     rc = mdb_cursor_open(txn, s.env->dbi(), &cursor);
     MDB_val k, v;
-    if (rc == 0) rc = mdb_cursor_get(cursor, &k, &v, MDB_LAST);
-    if (rc != 0) {
+    if (rc == 0) rc = GuardedCursorGet(cursor, &k, &v, MDB_LAST, &fault);
+    if (rc == kLmdbFaulted) {
+      status = LmdbFaultStatus(fault, "cannot read the last key", path);
+    } else if (rc != 0) {
       status = s.env->Error(rc, "cannot read the last key");
     } else if (k.mv_size != kLmdbKeyBytes ||
                DecodeLmdbKey(static_cast<const uint8_t*>(k.mv_data)) != m.samples - 1) {
@@ -193,7 +176,7 @@ Result<std::unique_ptr<LmdbDataset>> LmdbDataset::Open(const std::string& dir, M
                                   " (keys are not the 8-byte sample indices 0..N-1)")
                    .WithLocation({path});
     } else {
-      s.map_start = MappingStart(v.mv_data);
+      s.map_start = MappingStartOf(v.mv_data);
     }
     if (cursor != nullptr) mdb_cursor_close(cursor);
   }
@@ -251,16 +234,34 @@ void LmdbDataset::LocateRun(void* txn, uint64_t first) const {
   EncodeLmdbKey(first, key);
   MDB_val k{kLmdbKeyBytes, key}, v;
   const uint64_t end = std::min(first + kLocateRun, num_samples());
-  int rc = mdb_cursor_get(cursor, &k, &v, MDB_SET_KEY);
+  LmdbFault fault;
+  int rc = GuardedCursorGet(cursor, &k, &v, MDB_SET_KEY, &fault);
   for (uint64_t i = first; i < end && rc == 0; ++i) {
     if (k.mv_size != kLmdbKeyBytes || DecodeLmdbKey(static_cast<const uint8_t*>(k.mv_data)) != i)
       break;
     const uint8_t* value = static_cast<const uint8_t*>(v.mv_data);
     if (!DecodeLmdbValueHeader(value, v.mv_size).ok()) break;
     state_->located[i].store(value, std::memory_order_relaxed);
-    rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT);
+    rc = GuardedCursorGet(cursor, &k, &v, MDB_NEXT, &fault);
   }
   mdb_cursor_close(cursor);
+  // A damaged page met on the walk (a fault, or MDB_CORRUPTED, which marks the transaction
+  // failed): the point lookups report it; they need a usable transaction.
+  if (rc != 0 && rc != MDB_NOTFOUND) RenewThreadTxn(txn);
+}
+
+void LmdbDataset::RenewThreadTxn(void* txn) const {
+  MDB_txn* t = static_cast<MDB_txn*>(txn);
+  mdb_txn_reset(t);
+  if (mdb_txn_renew(t) == 0) return;
+  // Cannot renew: forget it here and in the pool; the next read begins a new one.
+  auto& entries = t_txns.entries;
+  entries.erase(std::remove_if(entries.begin(), entries.end(),
+                               [t](const ThreadTxns::Entry& e) { return e.txn == t; }),
+                entries.end());
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->all.erase(std::find(state_->all.begin(), state_->all.end(), t));
+  mdb_txn_abort(t);
 }
 
 Status LmdbDataset::Lookup(uint64_t index, const uint8_t** value, size_t* size) const {
@@ -290,10 +291,19 @@ Status LmdbDataset::Lookup(uint64_t index, const uint8_t** value, size_t* size) 
   uint8_t key[kLmdbKeyBytes];
   EncodeLmdbKey(index, key);
   MDB_val k{kLmdbKeyBytes, key}, v;
-  const int rc = mdb_get(static_cast<MDB_txn*>(txn), state_->env->dbi(), &k, &v);
+  LmdbFault fault;
+  const int rc = GuardedGet(static_cast<MDB_txn*>(txn), state_->env->dbi(), &k, &v, &fault);
   if (rc == MDB_NOTFOUND) return AtRecord(Status::Corruption("key not found"), index, nullptr);
   if (rc != 0) {
-    return LmdbStatus(rc, "cannot read record " + std::to_string(index), data_path())
+    // A fault or a liblmdb error leaves the transaction unusable (MDB_CORRUPTED marks it
+    // failed; a fault may have stopped liblmdb midway): renew it, so that reads of other
+    // samples still work and this one fails the same way each time.
+    RenewThreadTxn(txn);
+    const std::string what = "cannot read record " + std::to_string(index);
+    if (rc == kLmdbFaulted) {
+      return LmdbFaultStatus(fault, what, data_path(), static_cast<int64_t>(index));
+    }
+    return LmdbStatus(rc, what, data_path())
         .WithLocation({data_path(), static_cast<int64_t>(index), -1});
   }
   *value = static_cast<const uint8_t*>(v.mv_data);

@@ -15,6 +15,12 @@
 // destroyed.
 //
 // Zero-copy: ReadSample checks and decodes the record straight from LMDB's mapping into `out`.
+//
+// Damage: every liblmdb read runs as a Guarded* call (formats/lmdb/lmdb_env.h), so a damaged
+// B-tree page (zeroed, say) that trips one of liblmdb's assertions is a Corruption naming
+// data.mdb and the sample, and a SIGBUS in liblmdb (data.mdb truncated while open) an IOError
+// naming data.mdb and the byte offset, instead of an abort or a signal. Samples whose pages are
+// intact still read.
 // Thread safety and lifetimes: as for Dataset.
 #ifndef KILN_FORMATS_LMDB_DATASET_H_
 #define KILN_FORMATS_LMDB_DATASET_H_
@@ -76,6 +82,9 @@ class LmdbDataset final : public Dataset {
                   std::optional<std::string_view> dataset_key = std::nullopt) const;
   // Fills the location cache for samples [first, first + run) with one cursor walk.
   void LocateRun(void* txn, uint64_t first) const;
+  // Resets and renews the calling thread's read transaction `txn` after a liblmdb error or
+  // fault (lmdb_env.h); drops it when it cannot be renewed.
+  void RenewThreadTxn(void* txn) const;
 
   std::shared_ptr<State> state_;
 };

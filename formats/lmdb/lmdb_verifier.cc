@@ -120,6 +120,12 @@ void VerifyLmdbDataset(const std::string& dir, const Manifest& manifest,
   const DataFileInfo* expected = manifest.files.empty() ? nullptr : &manifest.files[0];
   const std::unique_ptr<MappedFile> mapped = CheckFileAgainstManifest(path, expected, report);
   if (!mapped) return;
+  if (expected != nullptr && mapped->size() != expected->bytes) {
+    // liblmdb trusts the page numbers in the file, not its size: on a truncated data.mdb it
+    // reads past the end (SIGBUS). The size problem is recorded; nothing more can be checked.
+    problem(-1, -1, "records were not checked: the file's size differs from the manifest's");
+    return;
+  }
   Result<std::unique_ptr<LmdbEnv>> opened = LmdbEnv::OpenReadOnly(dir);
   if (!opened.ok()) {
     problem(-1, -1, ProblemReason(opened.status(), path) + "; records were not checked");
@@ -133,8 +139,13 @@ void VerifyLmdbDataset(const std::string& dir, const Manifest& manifest,
     return;
   }
   MDB_stat stat;
-  rc = mdb_stat(txn, env.dbi(), &stat);
-  if (rc != 0) {
+  LmdbFault fault;
+  rc = GuardedStat(txn, env.dbi(), &stat, &fault);
+  if (rc == kLmdbFaulted) {
+    problem(
+        -1, -1,
+        std::string(LmdbFaultStatus(fault, "cannot read the database statistics", path).reason()));
+  } else if (rc != 0) {
     problem(-1, -1, ProblemReason(env.Error(rc, "cannot read the database statistics"), path));
   } else if (stat.ms_entries != manifest.samples) {
     problem(-1, -1,
@@ -150,12 +161,20 @@ void VerifyLmdbDataset(const std::string& dir, const Manifest& manifest,
   }
   RecordChecker checker(path, mapped.get(), manifest, options, report);
   MDB_val k, v;
-  for (rc = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); rc == 0;
-       rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+  // Guarded: a damaged B-tree page that trips a liblmdb assertion ends the walk with a problem
+  // instead of aborting the process (lmdb_env.h).
+  for (rc = GuardedCursorGet(cursor, &k, &v, MDB_FIRST, &fault); rc == 0;
+       rc = GuardedCursorGet(cursor, &k, &v, MDB_NEXT, &fault)) {
     checker.Check(k, v);
   }
   const uint64_t expected_key = checker.expected_key();
-  if (rc != MDB_NOTFOUND) {
+  if (rc == kLmdbFaulted) {
+    const std::string what =
+        expected_key == 0 ? std::string("cursor walk stopped before the first sample")
+                          : "cursor walk stopped after sample " + std::to_string(expected_key - 1);
+    const Status s = LmdbFaultStatus(fault, what, path, static_cast<int64_t>(expected_key));
+    problem(s.location().record, s.location().offset, std::string(s.reason()));
+  } else if (rc != MDB_NOTFOUND) {
     problem(
         static_cast<int64_t>(expected_key), -1,
         ProblemReason(env.Error(rc, "cursor walk stopped after sample " +

@@ -7,9 +7,10 @@
 // reserved bytes, sizes, header check), its raw size matches the schema and its record checksum
 // holds; deep mode also decodes each record. Each problem names data.mdb, the sample index (as
 // `record`) and the byte offset of the value in data.mdb where it can be found. Damage inside
-// LMDB's own B-tree pages is reported as LMDB reports it (MDB_CORRUPTED, MDB_PAGE_NOTFOUND) after
-// the whole-file hash mismatch; LMDB does not validate every page, so such damage can also end
-// the walk early.
+// LMDB's own B-tree pages is reported after the whole-file hash mismatch, as LMDB reports it
+// (MDB_CORRUPTED, MDB_PAGE_NOTFOUND) or, where liblmdb would abort on one of its assertions, as
+// "liblmdb found a damaged page" (lmdb_format.md section 8); it ends the walk. A file whose size
+// differs from the manifest's is not opened with liblmdb (it would read past the end: SIGBUS).
 // Thread safety: reentrant.
 #ifndef KILN_FORMATS_LMDB_VERIFIER_H_
 #define KILN_FORMATS_LMDB_VERIFIER_H_

@@ -114,3 +114,36 @@ def test_torch_dataloader(packed, num_workers):
     assert seen == 1000
     assert sorted(order) == sorted(want.values())
     assert order == [want[i] for i in sampler_order]
+
+
+@pytest.mark.parametrize("page", [2, 3, 100, 200])
+def test_lmdb_zeroed_page_raises_corruption_error(tmp_path, page):
+    # A zeroed B-tree page of data.mdb used to abort the interpreter inside liblmdb
+    # ("mdb.c:5921: Assertion 'IS_LEAF(mp)' failed in mdb_cursor_next()"): now every read is a
+    # sample or a CorruptionError naming data.mdb, for kiln.Dataset and kiln.Loader alike.
+    import os
+    from conftest import SAMPLES
+    out = str(tmp_path / "l")
+    kiln.pack(SAMPLES, out, size=28, channels=1, threads=2, format="lmdb")
+    data = os.path.join(out, "data.mdb")
+    with open(data, "r+b") as f:
+        f.seek(page * 4096)
+        f.write(bytes(4096))
+    errors = 0
+    try:
+        ds = kiln.Dataset(out)
+        for i in range(len(ds)):
+            try:
+                ds[i]
+            except kiln.CorruptionError as e:
+                assert data in str(e), str(e)
+                errors += 1
+        assert errors > 0
+        loader = kiln.Loader(out, batch_size=100, shuffle=False, num_threads=2)
+        with pytest.raises(kiln.CorruptionError, match="data.mdb"):
+            for _ in loader:
+                pass
+    except kiln.CorruptionError as e:  # the page is on the path every lookup takes
+        assert data in str(e), str(e)
+        errors += 1
+    assert errors > 0

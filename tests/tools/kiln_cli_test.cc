@@ -116,6 +116,53 @@ TEST_F(KilnCliTest, VerifyDamagedCopyExitsOneAndNamesFileRecordOffset) {
       << text.out;
 }
 
+// A damaged LMDB dataset: one zeroed B-tree page used to abort kiln verify and kiln bench inside
+// liblmdb (exit 134, "Assertion 'IS_LEAF(mp)' failed"), and a truncated data.mdb to kill kiln
+// verify with SIGBUS (exit 135). Both now exit 1 naming data.mdb.
+TEST(KilnCliLmdbTest, ZeroedPageAndTruncatedFileExitOneNamingDataMdb) {
+  const std::string dir = Fresh("lmdb");
+  const CliRun pack =
+      Kiln("pack " + kFashion + " " + dir + " --size 28 --channels 1 --format lmdb --json");
+  ASSERT_EQ(pack.exit_code, 0) << pack.out;
+  const std::string data = dir + "/data.mdb";
+  const uint64_t bytes = fs::file_size(data);
+  for (const uint64_t page : {3u, 100u, 200u}) {
+    const std::string z = Fresh("lmdb_zeroed");
+    fs::copy(dir, z);
+    {
+      std::fstream f(z + "/data.mdb", std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(page * 4096));
+      const std::string zeros(4096, '\0');
+      f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+    }
+    const CliRun verify = Kiln("verify " + z + " --json");
+    EXPECT_EQ(verify.exit_code, 1) << "page " << page << ": " << verify.out;
+    const auto j = nlohmann::json::parse(verify.out);
+    bool walk = false;
+    for (const auto& p : j.at("problems")) {
+      EXPECT_EQ(p.at("file").get<std::string>(), z + "/data.mdb") << verify.out;
+      const std::string reason = p.at("reason").get<std::string>();
+      walk = walk || reason.find("damaged page") != std::string::npos ||
+             reason.find("MDB_CORRUPTED") != std::string::npos;
+    }
+    EXPECT_TRUE(walk) << "page " << page << ": " << verify.out;
+    const CliRun bench = Kiln("bench " + z + " --epochs 1 --json");
+    EXPECT_EQ(bench.exit_code, 1) << "page " << page << ": " << bench.out;
+  }
+  const std::string t = Fresh("lmdb_truncated");
+  fs::copy(dir, t);
+  fs::resize_file(t + "/data.mdb", bytes / 2);
+  const CliRun verify = Kiln("verify " + t);
+  EXPECT_EQ(verify.exit_code, 1) << verify.out;
+  EXPECT_NE(verify.out.find(t + "/data.mdb offset " + std::to_string(bytes / 2) + ": file is " +
+                            std::to_string(bytes / 2)),
+            std::string::npos)
+      << verify.out;
+  EXPECT_NE(verify.out.find("records were not checked"), std::string::npos) << verify.out;
+  const CliRun bench = Kiln("bench " + t + " --epochs 1");
+  EXPECT_EQ(bench.exit_code, 1) << bench.out;
+}
+
 TEST_F(KilnCliTest, InspectJsonDescribesTheSchema) {
   const CliRun r = Kiln("inspect " + *dataset_ + " --json");
   ASSERT_EQ(r.exit_code, 0);

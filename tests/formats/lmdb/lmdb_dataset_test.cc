@@ -27,6 +27,7 @@
 
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
+#include "formats/lmdb/lmdb_env.h"
 #include "formats/lmdb/lmdb_format.h"
 #include "formats/verifier.h"
 #include "tests/formats/backend_checks.h"
@@ -284,6 +285,169 @@ TEST(LmdbDataset, FlippedByteIsNamedByVerifierAndReader) {
     header = header || (p.record == 17 && p.reason.find("header check") != std::string::npos);
   }
   EXPECT_TRUE(header) << VerifyReportToText(r2);
+}
+
+// LMDB's page header and meta page (liblmdb's mdb.c, 64-bit builds): the page number at byte 0,
+// the flags at byte 10 (P_BRANCH 1, P_LEAF 2, P_OVERFLOW 4, P_META 8); in a meta page (pages 0
+// and 1) the main database's root page number at byte 128 and the transaction id at byte 144.
+constexpr size_t kMdbPage = 4096;
+constexpr uint16_t kPageBranch = 1, kPageLeaf = 2, kPageOverflow = 4;
+
+uint16_t PageFlags(const std::vector<uint8_t>& file, size_t page) {
+  return static_cast<uint16_t>(file[page * kMdbPage + 10] | file[page * kMdbPage + 11] << 8);
+}
+
+uint64_t Le64At(const std::vector<uint8_t>& file, size_t at) {
+  uint64_t v = 0;
+  std::memcpy(&v, file.data() + at, 8);
+  return v;
+}
+
+// The main database's root page, from the newer of the two meta pages.
+size_t RootPage(const std::vector<uint8_t>& file) {
+  const size_t meta = Le64At(file, kMdbPage + 144) > Le64At(file, 144) ? 1 : 0;
+  return Le64At(file, meta * kMdbPage + 128);
+}
+
+// The page of data.mdb that holds sample i's value in the live tree (found through liblmdb, not
+// by content: the file also holds stale copies of pages from earlier transactions).
+size_t ValuePage(const std::string& dir, uint64_t i) {
+  MDB_env* env = nullptr;
+  EXPECT_EQ(mdb_env_create(&env), 0);
+  EXPECT_EQ(mdb_env_open(env, dir.c_str(), MDB_RDONLY | MDB_NOLOCK, 0644), 0);
+  MDB_txn* txn = nullptr;
+  EXPECT_EQ(mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn), 0);
+  MDB_dbi dbi;
+  EXPECT_EQ(mdb_dbi_open(txn, nullptr, 0, &dbi), 0);
+  uint8_t key[kLmdbKeyBytes];
+  EncodeLmdbKey(i, key);
+  MDB_val k{kLmdbKeyBytes, key}, v;
+  EXPECT_EQ(mdb_get(txn, dbi, &k, &v), 0);
+  const uintptr_t start = MappingStartOf(v.mv_data);
+  EXPECT_NE(start, 0u);
+  const size_t page = (reinterpret_cast<uintptr_t>(v.mv_data) - start) / kMdbPage;
+  mdb_txn_abort(txn);
+  mdb_env_close(env);
+  return page;
+}
+
+// Checks that damaged `dir` (sample i of `spec` expected intact or reported) gives errors, never
+// an abort or a signal: kiln verify reports a problem naming data.mdb; Open fails with
+// Corruption naming data.mdb, or every sample reads back either intact or as a Corruption or
+// IOError naming data.mdb. Returns the number of samples that failed (all of them when Open
+// failed).
+uint64_t ExpectDamageReported(const std::string& dir, const WriteSpec& spec,
+                              const std::string& what) {
+  const std::string data = dir + "/data.mdb";
+  const VerifyReport report = VerifyDataset(dir, VerifyOptions{});
+  EXPECT_FALSE(report.ok()) << what;
+  bool named = false;
+  for (const VerifyProblem& p : report.problems) named = named || p.file == data;
+  EXPECT_TRUE(named) << what << "\n" << VerifyReportToText(report);
+  auto ds = Dataset::Open(dir);
+  if (!ds.ok()) {
+    EXPECT_EQ(ds.status().code(), StatusCode::kCorruption)
+        << what << ": " << ds.status().ToString();
+    EXPECT_NE(ds.status().message().find(data), std::string::npos) << ds.status().message();
+    return spec.n;
+  }
+  const testing::SampleMaker samples = Samples(spec);
+  RecordDecoder dec;
+  std::vector<uint8_t> buf(spec.schema.sample_bytes());
+  uint64_t failed = 0;
+  for (uint64_t i = 0; i < spec.n; ++i) {
+    int64_t label = 0;
+    const Status s = (*ds)->ReadSample(i, &dec, buf.data(), &label);
+    if (s.ok()) {
+      const testing::TestSample expected = samples(i);
+      EXPECT_EQ(buf, expected.raw) << what << ": sample " << i;
+      EXPECT_EQ(label, expected.label) << what << ": sample " << i;
+      continue;
+    }
+    ++failed;
+    EXPECT_TRUE(s.code() == StatusCode::kCorruption || s.code() == StatusCode::kIOError)
+        << what << ": " << s.ToString();
+    EXPECT_EQ(s.message().rfind(data, 0), 0u) << what << ": " << s.message();
+    EXPECT_EQ(s.location().file, data) << what << ": " << s.message();
+  }
+  return failed;
+}
+
+// Zeroes page `page` of a copy of `src` in `dst`.
+void CopyWithZeroedPage(const std::string& src, const std::string& dst, size_t page) {
+  fs::remove_all(dst);
+  fs::copy(src, dst, fs::copy_options::recursive);
+  std::vector<uint8_t> file = testing::ReadFileBytes(dst + "/data.mdb");
+  ASSERT_LE((page + 1) * kMdbPage, file.size());
+  std::fill(file.begin() + page * kMdbPage, file.begin() + (page + 1) * kMdbPage, 0);
+  testing::WriteFileBytes(dst + "/data.mdb", file);
+}
+
+// A zeroed page used to abort the process in liblmdb ("mdb.c:5921: Assertion 'IS_LEAF(mp)'
+// failed in mdb_cursor_next()") in kiln verify, Dataset::Open and reads. Now: errors naming
+// data.mdb, for meta, branch, leaf and overflow pages, and for a truncated file.
+TEST(LmdbDataset, ZeroedPagesAndTruncationAreErrorsNotAborts) {
+  TempDir tmp;
+  // Small values: 20000 entries in about 400 leaf pages under a tree of depth 3 (branch pages
+  // below the root). Large noise values (3072 bytes, stored raw): one overflow page each, a few
+  // leaf pages under a branch root.
+  WriteSpec small;
+  small.n = 20000;
+  small.schema = Schema(2, 2, 1);
+  WriteSpec large;
+  large.n = 400;
+  large.schema = Schema(32, 32, 3);
+  large.noise = true;
+  for (const WriteSpec& spec : {small, large}) {
+    const std::string src = tmp / ("src" + std::to_string(spec.n));
+    ASSERT_TRUE(WriteLmdb(src, spec).ok());
+    const std::vector<uint8_t> file = testing::ReadFileBytes(src + "/data.mdb");
+    const size_t pages = file.size() / kMdbPage;
+    const size_t root = RootPage(file);
+    ASSERT_EQ(PageFlags(file, root) & kPageBranch, kPageBranch) << "root page " << root;
+    // Pages whose loss must fail some read: the root, and the pages of the first, a middle and
+    // the last value (leaf pages for small values, the first overflow page for large ones).
+    std::vector<std::pair<size_t, std::string>> must_fail = {{root, "root branch page"}};
+    for (const uint64_t i : {uint64_t{0}, spec.n / 2, spec.n - 1}) {
+      const size_t page = ValuePage(src, i);
+      const uint16_t flags = PageFlags(file, page);
+      EXPECT_NE(flags & (spec.noise ? kPageOverflow : kPageLeaf), 0)
+          << "page " << page << " of sample " << i;
+      must_fail.push_back({page, "page of sample " + std::to_string(i)});
+    }
+    for (const auto& [page, what] : must_fail) {
+      const std::string dir = tmp / "z";
+      CopyWithZeroedPage(src, dir, page);
+      EXPECT_GT(ExpectDamageReported(dir, spec, what + " (" + std::to_string(page) + ") zeroed"),
+                0u);
+    }
+    // Other pages (meta pages, other branch, leaf and overflow pages, free pages), one at a time
+    // (every 5th, every 13th of the large dataset's, to keep the test fast): errors or intact
+    // reads.
+    int kinds_seen = 0;
+    for (size_t page = 0; page < pages; page += spec.noise ? 13 : 5) {
+      kinds_seen |= PageFlags(file, page);
+      const std::string dir = tmp / "z";
+      CopyWithZeroedPage(src, dir, page);
+      ExpectDamageReported(dir, spec, "page " + std::to_string(page) + " zeroed");
+    }
+    EXPECT_NE(kinds_seen & 8, 0);  // meta
+    EXPECT_NE(kinds_seen & (spec.noise ? kPageOverflow : kPageBranch | kPageLeaf), 0);
+    // Truncated (at a page boundary and mid-page): verify reports it and walks nothing, Open
+    // refuses it; neither reads past the end (that was a SIGBUS in kiln verify).
+    for (const size_t size : {file.size() / 2 / kMdbPage * kMdbPage, file.size() - 100}) {
+      const std::string dir = tmp / "t";
+      fs::remove_all(dir);
+      fs::copy(src, dir, fs::copy_options::recursive);
+      fs::resize_file(dir + "/data.mdb", size);
+      const VerifyReport report = VerifyDataset(dir, VerifyOptions{});
+      const std::string text = VerifyReportToText(report);
+      EXPECT_NE(text.find("truncated"), std::string::npos) << text;
+      EXPECT_NE(text.find("records were not checked"), std::string::npos) << text;
+      EXPECT_EQ(report.records_checked, 0u) << text;
+      EXPECT_EQ(Dataset::Open(dir).status().code(), StatusCode::kCorruption);
+    }
+  }
 }
 
 TEST(LmdbDataset, OpenChecksSizeAndCountAgainstManifest) {
