@@ -97,7 +97,7 @@ int RunSweepCommand(const BenchFlags& flags, const BenchOptions& options) {
   if (flags.json) {
     std::cout << SweepReportJson(*sweep) << "\n";
   } else {
-    std::cout << BenchReportText(sweep->runs[sweep->recommended]) << SweepReportText(*sweep);
+    std::cout << BenchReportText(sweep->runs[sweep->shown]) << SweepReportText(*sweep);
   }
   bool all_once = true;
   for (const BenchReport& r : sweep->runs) all_once &= r.every_sample_once;
