@@ -150,7 +150,12 @@ Subcommand AddBenchCommand(CLI::App& app) {
                  "threads, prefetch, batch_size, every_sample_once, shuffle, cache, "
                  "bottleneck, verdict") +
       "  (and the time of each stage, *_seconds); with --sweep also recommended, sweep (the "
-      "runs).\nOn failure: ok (false), error, exit_code.\n");
+      "runs).\nOn failure: ok (false), error, exit_code.\n"
+      "Stages (seconds, fetch threads summed): fetch_seconds = decompress_seconds + "
+      "augment_seconds + copy_seconds, wall time, each part with the page faults and preemption "
+      "inside it (copy: index lookup, checksum, copy into the slot); storage_wait_seconds = "
+      "fetch_seconds - fetch_cpu_seconds, the share of the same time off the CPU, not one more "
+      "part.\n");
   return {bench, [flags] { return RunBenchCommand(*flags); }};
 }
 

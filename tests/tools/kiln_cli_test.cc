@@ -192,6 +192,10 @@ TEST_F(KilnCliTest, BenchJsonReportsStagesMemoryAndABottleneck) {
                   j.at("copy_seconds").get<double>(),
               fetch, 1e-9 + 1e-9 * fetch);
   EXPECT_LE(j.at("storage_wait_seconds").get<double>(), fetch);
+  EXPECT_NE(Kiln("bench --help")
+                .out.find("fetch_seconds = decompress_seconds + augment_seconds + "
+                          "copy_seconds"),
+            std::string::npos);
   const std::string bottleneck = j.at("bottleneck");
   EXPECT_TRUE(bottleneck == "storage" || bottleneck == "decompression" || bottleneck == "copy" ||
               bottleneck == "augment" || bottleneck == "upload" || bottleneck == "consumer" ||
