@@ -20,7 +20,9 @@
 namespace kiln {
 
 struct VerifyOptions {
-  bool deep = false;  // also decode every record and check its decoded size. Default false.
+  // Also decompresses every zstd record and checks that each record holds exactly one sample's
+  // bytes (raw records: their stored size). Default false.
+  bool deep = false;
   // Called with (records checked, samples the manifest declares; 0 without a manifest) after
   // each record of a shards dataset, on the calling thread; LMDB and HDF5 datasets are checked
   // without calls. For progress displays (kiln verify). Default: none.

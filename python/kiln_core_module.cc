@@ -38,6 +38,35 @@ namespace py = pybind11;
 namespace kiln::python {
 namespace {
 
+// Locks `mu` (a LoaderState's) from a thread that holds the GIL, releasing the GIL while it
+// waits: a consumer blocked in NextInterruptible holds mu and takes the GIL to run signal
+// handlers, so waiting for mu with the GIL held could deadlock.
+std::unique_lock<std::mutex> LockReleasingGil(std::mutex& mu) {
+  std::unique_lock<std::mutex> lock(mu, std::defer_lock);
+  if (!lock.try_lock()) {
+    py::gil_scoped_release release;
+    lock.lock();
+  }
+  return lock;
+}
+
+// Loader::Next for a thread that has released the GIL: every 20 ms of waiting it takes the GIL
+// and runs Python's signal handlers (PyErr_CheckSignals; a no-op outside the main thread). When
+// one raises (KeyboardInterrupt for Ctrl-C) the wait ends with Cancelled and *raised is true:
+// the handler's exception is then the pending Python error, which the caller raises
+// (py::error_already_set) once it holds the GIL again.
+Result<bool> NextInterruptible(Loader& loader, Batch* batch, bool* raised) {
+  *raised = false;
+  return loader.Next(
+      batch,
+      [raised] {
+        py::gil_scoped_acquire gil;
+        *raised = PyErr_CheckSignals() != 0;
+        return *raised;
+      },
+      /*poll_ms=*/20);
+}
+
 // Shared by the Python Loader and every batch view made from it, so that slot memory outlives
 // both the Python object and the last view. Destroying it joins the fetch threads, which never
 // touch Python: it is safe without the GIL (a DLPack deleter may run on any thread).
@@ -331,13 +360,14 @@ class PyLoader {
   int64_t NextDevice(uintptr_t stream, uintptr_t images, uintptr_t labels) {
     CheckProcess();
     Status status;
+    bool raised = false;
     int64_t size = -1;
     {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(state_->mu);
       state_->has_batch = false;
       Batch batch;
-      Result<bool> r = state_->loader->Next(&batch);
+      Result<bool> r = NextInterruptible(*state_->loader, &batch, &raised);
       if (!r.ok()) {
         status = r.status();
       } else if (*r) {
@@ -365,6 +395,7 @@ class PyLoader {
         size = batch.size;
       }
     }
+    if (raised) throw py::error_already_set();
     if (!status.ok()) ThrowStatus(status);
     return size;
   }
@@ -397,6 +428,7 @@ class PyLoader {
   py::object Next(bool copy, bool dlpack) {
     CheckProcess();
     Status status;
+    bool raised = false;
     bool more = false;
     Batch batch;
     std::shared_ptr<uint8_t> images_copy, labels_copy;
@@ -405,7 +437,7 @@ class PyLoader {
       py::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(state_->mu);
       state_->has_batch = false;
-      Result<bool> r = state_->loader->Next(&batch);
+      Result<bool> r = NextInterruptible(*state_->loader, &batch, &raised);
       if (!r.ok()) {
         status = r.status();
       } else if (*r) {
@@ -422,6 +454,7 @@ class PyLoader {
         }
       }
     }
+    if (raised) throw py::error_already_set();  // Ctrl-C while waiting: KeyboardInterrupt
     if (!status.ok()) ThrowStatus(status);
     if (!more) return py::none();
     if (copy && (!images_copy || !labels_copy)) throw std::bad_alloc();
@@ -448,7 +481,7 @@ class PyLoader {
   // Returns a copy of the dataset indices (int64 [size]) of the batch last returned, or None.
   py::object Indices() {
     CheckProcess();
-    std::lock_guard<std::mutex> lock(state_->mu);
+    std::unique_lock<std::mutex> lock = LockReleasingGil(state_->mu);
     if (!state_->has_batch) return py::none();
     const Batch& b = state_->batch;
     py::array_t<int64_t> out(b.size);
@@ -460,7 +493,7 @@ class PyLoader {
   // Returns a copy of the padding flags (bool [size]) of the batch last returned, or None.
   py::object IsPadding() {
     CheckProcess();
-    std::lock_guard<std::mutex> lock(state_->mu);
+    std::unique_lock<std::mutex> lock = LockReleasingGil(state_->mu);
     if (!state_->has_batch) return py::none();
     const Batch& b = state_->batch;
     py::array_t<bool> out(b.size);
@@ -471,7 +504,7 @@ class PyLoader {
   // The loader's ReaderState in its binary form (reader/reader_state.md).
   py::bytes State() {
     CheckProcess();
-    std::lock_guard<std::mutex> lock(state_->mu);
+    std::unique_lock<std::mutex> lock = LockReleasingGil(state_->mu);
     return py::bytes(state_->loader->state().Encode());
   }
 
@@ -727,6 +760,10 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("num_threads",
                              [](const PyLoader& l) { return l.loader().num_threads(); })
       .def_property_readonly("pinned", [](const PyLoader& l) { return l.loader().pinned(); })
+      .def_property_readonly(
+          "io_path",
+          [](const PyLoader& l) { return std::string(IoModeName(l.loader().io_path())); })
+      .def_property_readonly("io_reason", [](const PyLoader& l) { return l.loader().io_reason(); })
       .def_property_readonly("sample_schema", [](const PyLoader& l) {
         return kiln::python::SchemaDict(l.loader().sample_schema());
       });

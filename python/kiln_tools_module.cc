@@ -11,8 +11,13 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "python/py_args.h"
@@ -76,12 +81,61 @@ void SetSize(PackOptions& o, py::handle value) {
 
 py::tuple ChannelTuple(const std::array<float, 3>& v) { return py::make_tuple(v[0], v[1], v[2]); }
 
-// Packs like `kiln pack` and returns PackReportJson's object as text. Runs without the GIL.
-std::string PackJson(const PackOptions& options) {
+// Packs like `kiln pack` and returns PackReportJson's object as text. Pack runs on a thread of
+// its own without the GIL, while this (the caller's) thread waits for it and, every 50 ms, takes
+// the GIL to run Python's signal handlers (PyErr_CheckSignals: only the main thread runs them,
+// so elsewhere it is a no-op). When a handler raises (KeyboardInterrupt for Ctrl-C), the pack is
+// cancelled as `kiln pack` cancels it on SIGINT (PackOptions::cancel: it stops between images
+// and keeps the finished shards in OUT.partial for resume=True), and the handler's exception is
+// raised once Pack has returned, with Pack's Cancelled message added as a note.
+std::string PackJson(PackOptions options) {
+  std::atomic<bool> cancel{false};
+  options.cancel = &cancel;
   Result<PackReport> report = Status::Internal("unset");
+  PyObject* raised_type = nullptr;  // the handler's exception (PyErr_Fetch), or null
+  PyObject* raised_value = nullptr;
+  PyObject* raised_traceback = nullptr;
   {
     py::gil_scoped_release release;
-    report = Pack(options);
+    std::mutex mu;
+    std::condition_variable done_cv;
+    bool done = false;  // guarded by mu
+    std::thread worker([&] {
+      Result<PackReport> r = Pack(options);
+      std::lock_guard<std::mutex> lock(mu);
+      report = std::move(r);
+      done = true;
+      done_cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock(mu);
+    while (!done) {
+      if (done_cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return done; })) break;
+      if (raised_type != nullptr) continue;  // already cancelled: wait for Pack to stop
+      lock.unlock();
+      {
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) {
+          PyErr_Fetch(&raised_type, &raised_value, &raised_traceback);
+          cancel = true;
+        }
+      }
+      lock.lock();
+    }
+    lock.unlock();
+    worker.join();
+  }
+  if (raised_type != nullptr) {
+    PyErr_NormalizeException(&raised_type, &raised_value, &raised_traceback);
+    if (!report.ok() && raised_value != nullptr &&
+        PyObject_HasAttrString(raised_value, "add_note")) {
+      const std::string note = "kiln.pack: " + report.status().message() +
+                               " (from Python: the same kiln.pack call with resume=True)";
+      PyObject* r = PyObject_CallMethod(raised_value, "add_note", "s", note.c_str());
+      if (r == nullptr) PyErr_Clear();
+      Py_XDECREF(r);
+    }
+    PyErr_Restore(raised_type, raised_value, raised_traceback);
+    throw py::error_already_set();
   }
   return PackReportJson(ValueOrThrow(std::move(report)));
 }
@@ -220,6 +274,8 @@ PYBIND11_MODULE(_tools, m) {
       .KILN_INT_FIELD("max_pixels", decode.max_pixels,
                       "The one pixel limit: decoded and resized images (0: none).")
       .KILN_BOOL_FIELD("overwrite", overwrite, "Replace an existing dataset at output.")
+      .KILN_BOOL_FIELD("resume", resume,
+                       "Continue an interrupted pack from OUT.partial (shards format).")
       .KILN_BOOL_FIELD("exact_decode", exact_decode,
                        "Decode every JPEG at full size (no shrink-on-load). Default False.")
       .def_property(

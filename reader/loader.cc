@@ -46,6 +46,12 @@ void WarnOnce(const std::string& message) {
   if (printed->insert(message).second) std::fprintf(stderr, "kiln: %s\n", message.c_str());
 }
 
+std::string MiB(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
 constexpr uint32_t kMaxConsumerStreams = 4;  // distinct streams Batch::WaitOn accepts per batch
 
 // Device state of one slot (LoaderOptions::device >= 0). Touched only by the consumer thread
@@ -386,6 +392,35 @@ Status ValidateLoaderOptions(const LoaderOptions& options) {
   return Status::Ok();
 }
 
+std::string BlockMemoryFitWarning(const BlockMemoryFit& fit) {
+  if (fit.fits()) return "";
+  std::string msg =
+      "block order on the mmap path needs its window's blocks plus the read-ahead in memory "
+      "(block_bytes x window + read_ahead_bytes, plus the batch slots, must fit in the memory "
+      "limit): " +
+      MiB(fit.block_bytes) + " x " + std::to_string(fit.window_blocks) + " + " +
+      MiB(fit.read_ahead_bytes) + " + " + MiB(fit.slot_bytes) +
+      " of slots = " + MiB(fit.needed_bytes()) + " > the memory limit of " +
+      MiB(fit.memory_limit_bytes) +
+      ": the page cache will thrash (pages evicted before they are read); ";
+  // The largest window that fits with these blocks, read-ahead and slots.
+  const uint64_t fixed = fit.read_ahead_bytes + fit.slot_bytes;
+  const uint64_t room = fit.memory_limit_bytes > fixed ? fit.memory_limit_bytes - fixed : 0;
+  const uint64_t window = fit.block_bytes > 0 ? room / fit.block_bytes : 0;
+  if (window >= 1) {
+    msg += "use a smaller window (shuffle_window " + std::to_string(window) +
+           " or less; kiln bench --window) or smaller blocks (block_bytes; --block-kib), ";
+  } else {
+    msg +=
+        "use smaller blocks and window (block_bytes, shuffle_window; kiln bench --block-kib, "
+        "--window) and less read-ahead (read_ahead_bytes; --read-ahead-mib), ";
+  }
+  msg +=
+      "or read with io=direct (--io direct), which needs no page cache; larger blocks make "
+      "it worse";
+  return msg;
+}
+
 Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
   return Create(std::shared_ptr<const Dataset>(std::move(dataset)), options);
@@ -507,6 +542,16 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
   loader->chunk_samples_ =
       (options.batch_size + loader->chunks_per_batch_ - 1) / loader->chunks_per_batch_;
   loader->ChooseIoPath(threads);
+  if (options.shuffle == ShuffleMode::kBlock && loader->direct_files_ == nullptr) {
+    BlockMemoryFit fit;
+    fit.block_bytes = loader->sampler_.block_samples() * loader->dataset_->schema().sample_bytes();
+    fit.window_blocks = options.shuffle_window;
+    fit.read_ahead_bytes = options.read_ahead_bytes;
+    fit.slot_bytes = slot_bytes * slot_count;
+    fit.memory_limit_bytes = MemoryLimitBytes();
+    loader->block_memory_fit_ = fit;
+    if (!fit.fits()) WarnOnce(BlockMemoryFitWarning(fit));
+  }
   // The direct path reads ahead with its queues; madvise read-ahead is for the mappings.
   if (options.read_ahead_bytes > 0 && loader->direct_files_ == nullptr) {
     loader->read_ahead_samples_window_ =
@@ -814,7 +859,10 @@ LoaderStats Loader::stats() const {
   return st;
 }
 
-Result<bool> Loader::Next(Batch* batch) {
+Result<bool> Loader::Next(Batch* batch) { return Next(batch, nullptr); }
+
+Result<bool> Loader::Next(Batch* batch, const std::function<bool()>& interrupted,
+                          uint32_t poll_ms) {
   KILN_RETURN_IF_ERROR(CheckProcess());  // before mu_, which a forked copy may hold locked
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceOps::Scope> scope, EnterDevice());
   ReleaseHeld();  // the device release (an event wait) runs without the mutex
@@ -837,7 +885,23 @@ Result<bool> Loader::Next(Batch* batch) {
   const uint64_t b = next_batch_;
   Slot& slot = slots_[b % slots_.size()];
   const uint64_t wait_start = NowNs();
-  ready_cv_.wait(lock, [&] { return slot.batch == b && slot.pending == 0; });
+  const auto ready = [&] { return slot.batch == b && slot.pending == 0; };
+  if (!interrupted) {
+    ready_cv_.wait(lock, ready);
+  } else {
+    const auto poll = std::chrono::milliseconds(std::max<uint32_t>(1, poll_ms));
+    while (!ready_cv_.wait_for(lock, poll, ready)) {
+      // The callback may run Python code: never under mu_, which the fetch threads need.
+      lock.unlock();
+      const bool stop = interrupted();
+      lock.lock();
+      if (stop && !ready()) {
+        stats_.consumer_wait_ns += NowNs() - wait_start;
+        return Status::Cancelled("interrupted while waiting for batch " + std::to_string(b) +
+                                 " of epoch " + std::to_string(epoch_));
+      }
+    }
+  }
   stats_.consumer_wait_ns += NowNs() - wait_start;
   ++next_batch_;
   holding_ = true;

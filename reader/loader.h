@@ -153,6 +153,33 @@ const char* IoModeName(IoMode mode);
 // Parses "auto", "mmap" or "direct". Errors: InvalidArgument naming the text.
 Result<IoMode> ParseIoMode(const std::string& name);
 
+// The memory block order needs on the mmap path (IoMode::kMmap, LoaderOptions::shuffle kBlock).
+// The rule, from the README ("Data larger than memory"): "On the `mmap` path the window's blocks
+// (`block_bytes * window`, 64 MiB by default) plus `read_ahead_bytes` must fit in memory"; the
+// batch slots the loader allocates count against the same memory limit. When the sum exceeds
+// the limit, pages of the window are evicted before they are read and read again (the page
+// cache thrashes: a fraction of the rate, thousands of major faults), and larger blocks make it
+// worse. All sizes in bytes.
+struct BlockMemoryFit {
+  uint64_t block_bytes = 0;         // one block as the sampler makes it: block_samples x stored
+                                    // sample bytes (blocks shrink on small datasets)
+  uint32_t window_blocks = 0;       // LoaderOptions::shuffle_window
+  uint64_t read_ahead_bytes = 0;    // LoaderOptions::read_ahead_bytes
+  uint64_t slot_bytes = 0;          // the batch slots: (prefetch + 1) x (batch data + labels)
+  uint64_t memory_limit_bytes = 0;  // MemoryLimitBytes() (reader/direct_reader.h); 0: unknown
+
+  uint64_t window_bytes() const { return block_bytes * window_blocks; }
+  // window_bytes() + read_ahead_bytes + slot_bytes.
+  uint64_t needed_bytes() const { return window_bytes() + read_ahead_bytes + slot_bytes; }
+  // True when the memory limit is unknown or needed_bytes() is at most the limit.
+  bool fits() const { return memory_limit_bytes == 0 || needed_bytes() <= memory_limit_bytes; }
+};
+
+// Returns "" when `fit` fits, else the warning the loader prints: the rule, the numbers (MiB)
+// and the cures (a smaller shuffle_window or block_bytes that fits, read_ahead_bytes, or
+// io=direct), naming both the LoaderOptions fields and `kiln bench`'s flags.
+std::string BlockMemoryFitWarning(const BlockMemoryFit& fit);
+
 struct LoaderOptions {
   uint32_t batch_size = 256;  // samples per batch, >= 1. Default 256.
   // The read order (reader/sampler.h): kExact, a new global permutation every epoch (for data
@@ -360,6 +387,14 @@ class Loader {
   // `*batch` is untouched by an error of CheckProcess().
   Result<bool> Next(Batch* batch);
 
+  // Next(), but while it waits for the batch it calls `interrupted` every `poll_ms` (on this
+  // thread, without the loader's mutex held) and, when that returns true, returns Cancelled
+  // ("interrupted while waiting for batch B of epoch E") without serving a batch: the previous
+  // batch is released and the next call waits for batch B again. For a consumer that must react
+  // to Ctrl-C while a batch is slow to come (kiln.Loader runs Python's signal handlers there).
+  // `poll_ms`: default 100, at least 1.
+  Result<bool> Next(Batch* batch, const std::function<bool()>& interrupted, uint32_t poll_ms = 100);
+
   // Releases the batch the consumer holds now, as the next Next() would (steps 2 and 3 of the
   // protocol below): its pointers become invalid, and its `released` events are recorded on
   // the streams given to WaitOn. Call it before destroying a stream passed to WaitOn while the
@@ -396,6 +431,10 @@ class Loader {
   // Operation not permitted", ...).
   IoMode io_path() const { return direct_files_ != nullptr ? IoMode::kDirect : IoMode::kMmap; }
   const std::string& io_reason() const { return io_reason_; }
+  // Block order on the mmap path: the memory its window needs against the memory limit
+  // (BlockMemoryFit; Create prints BlockMemoryFitWarning once when it does not fit). nullopt in
+  // other orders and on the direct path.
+  const std::optional<BlockMemoryFit>& block_memory_fit() const { return block_memory_fit_; }
   // Reads each thread keeps in flight on the direct path (0 on the mmap path).
   uint32_t direct_depth() const { return direct_depth_; }
 
@@ -489,6 +528,7 @@ class Loader {
   std::vector<std::unique_ptr<DirectQueue>> direct_queues_;
   uint32_t direct_depth_ = 0;
   std::string io_reason_;
+  std::optional<BlockMemoryFit> block_memory_fit_;
 
   // Synchronisation, on the heap so that a forked child's destructor can leave it alone: the
   // copy's mutex may be locked and its condition variables may count waiters that do not

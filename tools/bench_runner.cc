@@ -147,7 +147,11 @@ bool DiagnoseConsumer(BenchReport* r) {
 bool StorageLimits(const BenchReport& r, double fetch) {
   const bool faulted = r.io == "direct" || r.cache == "cold" || r.major_faults >= 64 ||
                        (r.resident_fraction < 0.5 && r.major_faults > 0);
-  const double cpu_stage = std::max({r.decompress_seconds, r.augment_seconds, r.copy_seconds});
+  // The largest stage's time on the CPU: the parts are wall time, which holds the faults too.
+  const double cpu = std::min(r.fetch_cpu_seconds, fetch);
+  const double cpu_stage =
+      std::max({std::min(r.decompress_seconds, cpu), std::min(r.augment_seconds, cpu),
+                std::max(0.0, cpu - r.decompress_seconds - r.augment_seconds)});
   return faulted && r.storage_wait_seconds > 0.3 * fetch && r.storage_wait_seconds > cpu_stage;
 }
 
@@ -200,10 +204,54 @@ std::string StorageVerdict(const BenchReport* r, double fetch) {
                      "order (--shuffle block): sequential runs instead of random records"
                    : "; read in block order (--shuffle block) for sequential runs instead of "
                      "random records, or try more read-ahead (--read-ahead-mib) or threads";
+  } else if (r->shuffle == "block" && !r->memory_fit_warning.empty()) {
+    // Larger blocks would grow the window that already does not fit (BlockMemoryFit).
+    verdict += "; " + r->memory_fit_warning;
   } else if (r->shuffle == "block") {
     verdict += "; larger blocks (--block-kib) make longer sequential runs";
   }
   return verdict;
+}
+
+// The consumer waited most of the time while the fetch threads were mostly idle: no stage is
+// saturated, so naming the largest one would send the user after the wrong fix. The time goes
+// to handing batches over (waking threads, starting epochs) or to a CPU the process did not
+// get. Returns true, with the verdict written, when that is so.
+bool DiagnoseIdle(BenchReport* r) {
+  const double t = r->seconds;
+  if (!(t > 0) || r->threads == 0 || r->upload_seconds > 0.5 * t) return false;
+  const double busy = r->fetch_seconds / (r->threads * t);
+  if (!(busy < 0.5 && r->consumer_wait_seconds > 0.5 * t)) return false;
+  char buf[768];
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  r->bottleneck = "latency";
+  std::snprintf(buf, sizeof(buf),
+                "bottleneck: latency, not a stage. The consumer waited %s of the time while the "
+                "fetch threads were busy only %s (%u threads; %.3f s fetching, %.3f s waiting for "
+                "free slots; %.1f us of fetch work per batch): batches are handed over (threads "
+                "woken, epochs started) slower than they are filled, so faster stages would not "
+                "help; larger batches (--batch-size) amortise the hand-off",
+                Percent(r->consumer_wait_seconds, t).c_str(), Percent(busy, 1.0).c_str(),
+                r->threads, r->fetch_seconds, r->slot_wait_seconds,
+                r->batches ? r->fetch_seconds * 1e6 / r->batches : 0.0);
+  std::string verdict = buf;
+  const double usable_cores = std::min<double>(cores, r->threads + 1.0);
+  if (r->cpu_seconds < 0.6 * usable_cores * t) {
+    double load = 0;
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+      if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+      std::fclose(f);
+    }
+    if (load > cores) {
+      std::snprintf(buf, sizeof(buf),
+                    "; the machine is loaded (load average %.1f on %u cores, this process got "
+                    "%.0f%% of one core): threads wait to be scheduled",
+                    load, cores, 100.0 * r->cpu_seconds / t);
+      verdict += buf;
+    }
+  }
+  r->verdict = verdict;
+  return true;
 }
 
 // The verdict when a CPU stage (or the upload) is the bottleneck: the largest of them.
@@ -280,6 +328,7 @@ void Diagnose(BenchReport* r) {
     r->verdict = StorageVerdict(r, fetch);
     return;
   }
+  if (DiagnoseIdle(r)) return;
   DiagnoseStage(r, fetch);
 }
 
@@ -382,9 +431,14 @@ void RecordLoaderStats(const LoaderStats& stats, const BenchOptions& options, Be
   r->direct_reads = stats.direct_reads;
   r->direct_read_mb = stats.direct_read_bytes / 1e6;
   r->direct_max_in_flight = stats.direct_max_in_flight;
-  // Copy is what remains of the on-CPU fetch time after zstd and crop/flip.
-  r->copy_seconds = std::max(0.0, std::min(r->fetch_seconds, r->fetch_cpu_seconds) -
-                                      r->decompress_seconds - r->augment_seconds);
+  // The parts add up to the fetch time by construction, all wall time: zstd and crop/flip are
+  // timed around their calls (so they include the page faults and preemption inside them),
+  // copy is the rest. The off-CPU time (storage_wait_seconds) is a second view of the same
+  // fetch time, spread over the parts, not one more part.
+  r->decompress_seconds = std::min(r->decompress_seconds, r->fetch_seconds);
+  r->augment_seconds =
+      std::min(r->augment_seconds, r->fetch_seconds - r->decompress_seconds);  // an estimate
+  r->copy_seconds = r->fetch_seconds - r->decompress_seconds - r->augment_seconds;
   r->consumer_wait_seconds = stats.consumer_wait_ns / 1e9;
 }
 
@@ -412,6 +466,9 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.threads = loader->num_threads();
   r.io = IoModeName(loader->io_path());
   r.io_reason = loader->io_reason();
+  if (const std::optional<BlockMemoryFit>& fit = loader->block_memory_fit(); fit) {
+    r.memory_fit_warning = BlockMemoryFitWarning(*fit);
+  }
   r.direct_depth = loader->direct_depth();
   r.prefetch = options.loader.prefetch;
   r.batch_size = options.loader.batch_size;
@@ -506,10 +563,16 @@ Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options
     }
   }
   double best = 0;
-  for (const BenchReport& r : sweep.runs) best = std::max(best, r.samples_per_s);
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const BenchReport& r = sweep.runs[i];
+    sweep.comparable.push_back(r.seconds >= kSweepShortestCellSeconds && r.short_run_note.empty());
+    if (sweep.comparable[i]) best = std::max(best, r.samples_per_s);
+    if (r.samples_per_s > sweep.runs[sweep.shown].samples_per_s) sweep.shown = i;
+  }
   for (size_t i = 0; i < sweep.runs.size(); ++i) {  // ordered by threads, then prefetch
-    if (sweep.runs[i].samples_per_s >= 0.97 * best) {
+    if (sweep.comparable[i] && sweep.runs[i].samples_per_s >= 0.97 * best) {
       sweep.recommended = i;
+      sweep.shown = i;
       break;
     }
   }
@@ -517,12 +580,19 @@ Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options
 }
 
 std::string SweepReportJson(const SweepReport& sweep) {
-  const BenchReport& best = sweep.runs[sweep.recommended];
+  const BenchReport& best = sweep.runs[sweep.shown];
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(BenchReportJson(best));
-  j["recommended"] = {{"threads", best.threads}, {"prefetch", best.prefetch}};
+  if (sweep.recommended) {
+    j["recommended"] = {{"threads", best.threads}, {"prefetch", best.prefetch}};
+  } else {
+    j["recommended"] = nullptr;
+  }
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (const BenchReport& r : sweep.runs) {
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const BenchReport& r = sweep.runs[i];
     rows.push_back({{"threads", r.threads},
+                    {"seconds", r.seconds},
+                    {"comparable", static_cast<bool>(sweep.comparable[i])},
                     {"prefetch", r.prefetch},
                     {"samples_per_s", r.samples_per_s},
                     {"mb_per_s", r.mb_per_s},
@@ -540,15 +610,25 @@ std::string SweepReportText(const SweepReport& sweep) {
   char line[256];
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const BenchReport& r = sweep.runs[i];
-    std::snprintf(line, sizeof(line), "%7u  %8u  %9.0f  %7.1f  %12.0f%%  %s%s\n", r.threads,
+    std::snprintf(line, sizeof(line), "%7u  %8u  %9.0f  %7.1f  %12.0f%%  %s%s%s\n", r.threads,
                   r.prefetch, r.samples_per_s, r.mb_per_s, 100 * r.consumer_wait_fraction,
-                  r.bottleneck.c_str(), i == sweep.recommended ? "  <- recommended" : "");
+                  r.bottleneck.c_str(), sweep.comparable[i] ? "" : "  (too short to compare)",
+                  sweep.recommended == i ? "  <- recommended" : "");
     out += line;
   }
-  const BenchReport& best = sweep.runs[sweep.recommended];
+  if (!sweep.recommended) {
+    std::snprintf(line, sizeof(line),
+                  "no recommendation: every cell's timed part was shorter than %.1f s (or had "
+                  "too few batches), so their rates measure start-up and scheduling, not the "
+                  "loader; raise --epochs or use a larger dataset\n",
+                  kSweepShortestCellSeconds);
+    return out + line;
+  }
+  const BenchReport& best = sweep.runs[*sweep.recommended];
   std::snprintf(line, sizeof(line),
                 "recommended: --threads %u --prefetch %u (%.0f samples/s; the fewest threads, "
-                "then the shallowest prefetch, within 3%% of the best; %s cache)\n",
+                "then the shallowest prefetch, within 3%% of the best of the cells long enough "
+                "to compare; %s cache)\n",
                 best.threads, best.prefetch, best.samples_per_s, best.cache.c_str());
   out += line;
   return out;
@@ -616,6 +696,7 @@ std::string BenchReportJson(const BenchReport& r) {
   j["residency_misses"] = r.residency_misses;
   j["io"] = r.io;
   j["io_reason"] = r.io_reason;
+  j["memory_fit_warning"] = r.memory_fit_warning;
   j["direct_depth"] = r.direct_depth;
   j["direct_reads"] = r.direct_reads;
   j["direct_read_mb"] = r.direct_read_mb;
@@ -662,12 +743,13 @@ std::string BenchReportText(const BenchReport& r) {
   out += line;
   std::snprintf(line, sizeof(line),
                 "%s order, %s cache (%.0f%% of the files resident at open%s); stages (s, fetch "
-                "threads summed): slot wait %.3f, fetch %.3f = [off-CPU/storage %.3f, "
-                "decompress %.3f, augment %.3f, copy %.3f], upload 0 (no GPU); consumer: wait "
-                "%.3f, work %.3f; CPU %.2f s, %llu major faults, peak RSS %.1f MB\n",
+                "threads summed): slot wait %.3f, fetch %.3f = [decompress %.3f + augment %.3f "
+                "+ copy %.3f], of which off the CPU (storage, preemption) %.3f; upload 0 (no "
+                "GPU); consumer: wait %.3f, work %.3f; CPU %.2f s, %llu major faults, peak RSS "
+                "%.1f MB\n",
                 r.shuffle == "none" ? "dataset (unshuffled)" : r.shuffle.c_str(), r.cache.c_str(),
                 100 * r.resident_fraction, ahead, r.slot_wait_seconds, r.fetch_seconds,
-                r.storage_wait_seconds, r.decompress_seconds, r.augment_seconds, r.copy_seconds,
+                r.decompress_seconds, r.augment_seconds, r.copy_seconds, r.storage_wait_seconds,
                 r.consumer_wait_seconds, r.consumer_seconds, r.cpu_seconds,
                 static_cast<unsigned long long>(r.major_faults), r.peak_rss_mb);
   out += line;

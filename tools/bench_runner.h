@@ -9,6 +9,7 @@
 #define KILN_TOOLS_BENCH_RUNNER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,16 +59,21 @@ struct BenchReport {
   double resident_fraction = 0;
   // Stages, in seconds. Fetch-thread stages are summed over threads (divide by threads x
   // seconds for a busy share); consumer stages are on the consumer thread.
-  double slot_wait_seconds = 0;      // fetch threads waiting for a free batch slot (or, at an
-                                     // epoch's end, for work)
-  double fetch_seconds = 0;          // fetch threads reading samples (all of the below)
-  double fetch_cpu_seconds = 0;      //   of which on the CPU
-  double storage_wait_seconds = 0;   //   off the CPU (page faults waiting for storage, preemption)
-  double decompress_seconds = 0;     //   in zstd
-  double augment_seconds = 0;        //   in crop/flip (estimated from every 8th sample)
-  double copy_seconds = 0;           //   the rest: index lookup, checksum, copy into the slot
-  double upload_seconds = 0;         // host time waiting for uploads (--device): exposed copy
-  double consumer_wait_seconds = 0;  // consumer waiting for a batch
+  double slot_wait_seconds = 0;  // fetch threads waiting for a free batch slot (or, at an
+                                 // epoch's end, for work)
+  // fetch_seconds = decompress_seconds + augment_seconds + copy_seconds exactly: three wall-time
+  // parts, each including the page faults and preemption that happened inside it. Independently
+  // of the parts, fetch_seconds = fetch_cpu_seconds + storage_wait_seconds (thread CPU time and
+  // the rest); so decompress_seconds may exceed fetch_cpu_seconds when zstd's input faulted.
+  double fetch_seconds = 0;             // fetch threads reading samples (wall time)
+  double decompress_seconds = 0;        //   in zstd (wall, timed per zstd record)
+  double augment_seconds = 0;           //   in crop/flip (wall, estimated from every 8th sample)
+  double copy_seconds = 0;              //   the rest: index lookup, checksum, copy into the slot
+  double fetch_cpu_seconds = 0;         // of fetch_seconds, on the CPU (thread CPU clock)
+  double storage_wait_seconds = 0;      // of fetch_seconds, off the CPU (page faults waiting for
+                                        // storage, preemption): fetch - fetch_cpu, at least 0
+  double upload_seconds = 0;            // host time waiting for uploads (--device): exposed copy
+  double consumer_wait_seconds = 0;     // consumer waiting for a batch
   double first_batch_wait_seconds = 0;  // of which for the first batch
   double consumer_seconds = 0;          // consumer's simulated work (--consumer-ms)
   uint64_t zstd_records = 0;            // records decompressed
@@ -79,8 +85,13 @@ struct BenchReport {
   uint64_t residency_probes = 0;
   uint64_t residency_misses = 0;
   // The io path (Loader::io_path, io_reason) and its direct reads (LoaderStats):
-  std::string io = "mmap";            // "mmap" or "direct"
-  std::string io_reason;              // why that path
+  std::string io = "mmap";  // "mmap" or "direct"
+  std::string io_reason;    // why that path
+  // Block order on the mmap path whose window, read-ahead and slots exceed the memory limit
+  // (Loader::block_memory_fit, BlockMemoryFitWarning in reader/loader.h): the warning; empty
+  // when it fits, in other orders and on the direct path. The storage verdict then advises a
+  // smaller window or --io direct, never larger blocks.
+  std::string memory_fit_warning;
   uint32_t direct_depth = 0;          // reads in flight per thread
   uint64_t direct_reads = 0;          // reads completed
   double direct_read_mb = 0;          // bytes they read, 10^6 bytes
@@ -100,8 +111,10 @@ struct BenchReport {
   double kernel_ms = 0;            // NormalizeKernel fp16 on one full batch, median of 10
   double kernel_gbps = 0;          // its bytes read + written per second
   std::string kernel_note;         // why the kernel was not timed (empty when it was)
-  std::string bottleneck;          // storage, decompression, copy, augment, upload or consumer
-  std::string verdict;             // one line: the bottleneck and why
+  // storage, decompression, copy, augment, upload, consumer, or latency (the consumer waited
+  // while the fetch threads were mostly idle: hand-off, not a stage)
+  std::string bottleneck;
+  std::string verdict;  // one line: the bottleneck and why
   // A warning when the run is too short to measure the steady rate (fewer than 4x the prefetch
   // + 1 batches the loader fills ahead); empty otherwise.
   std::string short_run_note;
@@ -118,10 +131,19 @@ double ResidentFraction(const std::string& dir);
 
 // `kiln bench --sweep`: runs over thread counts 1, 2, 4, ... up to 2x `cores` (and 2x cores
 // itself) and prefetch depths 1, 2, 4, 8.
+// A cell whose timed part took under kSweepShortestCellSeconds, or that has a short_run_note,
+// measured start-up and scheduling rather than a rate: it is marked too short and never
+// recommended.
+inline constexpr double kSweepShortestCellSeconds = 0.2;
 struct SweepReport {
   std::vector<BenchReport> runs;
-  size_t recommended = 0;  // index in runs: the fewest threads, then the shallowest prefetch,
-                           // within 3% of the best rate
+  std::vector<bool> comparable;  // per run: long enough to compare (see above)
+  // Index in runs: among the comparable runs, the fewest threads, then the shallowest prefetch,
+  // within 3% of the best comparable rate. nullopt when no run is comparable (then no setting is
+  // recommended; the text says to raise --epochs or use a larger dataset).
+  std::optional<size_t> recommended;
+  // The run printed above the table: `recommended`, else the fastest run.
+  size_t shown = 0;
 };
 Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options, uint32_t cores);
 std::string SweepReportJson(const SweepReport& sweep);

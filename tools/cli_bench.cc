@@ -97,7 +97,7 @@ int RunSweepCommand(const BenchFlags& flags, const BenchOptions& options) {
   if (flags.json) {
     std::cout << SweepReportJson(*sweep) << "\n";
   } else {
-    std::cout << BenchReportText(sweep->runs[sweep->recommended]) << SweepReportText(*sweep);
+    std::cout << BenchReportText(sweep->runs[sweep->shown]) << SweepReportText(*sweep);
   }
   bool all_once = true;
   for (const BenchReport& r : sweep->runs) all_once &= r.every_sample_once;
@@ -150,7 +150,12 @@ Subcommand AddBenchCommand(CLI::App& app) {
                  "threads, prefetch, batch_size, every_sample_once, shuffle, cache, "
                  "bottleneck, verdict") +
       "  (and the time of each stage, *_seconds); with --sweep also recommended, sweep (the "
-      "runs).\nOn failure: ok (false), error, exit_code.\n");
+      "runs).\nOn failure: ok (false), error, exit_code.\n"
+      "Stages (seconds, fetch threads summed): fetch_seconds = decompress_seconds + "
+      "augment_seconds + copy_seconds, wall time, each part with the page faults and preemption "
+      "inside it (copy: index lookup, checksum, copy into the slot); storage_wait_seconds = "
+      "fetch_seconds - fetch_cpu_seconds, the share of the same time off the CPU, not one more "
+      "part.\n");
   return {bench, [flags] { return RunBenchCommand(*flags); }};
 }
 

@@ -49,8 +49,10 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
                    "TFRecord files: a bytes feature to use as the key, e.g. image/filename "
                    "(unique; default: FILE:RECORD_INDEX)");
   pack->add_flag("--overwrite", f->overwrite, "Replace an existing dataset at OUTPUT");
-  pack->add_flag("--resume", f->resume,
-                 "Continue an interrupted pack of the same inputs and options (shards format)");
+  pack->add_flag(
+      "--resume", f->resume,
+      "Continue an interrupted pack of the same inputs and options from OUTPUT.partial (shards "
+      "format only: lmdb and hdf5 start over); on a complete OUTPUT, do nothing (exit 0)");
   pack->add_option("--part", f->part,
                    "Pack only part I (from 0) of --of N into OUTPUT.parts/part-IIIII-of-NNNNN, "
                    "or 'auto': take I (and N) from the engine's environment (Slurm array, "
@@ -163,6 +165,7 @@ void PrintPackReport(const ImagingPlugin& plugin, const PackReport& report, bool
     std::cout << plugin.pack_report_json(report) << "\n";
     return;
   }
+  if (report.already_complete) return;  // the --resume note said so: nothing was done
   const std::string skipped = report.skipped == 0
                                   ? ""
                                   : ", " + std::to_string(report.skipped) +
@@ -174,8 +177,10 @@ void PrintPackReport(const ImagingPlugin& plugin, const PackReport& report, bool
       static_cast<unsigned long long>(report.listed),
       static_cast<unsigned long long>(report.rejected), skipped.c_str(), report.output.c_str(),
       report.manifest.files.size(), report.output_bytes / 1e6, report.seconds,
-      report.seconds > 0 ? report.packed / report.seconds : 0.0,
-      report.seconds > 0 ? report.output_bytes / 1e6 / report.seconds : 0.0);
+      report.seconds > 0 ? (report.packed - report.resumed_packed) / report.seconds : 0.0,
+      report.seconds > 0
+          ? (report.output_bytes - report.resumed_output_bytes) / 1e6 / report.seconds
+          : 0.0);
 }
 
 int RunPack(const CLI::App& command, const PackFlags& flags) {
@@ -230,7 +235,8 @@ Subcommand AddPackCommand(CLI::App& app) {
            "--on-error skip)",
            "1   an input is missing or unreadable, a bad input under --on-error fail, an I/O error",
            "2   usage: bad flags, no image found, OUTPUT exists (without --overwrite)",
-           "130 interrupted (Ctrl-C, SIGTERM): nothing is left under OUTPUT; --resume continues"},
+           "130 interrupted (Ctrl-C, SIGTERM): nothing is left under OUTPUT; --resume continues "
+           "(shards format)"},
           "ok, output, listed, packed, rejected, skipped, seconds, input_bytes, output_bytes, "
           "images_per_s, mb_per_s, shards, rejections, skipped_files, warnings") +
       "On failure: ok (false), error, exit_code, listed, packed, rejected, skipped, "

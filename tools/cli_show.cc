@@ -1,4 +1,5 @@
-// kiln show: writes one sample, or a grid of evenly spaced samples, as a PNG picture.
+// kiln show: writes one sample, or a grid of evenly spaced samples, as a picture (PNG, JPEG, ...:
+// the format OpenCV picks from the output's extension).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -56,15 +57,20 @@ int RunShow(const ShowFlags& flags) {
 
 Subcommand AddShowCommand(CLI::App& app) {
   auto flags = std::make_shared<ShowFlags>();
-  CLI::App* show = app.add_subcommand("show", "Write samples as a PNG picture");
+  CLI::App* show = app.add_subcommand(
+      "show",
+      "Write samples as a picture (PNG, or JPEG for -o x.jpg: the extension picks the format)");
   show->add_option("dataset", flags->dataset, "Dataset directory")->required();
   flags->index_option = show->add_option("--index", flags->index, "One sample index");
-  CLI::Option* grid =
-      show->add_option("--grid", flags->grid, "RxC grid of evenly spaced samples, e.g. 4x8");
+  CLI::Option* grid = show->add_option(
+      "--grid", flags->grid,
+      "RxC grid of evenly spaced samples. Default without --index: 4x8 (32 samples)");
   flags->index_option->excludes(grid);
-  show->add_option("-o,--output", flags->png, "PNG file to write")->required();
+  show->add_option("-o,--output", flags->png,
+                   "Picture to write: .png, .jpg/.jpeg (JPEG), or another extension OpenCV writes")
+      ->required();
   show->footer(
-      HelpFooter({"0   written", "1   the dataset or the PNG file cannot be read or written",
+      HelpFooter({"0   written", "1   the dataset cannot be read or the picture cannot be written",
                   "2   usage (an --index past the end included)"},
                  ""));
   return {show, [flags] { return RunShow(*flags); }};

@@ -34,7 +34,9 @@ Subcommand AddVerifyCommand(CLI::App& app) {
   auto flags = std::make_shared<VerifyFlags>();
   CLI::App* verify = app.add_subcommand("verify", "Check a dataset: structure, checksums, counts");
   verify->add_option("dataset", flags->dataset, "Dataset directory")->required();
-  verify->add_flag("--deep", flags->deep, "Also decompress every record and check its size");
+  verify->add_flag("--deep", flags->deep,
+                   "Also decompress every zstd record and check that each record holds exactly one "
+                   "sample's bytes");
   verify->add_flag("--json", flags->json, "Print one JSON object on stdout");
   verify->footer(
       HelpFooter({"0   the dataset is sound",

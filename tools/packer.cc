@@ -469,6 +469,7 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
 struct OpenedWriter {
   std::unique_ptr<DatasetWriter> writer;
   size_t first_item = 0;
+  bool already_complete = false;  // --resume on a finished dataset: no writer, nothing to do
 };
 
 // With --resume, continues the interrupted run in `<output>.partial` when its journal matches
@@ -484,12 +485,36 @@ Result<OpenedWriter> OpenOrResumeWriter(const PackOptions& options, const PackIn
   wo.format = options.format;
   OpenedWriter opened;
   if (options.resume) {
-    std::string staging = options.output;
-    while (staging.size() > 1 && staging.back() == '/') staging.pop_back();
-    staging += ".partial";
-    std::optional<PackJournal> journal =
-        ReadPackJournal(staging, fingerprint, PartOptionsJson(options),
-                        input.items.size() + input.listing_problems, &report->resume_note);
+    std::string out = options.output;
+    while (out.size() > 1 && out.back() == '/') out.pop_back();
+    const std::string staging = out + ".partial";
+    std::error_code ec;
+    if (!options.overwrite && !std::filesystem::exists(staging, ec) &&
+        std::filesystem::exists(out + "/" + kManifestFileName, ec)) {
+      // A finished dataset: nothing was interrupted, so nothing is to be done (and nothing to
+      // replace: --overwrite would pack it again).
+      Result<Manifest> done = Manifest::Read(out);
+      if (done.ok()) {
+        opened.already_complete = true;
+        report->already_complete = true;
+        report->manifest = *done;
+        report->packed = done->samples;
+        for (const DataFileInfo& f : done->files) report->output_bytes += f.bytes;
+        report->resume_note = out + " is already a complete dataset (" +
+                              std::to_string(done->samples) +
+                              " samples): nothing to resume, nothing was written (it was not "
+                              "compared with these inputs; --overwrite packs it again)";
+        return opened;
+      }
+    }
+    std::optional<PackJournal> journal;
+    if (!CanResumeFormat(options.format)) {
+      report->resume_note =
+          ResumeNotSupportedMessage() + ": a " + options.format + " pack always starts over";
+    } else {
+      journal = ReadPackJournal(staging, fingerprint, PartOptionsJson(options),
+                                input.items.size() + input.listing_problems, &report->resume_note);
+    }
     if (journal) {
       // A backend without resume_writer fails here with ResumeNotSupportedMessage().
       Result<std::unique_ptr<DatasetWriter>> resumed =
@@ -499,7 +524,11 @@ Result<OpenedWriter> OpenOrResumeWriter(const PackOptions& options, const PackIn
         opened.first_item = journal->items_done;
         report->rejections = journal->rejections;
         report->input_bytes = journal->input_bytes;
-        for (const DataFileInfo& f : journal->files) report->packed += f.samples;
+        for (const DataFileInfo& f : journal->files) {
+          report->packed += f.samples;
+          report->resumed_packed += f.samples;
+          report->resumed_output_bytes += f.bytes;
+        }
         report->resumed_inputs = opened.first_item + input.listing_problems;
       } else {
         report->resume_note = resumed.status().message();
@@ -1054,6 +1083,12 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
   }
   KILN_ASSIGN_OR_RETURN(OpenedWriter opened,
                         OpenOrResumeWriter(effective, input, fingerprint, report));
+  if (opened.already_complete) {
+    report->rejected = report->listed - std::min(report->listed, report->packed);
+    report->seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return Status::Ok();
+  }
   PackPipeline pipeline(effective, input, fingerprint, opened.writer.get(), report, progress,
                         std::move(boundaries));
   // On an error `opened.writer` is destroyed: the staging directory goes with it.
@@ -1101,7 +1136,9 @@ Status ValidatePackOptions(const PackOptions& options) {
   if (p.schema.dtype == DType::kUint8 && (p.mean != defaults.mean || p.std != defaults.std)) {
     return Status::InvalidArgument(
         "--mean and --std apply to float16 and float32 output only; "
-        "uint8 samples are stored unnormalised");
+        "uint8 samples are stored unnormalised: add --dtype float16 (or float32) to store "
+        "normalised samples, or keep uint8 (4x smaller than float32) and normalise when "
+        "reading (kiln.Loader(normalize=...), the fused GPU kernel)");
   }
   // A resize that leaves every image smaller than the crop is refused before any image is read
   // (Preprocess would reject each image on its own).
@@ -1212,16 +1249,27 @@ std::string PackFailureJson(const Status& status, int exit_code, const PackRepor
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+double PackImagesPerSecond(const PackReport& r) {
+  if (r.already_complete || !(r.seconds > 0)) return 0;
+  return (r.packed - std::min(r.packed, r.resumed_packed)) / r.seconds;
+}
+
+double PackMegabytesPerSecond(const PackReport& r) {
+  if (r.already_complete || !(r.seconds > 0)) return 0;
+  return (r.output_bytes - std::min(r.output_bytes, r.resumed_output_bytes)) / 1e6 / r.seconds;
+}
+
 std::string PackReportJson(const PackReport& r) {
   nlohmann::ordered_json j;
   j["ok"] = true;
   j["output"] = r.output;
   j.update(CountsJson(r));
+  if (r.already_complete) j["already_complete"] = true;
   j["seconds"] = r.seconds;
   j["input_bytes"] = r.input_bytes;
   j["output_bytes"] = r.output_bytes;
-  j["images_per_s"] = r.seconds > 0 ? r.packed / r.seconds : 0.0;
-  j["mb_per_s"] = r.seconds > 0 ? r.output_bytes / 1e6 / r.seconds : 0.0;
+  j["images_per_s"] = PackImagesPerSecond(r);
+  j["mb_per_s"] = PackMegabytesPerSecond(r);
   j["shards"] = r.manifest.files.size();
   j.update(ListsJson(r));
   if (r.partition) {

@@ -152,7 +152,15 @@ struct PackReport {
   double seconds = 0;
   std::vector<Rejection> rejections;  // in listing order
   uint64_t resumed_inputs = 0;        // inputs taken over from an interrupted run (--resume)
-  std::string resume_note;            // why --resume started from the beginning, if it did
+  uint64_t resumed_packed = 0;        // of `packed`, the samples in the shards taken over
+  uint64_t resumed_output_bytes = 0;  // of `output_bytes`, the bytes of the shards taken over
+  // Why --resume started from the beginning, if it did (or, with already_complete, that there
+  // was nothing to resume).
+  std::string resume_note;
+  // --resume (without --overwrite) found a complete dataset at `output` and no OUT.partial:
+  // nothing was listed into it or written; `packed`, `output_bytes` and `manifest` describe
+  // the dataset as it is. Pack returns OK (`kiln pack` exits 0) and resume_note says so.
+  bool already_complete = false;
   // For a part (PackOptions::part_index): the part's record, as its manifest stores it.
   std::optional<PartitionRecord> partition;
   Manifest manifest;
@@ -190,6 +198,11 @@ using PackProgress = std::function<void(uint64_t done, uint64_t total)>;
 Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress = nullptr,
                         PackReport* failed = nullptr);
 
+// This run's rates (PackReport::seconds): images and 10^6 output bytes per second, counting only
+// what this run packed (not the shards a --resume took over); 0 when already_complete.
+double PackImagesPerSecond(const PackReport& report);
+double PackMegabytesPerSecond(const PackReport& report);
+
 // Lists `options.input` once, as every part of `kiln pack --part I --of parts` would (classes,
 // class map, shuffle), stats each listed file for its size, and returns the plan of the
 // partitioned pack (tools/pack_plan.h) for `kiln plan`. Only the options that decide the bytes
@@ -201,8 +214,9 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
 Result<PackPlan> PlanPack(const PackOptions& options, uint32_t parts);
 
 // Returns the report as one JSON object: ok (true), output, listed, packed, rejected, skipped,
-// seconds, input_bytes, output_bytes, images_per_s, mb_per_s, shards, rejections
-// ([{path, line, reason}]), skipped_files ([{path, reason}]).
+// already_complete (only when true), seconds, input_bytes, output_bytes, images_per_s and
+// mb_per_s (this run's: PackImagesPerSecond), shards, rejections ([{path, line, reason}]),
+// skipped_files ([{path, reason}]).
 std::string PackReportJson(const PackReport& report);
 
 // Returns the JSON object of a failed pack: ok (false), error (the status message), exit_code,

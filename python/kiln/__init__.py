@@ -44,7 +44,7 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
          std: Union[None, float, Sequence[float]] = None, format: str = "shards",
          shard_size: Union[int, str] = "128MiB", compress: str = "none", threads: int = 0,
          shuffle_seed: Optional[int] = None, on_error: str = "skip",
-         max_pixels: Optional[int] = None, overwrite: bool = False,
+         max_pixels: Optional[int] = None, overwrite: bool = False, resume: bool = False,
          root: Optional[PathLike] = None, exact_decode: bool = False,
          image_ext: Optional[str] = None, label_from: str = "cls",
          feature_image: str = "image/encoded", feature_label: str = "image/class/label",
@@ -65,7 +65,9 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     ``"fail"``; ``max_pixels``: the one pixel limit of a pack: an image whose decoded size or
     whose size after the resize (before the crop) has more pixels is refused (None: kiln's
     default, 178956970; 0: no kiln limit on either; as ``kiln pack --max-pixels``);
-    ``overwrite``: replace an existing kiln dataset; ``exact_decode``: decode every JPEG at full
+    ``overwrite``: replace an existing kiln dataset; ``resume``: continue an interrupted pack of
+    the same inputs and options from ``OUTPUT.partial`` (shards format; ``kiln pack --resume``):
+    the result is byte-identical to an uninterrupted pack; ``exact_decode``: decode every JPEG at full
     size instead of shrink-on-load (``kiln pack --exact-decode``, tools/decode_policy.md). Tar
     shards (a ``.tar`` file, a directory of them or a pattern such as
     ``"shards/{000000..000009}.tar"``, tools/pack_inputs.md): ``image_ext``, e.g. ``"jpg,png"``
@@ -84,7 +86,11 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     output_bytes, input_bytes, images_per_s, mb_per_s, output, rejections (each with path, line
     and reason).
 
-    The GIL is released while packing. This imports ``kiln._tools``, which loads OpenCV: keep
+    The GIL is released while packing. Ctrl-C (a signal handler that raises, in the main thread)
+    stops the pack between images, as ``kiln pack`` stops on SIGINT: nothing is left under
+    ``output``, the finished shards stay in ``OUTPUT.partial`` for ``resume=True`` (shards
+    format), and the handler's exception (KeyboardInterrupt) is raised with a note saying what
+    was kept. This imports ``kiln._tools``, which loads OpenCV: keep
     packing out of training processes.
 
     Raises: InvalidArgumentError (bad option, named; no image found; existing output),
@@ -98,7 +104,8 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
         root="" if root is None else _fspath(root, "root"), size=size, resize=resize, crop=crop,
         channels=channels, layout=layout, dtype=dtype, mean=mean, std=std, format=format,
         shard_size=shard_size, compress=compress, threads=threads, shuffle_seed=shuffle_seed,
-        on_error=on_error, max_pixels=max_pixels, overwrite=overwrite, exact_decode=exact_decode,
+        on_error=on_error, max_pixels=max_pixels, overwrite=overwrite, resume=resume,
+        exact_decode=exact_decode,
         image_ext=image_ext, label_from=label_from, feature_image=feature_image,
         feature_label=feature_label, feature_key=feature_key),
         keep_default_if_none=("mean", "std", "max_pixels", "image_ext"))

@@ -164,6 +164,9 @@ class Loader:
     (``Loader::BeginEpoch`` in reader/loader.h); ``epoch`` reads it.
     Starting a new loop abandons the previous loop's epoch; the old iterator then raises
     ``RuntimeError``. Breaking out of a loop early is fine.
+    Ctrl-C while a step waits for a batch: the wait runs Python's signal handlers every 20 ms,
+    so KeyboardInterrupt is raised at once (in the main thread) and the batch it waited for is
+    not lost: the next step of the same iterator returns it.
 
     Checkpoint and resume. ``state_dict()`` returns the loader's position (a plain dict: the
     epoch, the samples the ranks together consumed in it, the options that fix the order, the
@@ -441,6 +444,22 @@ class Loader:
     def pinned(self) -> bool:
         """True when the batch slots are pinned (page-locked) memory."""
         return self._core.pinned
+
+    @property
+    def io_path(self) -> str:
+        """How the fetch threads read records: ``"mmap"`` (copies from the file mappings) or
+        ``"direct"`` (O_DIRECT reads through io_uring); never ``"auto"``: what ``io="auto"``
+        chose (C++ ``Loader::io_path()``; README, "Data larger than memory")."""
+        path: str = self._core.io_path
+        return path
+
+    @property
+    def io_reason(self) -> str:
+        """Why that I/O path was chosen (C++ ``Loader::io_reason()``), e.g. ``"io mmap asked"``,
+        ``"dataset of 2063 MiB > half the memory limit of 512 MiB"`` or why direct reads were
+        not possible (``"io_uring_queue_init: Operation not permitted"``)."""
+        reason: str = self._core.io_reason
+        return reason
 
     @property
     def epoch(self) -> Optional[int]:

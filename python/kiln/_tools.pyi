@@ -27,6 +27,7 @@ class PackOptions:
     on_error: str
     max_pixels: int
     overwrite: bool
+    resume: bool
     exact_decode: bool
     image_ext: str
     label_from: str

@@ -149,7 +149,8 @@ def test_set_epoch_and_key_bad_values(packed):
     ({"threads": -1}, kiln.InvalidArgumentError, r"threads -1 is out of range"),
     ({"threads": "2"}, kiln.ArgumentTypeError, r"threads must be an int, got str"),
     ({"mean": 0.5}, kiln.InvalidArgumentError,
-     r"--mean and --std apply to float16 and float32 output only"),
+     r"--mean and --std apply to float16 and float32 output only; uint8 samples are stored "
+     r"unnormalised: add --dtype float16 \(or float32\).*normalize="),
     ({"mean": (0.1, 0.2, 0.3), "dtype": "float32", "channels": 1}, kiln.InvalidArgumentError,
      r"--channels 1 takes one --mean and one --std value"),
     ({"mean": (0.1, 0.2), "dtype": "float32"}, kiln.InvalidArgumentError,

@@ -162,3 +162,85 @@ def test_exact_decode_reaches_the_packer(tmp_path):
         report = kiln.pack(photos, out, size=32, threads=1, exact_decode=exact)
         assert report["packed"] > 0
         assert kiln.inspect(out)["preprocessing"]["jpeg_decode"] == want
+
+
+_INTERRUPTED_PACK = r"""
+import sys, kiln
+src, out, root = sys.argv[1], sys.argv[2], sys.argv[3]
+try:
+    kiln.pack(src, out, root=root, size=160, channels=3, threads=1, compress="zstd:19",
+              shard_size="64KiB")
+    print("finished", flush=True)
+except KeyboardInterrupt as e:
+    print("KeyboardInterrupt", *getattr(e, "__notes__", []), flush=True)
+"""
+
+
+def _tree_bytes(root, out):
+    """{name: bytes} of a dataset's files, its own path replaced by OUT (the manifest names it)."""
+    files = {}
+    for name in sorted(os.listdir(root)):
+        data = open(os.path.join(root, name), "rb").read()
+        files[name] = data.replace(out.encode(), b"OUT")
+    return files
+
+
+def test_pack_ctrl_c_stops_keeps_partial_and_resume_is_byte_identical(tmp_path):
+    """SIGINT to a process in kiln.pack stops it between images, as `kiln pack` stops: Python's
+    KeyboardInterrupt, nothing under OUT, OUT.partial kept, and resume=True continues to the
+    bytes of a pack that ran through."""
+    import signal
+    import sys
+    import time
+    # 60 images (6 per class), slow to encode (160x160x3, zstd level 19, one thread): seconds
+    # for the interrupted run, while a 64 KiB shard holds a few records.
+    listing = tmp_path / "list.txt"
+    with open(listing, "w") as f:
+        classes = sorted(c for c in os.listdir(SAMPLES) if os.path.isdir(os.path.join(SAMPLES, c)))
+        for label, c in enumerate(classes):
+            for name in sorted(os.listdir(os.path.join(SAMPLES, c)))[:6]:
+                f.write(f"{c}/{name} {label}\n")
+    listing = str(listing)
+    opts = dict(root=SAMPLES, size=160, channels=3, compress="zstd:19", shard_size="64KiB")
+    out = str(tmp_path / "ds")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(kiln.__file__)), env.get("PYTHONPATH", "")])
+    child = subprocess.Popen([sys.executable, "-c", _INTERRUPTED_PACK, listing, out, SAMPLES],
+                             env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    partial = out + ".partial"
+    try:
+        # Started: a second shard is open, so the first (64 KiB: a few records) is finished.
+        deadline = time.monotonic() + 120
+        while not (os.path.isdir(partial) and
+                   sum(n.startswith("shard-") for n in os.listdir(partial)) >= 2):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the pack did not start"
+            time.sleep(0.01)
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, stderr
+    assert stdout.startswith("KeyboardInterrupt"), (stdout, stderr)
+    assert "resume=True" in stdout and "--resume" in stdout, stdout  # the note says what is kept
+    assert not os.path.exists(out)
+    kept = [n for n in os.listdir(partial) if n.startswith("shard-")]
+    assert kept
+
+    resumed = kiln.pack(listing, out, threads=2, resume=True, **opts)
+    assert resumed["packed"] == 60 and not os.path.exists(partial)
+    whole = str(tmp_path / "whole")
+    kiln.pack(listing, whole, threads=2, **opts)
+    assert len(kept) < len([n for n in os.listdir(whole) if n.startswith("shard-")])
+    assert _tree_bytes(out, out) == _tree_bytes(whole, whole)
+
+
+def test_pack_resume_on_a_complete_dataset_does_nothing(packed):
+    before = os.stat(os.path.join(packed, "kiln.json")).st_mtime_ns
+    again = kiln.pack(SAMPLES, packed, size=28, channels=1, threads=2, resume=True)
+    assert again["already_complete"] is True and again["packed"] == 1000
+    assert os.stat(os.path.join(packed, "kiln.json")).st_mtime_ns == before

@@ -1307,3 +1307,127 @@ TEST(LoaderTest, FieldCase_B06_ReaderUniformBatch) {
 
 }  // namespace
 }  // namespace kiln
+
+// ---------------------------------------------------------------------------------------------
+// Block order's memory fit on the mmap path (BlockMemoryFit) and the interruptible wait.
+
+namespace kiln {
+namespace {
+
+// The numbers of a 96 MiB cgroup reading a 264 MiB dataset of 96x96x3 samples in block order
+// with the defaults (4 MiB blocks, window 16, 16 MiB read-ahead, 3 slots of 256 samples).
+BlockMemoryFit TrialFit() {
+  BlockMemoryFit fit;
+  fit.block_bytes = uint64_t{4} << 20;
+  fit.window_blocks = 16;
+  fit.read_ahead_bytes = uint64_t{16} << 20;
+  fit.slot_bytes = uint64_t{21} << 20;
+  fit.memory_limit_bytes = uint64_t{96} << 20;
+  return fit;
+}
+
+TEST(BlockMemoryFitTest, AWindowLargerThanTheLimitWarnsWithTheRuleAndTheNumbers) {
+  const BlockMemoryFit fit = TrialFit();
+  EXPECT_EQ(fit.window_bytes(), uint64_t{64} << 20);
+  EXPECT_EQ(fit.needed_bytes(), uint64_t{101} << 20);
+  EXPECT_FALSE(fit.fits());
+  const std::string w = BlockMemoryFitWarning(fit);
+  // The README's rule, quoted, then the numbers and the cures.
+  EXPECT_NE(w.find("block_bytes x window + read_ahead_bytes"), std::string::npos) << w;
+  EXPECT_NE(w.find("4.0 MiB x 16 + 16.0 MiB + 21.0 MiB of slots = 101.0 MiB > the memory limit "
+                   "of 96.0 MiB"),
+            std::string::npos)
+      << w;
+  // (96 - 16 - 21) / 4 = 14 blocks fit.
+  EXPECT_NE(w.find("shuffle_window 14 or less; kiln bench --window"), std::string::npos) << w;
+  EXPECT_NE(w.find("--io direct"), std::string::npos) << w;
+  EXPECT_NE(w.find("larger blocks make it worse"), std::string::npos) << w;
+}
+
+TEST(BlockMemoryFitTest, ASmallEnoughWindowOrNoKnownLimitFits) {
+  BlockMemoryFit fit = TrialFit();
+  fit.window_blocks = 4;  // 16 + 16 + 21 = 53 MiB
+  EXPECT_TRUE(fit.fits());
+  EXPECT_EQ(BlockMemoryFitWarning(fit), "");
+  fit.window_blocks = 14;  // exactly 77 MiB of 96: fits
+  EXPECT_TRUE(fit.fits());
+  fit = TrialFit();
+  fit.memory_limit_bytes = 0;
+  EXPECT_TRUE(fit.fits());
+  // Read-ahead and slots alone over the limit: no window fits, so smaller blocks and less
+  // read-ahead are advised.
+  fit = TrialFit();
+  fit.memory_limit_bytes = uint64_t{32} << 20;
+  const std::string w = BlockMemoryFitWarning(fit);
+  EXPECT_NE(w.find("less read-ahead"), std::string::npos) << w;
+}
+
+TEST(BlockMemoryFitTest, TheLoaderComputesItForBlockOrderThroughTheMappings) {
+  TestDatasetOptions to;
+  to.num_samples = 2000;
+  to.schema = MakeSchema(16, 16, 3);  // 768-byte samples
+  TestDataset ds(to);
+  ASSERT_TRUE(ds.ok());
+  LoaderOptions o = Opts(50, 1, 2, false);
+  o.shuffle = ShuffleMode::kBlock;
+  o.block_bytes = 16 << 10;  // 21 samples
+  o.shuffle_window = 4;
+  o.io = IoMode::kMmap;
+  Result<std::unique_ptr<Loader>> loader = Loader::Create(ds.Open(), o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  const std::optional<BlockMemoryFit>& fit = (*loader)->block_memory_fit();
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_EQ(fit->block_bytes, uint64_t{21} * 768);
+  EXPECT_EQ(fit->window_blocks, 4u);
+  EXPECT_EQ(fit->read_ahead_bytes, o.read_ahead_bytes);
+  EXPECT_GE(fit->slot_bytes, uint64_t{3} * 50 * 768);  // prefetch + 1 slots of 50 samples
+  EXPECT_EQ(fit->memory_limit_bytes, MemoryLimitBytes());
+  o.shuffle = ShuffleMode::kExact;
+  Result<std::unique_ptr<Loader>> exact = Loader::Create(ds.Open(), o);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_FALSE((*exact)->block_memory_fit().has_value());
+}
+
+TEST(LoaderInterruptTest, AnInterruptedWaitReturnsCancelledAndTheBatchStaysNext) {
+  TestDatasetOptions to;
+  to.num_samples = 2000;
+  to.schema = MakeSchema(64, 64, 3);  // 12 KiB samples: a 24 MiB batch for one thread
+  TestDataset ds(to);
+  ASSERT_TRUE(ds.ok());
+  Result<std::unique_ptr<Loader>> loader = Loader::Create(ds.Open(), Opts(2000, 1, 1, false));
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  int calls = 0;
+  Batch b;
+  Result<bool> r = (*loader)->Next(
+      &b,
+      [&] {
+        ++calls;
+        return true;
+      },
+      1);
+  if (!r.ok()) {
+    // The usual outcome: the batch takes far longer than the 1 ms poll.
+    EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
+    EXPECT_NE(r.status().message().find("interrupted while waiting for batch 0 of epoch 0"),
+              std::string::npos)
+        << r.status().ToString();
+    EXPECT_EQ(calls, 1);
+    r = (*loader)->Next(&b);
+  }
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(*r);
+  EXPECT_EQ(b.index, 0u);
+  ASSERT_EQ(b.size, 2000u);
+  for (uint64_t i = 0; i < b.size; i += 997) {
+    EXPECT_EQ(b.sample_indices[i], i);
+    EXPECT_EQ(std::memcmp(b.data + i * to.schema.sample_bytes(), SampleBytes(to.schema, i).data(),
+                          to.schema.sample_bytes()),
+              0);
+  }
+  Result<bool> end = (*loader)->Next(&b, [] { return true; });
+  ASSERT_TRUE(end.ok());
+  EXPECT_FALSE(*end);  // one batch per epoch: the interrupt did not cost the epoch a batch
+}
+
+}  // namespace
+}  // namespace kiln

@@ -81,5 +81,48 @@ TEST(DiagnoseTest, StorageBoundDirectRunNamesItsReadsAndTheDiskShare) {
   EXPECT_NE(r.verdict.find("--shuffle block"), std::string::npos) << r.verdict;
 }
 
+TEST(DiagnoseTest, BlockOrderThatDoesNotFitNeverAdvisesLargerBlocks) {
+  BenchReport r = StorageBoundRun();
+  r.shuffle = "block";
+  r.memory_fit_warning =
+      "block order on the mmap path needs ...: use a smaller window (shuffle_window 14 or less; "
+      "kiln bench --window) ..., or read with io=direct (--io direct)";
+  Diagnose(&r);
+  EXPECT_EQ(r.bottleneck, "storage");
+  EXPECT_EQ(r.verdict.find("larger blocks"), std::string::npos) << r.verdict;
+  EXPECT_NE(r.verdict.find(r.memory_fit_warning), std::string::npos) << r.verdict;
+  EXPECT_NE(r.verdict.find("--window"), std::string::npos) << r.verdict;
+}
+
+// The quickstart's bench on a loaded machine: the consumer waited 99% of the run while the
+// fetch threads were busy 8%. No stage is the bottleneck, so naming the largest (copy) is wrong.
+TEST(DiagnoseTest, IdleFetchThreadsWithAWaitingConsumerAreLatencyNotAStage) {
+  BenchReport r;
+  r.seconds = 0.55;
+  r.threads = 2;
+  r.batches = 20;
+  r.consumer_wait_seconds = 0.545;
+  r.fetch_seconds = 0.089;  // 8% of 2 threads x 0.55 s
+  r.fetch_cpu_seconds = 0.063;
+  r.storage_wait_seconds = 0.026;
+  r.decompress_seconds = 0.058;
+  r.copy_seconds = 0.031;
+  r.cpu_seconds = 0.1;
+  Diagnose(&r);
+  EXPECT_EQ(r.bottleneck, "latency") << r.verdict;
+  EXPECT_EQ(r.verdict.rfind("bottleneck: latency", 0), 0u) << r.verdict;
+  EXPECT_NE(r.verdict.find("busy only 8%"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find("bottleneck: copy"), std::string::npos) << r.verdict;
+  // Busy fetch threads: a stage again.
+  r.fetch_seconds = 1.0;
+  r.fetch_cpu_seconds = 1.0;
+  r.storage_wait_seconds = 0;
+  r.decompress_seconds = 0.2;
+  r.copy_seconds = 0.8;
+  r.cpu_seconds = 1.1;
+  Diagnose(&r);
+  EXPECT_EQ(r.bottleneck, "copy") << r.verdict;
+}
+
 }  // namespace
 }  // namespace kiln

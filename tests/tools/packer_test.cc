@@ -575,6 +575,13 @@ TEST(PackerTest, ResumeAfterInterruptionIsByteIdentical) {
   EXPECT_GT(second->resumed_inputs, 400u);
   EXPECT_EQ(second->resumed_inputs, kept);
   EXPECT_EQ(second->packed, 1000u);
+  // The rate is this run's: the images it packed, not the ones taken over.
+  EXPECT_EQ(second->resumed_packed, kept);  // no rejection in fashion-mnist
+  EXPECT_GT(second->resumed_output_bytes, 0u);
+  ASSERT_GT(second->seconds, 0.0);
+  EXPECT_DOUBLE_EQ(PackImagesPerSecond(*second), (1000.0 - kept) / second->seconds);
+  EXPECT_DOUBLE_EQ(PackMegabytesPerSecond(*second),
+                   (second->output_bytes - second->resumed_output_bytes) / 1e6 / second->seconds);
   EXPECT_FALSE(fs::exists(resumed + ".partial"));
   for (const auto& entry : fs::directory_iterator(whole)) {
     const std::string name = entry.path().filename().string();
