@@ -458,6 +458,38 @@ TEST(VerifierTest, UnlistedShardFileIsReported) {
   EXPECT_NE(report.problems[0].reason.find("not listed"), std::string::npos);
 }
 
+// A shard of another pack with the same size, place and record count (here one label differs)
+// is named as such, besides the whole-file hash (shard_format.md section 11).
+TEST(VerifierTest, ShardOfAnotherPackIsReported) {
+  TempDir tmp;
+  const std::string a = tmp / "a", b = tmp / "b";
+  const DatasetSpec spec = B21Spec();
+  for (const std::string& dir : {a, b}) {
+    DatasetWriterOptions o;
+    o.schema = spec.schema;
+    o.shard_size_bytes = spec.shard_size;
+    const int64_t changed = dir == b ? 5 : -1;
+    Result<Manifest> written =
+        testing::WriteTestDataset(dir, o, {}, spec.samples, [&spec, changed](uint64_t i) {
+          const int64_t label =
+              static_cast<int64_t>(i) == changed ? 9 : static_cast<int64_t>(i % 10);
+          return testing::TestSample{Raw(spec.schema, i, false), label, KeyOf(i)};
+        });
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+  }
+  const std::string shard = b + "/" + ShardFileName(0);
+  ASSERT_TRUE(VerifyDataset(b, VerifyOptions{}).ok());
+  fs::copy_file(a + "/" + ShardFileName(0), shard, fs::copy_options::overwrite_existing);
+  const VerifyReport report = VerifyDataset(b, VerifyOptions{});
+  const std::vector<VerifyProblem> problems = ProblemsFor(report, shard);
+  ASSERT_EQ(problems.size(), 2u) << Dump(report);
+  EXPECT_NE(problems[0].reason.find("hash"), std::string::npos) << Dump(report);
+  EXPECT_NE(problems[1].reason.find("belongs to another pack"), std::string::npos) << Dump(report);
+  EXPECT_NE(problems[1].reason.find("files[0]"), std::string::npos) << Dump(report);
+  EXPECT_EQ(problems[1].offset, static_cast<int64_t>(fs::file_size(shard)) - 64 + 32);
+  EXPECT_EQ(report.records_checked, 300u);  // its records are intact: they are a's
+}
+
 TEST(VerifierTest, MissingListedShardIsReported) {
   TempDir tmp;
   const std::string dir = tmp / "ds";
