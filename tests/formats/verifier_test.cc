@@ -406,6 +406,7 @@ void Reseal(const std::string& dir, size_t shard_number) {
   Result<Manifest> m = Manifest::Read(dir);
   ASSERT_TRUE(m.ok());
   m->files[shard_number].xxh3_64 = RecordChecksum(b.data(), b.size(), 0);
+  m->files[shard_number].index_xxh3_64 = LoadLE64(footer + 32);
   ASSERT_TRUE(m->Write(dir).ok());
 }
 
