@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "formats/file_util.h"
 #include "formats/format_registry.h"
 
 namespace kiln {
@@ -169,8 +170,10 @@ Result<Manifest> DatasetWriter::Finish(Manifest manifest) {
   manifest.samples = samples_;
   manifest.record_alignment = options_.record_alignment;
   manifest.files = files_;
-  ::unlink((staging_dir_ + "/" + kStagingMarkerFileName).c_str());
+  // The marker stays until the rename: a run killed before it leaves a staging directory that
+  // the next run (or --resume) recognises as kiln's and replaces, never one it must refuse.
   KILN_RETURN_IF_ERROR(manifest.Write(staging_dir_));
+  KillHereForTest("dataset-rename");
   std::error_code ec;
   std::string old_dir;
   if (fs::exists(out_dir_, ec) && !fs::is_empty(out_dir_, ec)) {
@@ -186,6 +189,8 @@ Result<Manifest> DatasetWriter::Finish(Manifest manifest) {
     return Status::FromErrno("cannot rename " + staging_dir_ + " to", out_dir_, errno);
   }
   finished_ = true;
+  // Killed here, the dataset is complete and keeps a stray marker, which no reader looks at.
+  ::unlink((out_dir_ + "/" + kStagingMarkerFileName).c_str());
   if (!old_dir.empty()) KILN_RETURN_IF_ERROR(RemoveTree(old_dir));
   return manifest;
 }

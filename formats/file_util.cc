@@ -1,11 +1,14 @@
 #include "formats/file_util.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -21,6 +24,11 @@ std::string HexDigest(uint64_t value) {
 static std::string DirOf(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+void KillHereForTest(const char* point) {
+  static const char* const at = std::getenv("KILN_FAULT_KILL_AT");
+  if (at != nullptr && std::strcmp(at, point) == 0) ::kill(::getpid(), SIGKILL);
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& contents) {

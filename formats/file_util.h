@@ -33,6 +33,12 @@ Status CheckSizeAgainstManifest(const std::string& path, uint64_t actual_bytes,
 // either cannot be resolved.
 bool PathsOverlap(const std::string& a, const std::string& b);
 
+// For crash-consistency tests: when the environment variable KILN_FAULT_KILL_AT equals `point`,
+// the process sends itself SIGKILL here (nothing is flushed or cleaned up, as in a preemption).
+// The points: "dataset-rename" (DatasetWriter::Finish, the finished staging directory just
+// before its rename to the output) and "merge-rename" (kiln merge, the same moment).
+void KillHereForTest(const char* point);
+
 // Removes `path` and everything below it. Errors: IOError naming the path.
 Status RemoveTree(const std::string& path);
 

@@ -37,6 +37,7 @@ Subcommand AddInspectCommand(CLI::App& app);  // kiln inspect DATASET [--json]
 Subcommand AddShowCommand(CLI::App& app);     // kiln show DATASET (--index I | --grid RxC) -o PNG
 Subcommand AddBenchCommand(CLI::App& app);    // kiln bench DATASET [flags]
 Subcommand AddMergeCommand(CLI::App& app);    // kiln merge OUT.parts OUT [--resume] [--reshard]
+Subcommand AddPlanCommand(CLI::App& app);     // kiln plan INPUT PLAN.json --of N [flags]
 // kiln completion [-o FILE]: the bash completion script of every subcommand declared on `app`
 // (tools/cli_completion.cc); declare it after the others.
 Subcommand AddCompletionCommand(CLI::App& app);

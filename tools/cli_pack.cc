@@ -8,11 +8,12 @@
 #include <optional>
 #include <string>
 
-#include "formats/format_registry.h"
 #include "tools/cli_commands.h"
+#include "tools/cli_pack_flags.h"
 #include "tools/cli_parsing.h"
 #include "tools/cli_progress.h"
 #include "tools/imaging_plugin.h"
+#include "tools/pack_plan.h"
 #include "tools/packer.h"
 #include "tools/partition.h"
 
@@ -22,63 +23,16 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void OnInterrupt(int) { g_interrupted.store(true); }
 
-// The flags of `kiln pack` as typed; ParsePackFlags turns the compound ones into options.
-struct PackFlags {
-  std::string input, output, root, size = "224", crop = "center", layout = "hwc", dtype = "uint8";
-  std::string compress = "none", shard_size = "128MiB", on_error = "skip", mean, std_dev;
-  std::string format = "shards";
-  uint32_t channels = 3, resize = 0, threads = 0;
-  uint64_t max_pixels = DecodeOptions{}.max_pixels;
-  int64_t shuffle_seed = -1;
-  bool json = false, overwrite = false, resume = false, exact_decode = false;
-  std::string classes_file, classes_from;
-  std::string image_ext, label_from = "cls";
-  std::string feature_image = TFRecordListOptions{}.feature_image;
-  std::string feature_label = TFRecordListOptions{}.feature_label;
-  std::string feature_key;
-  std::string part;  // "" (not a part), "auto", or the index
-  uint32_t of = 0;   // 0 = not given
-};
-
 void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
   pack->add_option("input", f->input,
                    "ImageFolder directory (one sub-folder per class), list file, WebDataset tar "
                    "shards or TFRecord files (a file, a directory, or a pattern such as "
-                   "'shards/{000000..000099}.tar' or 'data/train-{00000..01023}-of-01024')")
-      ->required();
-  pack->add_option("output,-o,--output", f->output, "Dataset directory to create (OUTPUT or -o)")
-      ->required();
-  pack->add_option("--root", f->root, "Root of the list file's paths (default: its directory)");
-  pack->add_option("--size", f->size, "Final size H or HxW (default 224)");
-  pack->add_option("--resize", f->resize, "Shorter side before the crop (default: cover --size)");
-  pack->add_option("--crop", f->crop, "center or none (resize to --size, aspect not kept)")
-      ->check(CLI::IsMember({"center", "none"}));
-  pack->add_option("--channels", f->channels, "1 (grey) or 3 (RGB)")->check(CLI::IsMember({1, 3}));
-  pack->add_option("--layout", f->layout, "hwc or chw")->check(CLI::IsMember({"hwc", "chw"}));
-  pack->add_option("--dtype", f->dtype, "uint8, float16 or float32")
-      ->check(CLI::IsMember({"uint8", "float16", "float32"}));
-  pack->add_option("--mean", f->mean,
-                   "Per-channel mean in [0,1] for float dtypes, e.g. 0.485,0.456,0.406");
-  pack->add_option("--std", f->std_dev, "Per-channel std for float dtypes, e.g. 0.229,0.224,0.225");
-  // Every format of the registry is a choice; one not built in is refused by Pack, naming why.
-  std::string names = StorageFormatNamesText();
-  names.replace(0, std::string("shards").size(), "shards (default)");
-  pack->add_option("--format", f->format, "Storage format: " + names)
-      ->check(CLI::IsMember(StorageFormatNames(/*compiled_only=*/false)));
-  pack->add_option("--shard-size", f->shard_size,
-                   "Maximum shard size, e.g. 64MiB (default 128MiB)");
-  pack->add_option("--compress", f->compress, "none, zstd or zstd:LEVEL (per record)");
+                   "'shards/{000000..000099}.tar' or 'data/train-{00000..01023}-of-01024'); "
+                   "none with --plan");
+  pack->add_option("output,-o,--output", f->output, "Dataset directory to create (OUTPUT or -o)");
+  DeclareRecordFlags(pack, f);
   pack->add_option("--threads", f->threads, "Worker threads (default: all cores)")
       ->check(CLI::Range(0u, kMaxPackThreads));
-  pack->add_option("--shuffle-seed", f->shuffle_seed,
-                   "Shuffle samples at write time with this seed");
-  pack->add_option("--on-error", f->on_error,
-                   "skip (report and go on) or fail (stop, write nothing)")
-      ->check(CLI::IsMember({"skip", "fail"}));
-  pack->add_option("--max-pixels", f->max_pixels, "Refuse images with more pixels (0: no limit)");
-  pack->add_flag("--exact-decode", f->exact_decode,
-                 "Decode JPEGs at full size (default: shrink on load, at the largest 1/2, 1/4 or "
-                 "1/8 IDCT scale that keeps twice the resize target; tools/decode_policy.md)");
   pack->add_option("--image-ext", f->image_ext,
                    "Tar shards: extensions of the members that hold images, e.g. jpg,png,webp "
                    "(default: the ImageFolder extensions)");
@@ -106,14 +60,11 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
                    "Number of parts. Without --part: pack all N parts here, in turn, into OUTPUT "
                    "(the bytes kiln merge of N parts gives)")
       ->check(CLI::Range(1u, kMaxParts));
+  pack->add_option("--plan", f->plan,
+                   "Pack from the plan of `kiln plan` (its listing, N and options; no INPUT, no "
+                   "walk of the input): the flags not given take the plan's values, a flag "
+                   "given with another value is refused");
   pack->add_flag("--json", f->json, "Print one JSON object on stdout");
-  CLI::Option* classes =
-      pack->add_option("--classes", f->classes_file,
-                       "Class names, one a line, in label order: pins the class ids (a folder "
-                       "not listed there is refused)");
-  pack->add_option("--classes-from", f->classes_from,
-                   "Pin the class ids to the classes of this existing kiln dataset")
-      ->excludes(classes);
 }
 
 // Resolves --part / --of into options.part_index / part_count; --part auto reads the
@@ -126,8 +77,9 @@ Status ResolvePart(const PackFlags& f, PackOptions* o) {
   if (f.part == "auto") {
     KILN_ASSIGN_OR_RETURN(PartChoice choice,
                           PartFromEnvironment(f.of ? std::optional<uint32_t>(f.of) : std::nullopt));
-    std::fprintf(stderr, "kiln pack: --part auto: part %u of %u from %s\n", choice.index,
-                 choice.count, choice.source.c_str());
+    const std::string of_plan = f.plan.empty() ? "" : " (the plan's number of parts)";
+    std::fprintf(stderr, "kiln pack: --part auto: part %u of %u from %s%s\n", choice.index,
+                 choice.count, choice.source.c_str(), of_plan.c_str());
     o->part_index = choice.index;
     o->part_count = choice.count;
     return Status::Ok();
@@ -142,41 +94,44 @@ Status ResolvePart(const PackFlags& f, PackOptions* o) {
   return ValidatePart(*index, f.of);
 }
 
-Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
-  PackOptions o;
-  o.input = f.input;
-  o.output = f.output;
-  o.root = f.root;
-  o.threads = f.threads;
-  o.overwrite = f.overwrite;
-  o.resume = f.resume;
-  o.format = f.format;
-  o.on_error = f.on_error == "fail" ? OnError::kFail : OnError::kSkip;
-  o.decode.max_pixels = f.max_pixels;
-  o.exact_decode = f.exact_decode;
-  o.tar.label_from = f.label_from;
-  o.tfrecord.feature_image = f.feature_image;
-  o.tfrecord.feature_label = f.feature_label;
-  o.tfrecord.feature_key = f.feature_key;
-  if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
-  KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
-                                      f.mean, f.std_dev, f.shard_size, f.compress, &o));
-  if (!f.classes_file.empty()) {
-    KILN_ASSIGN_OR_RETURN(o.class_map, ReadClassNames(f.classes_file));
-    o.class_map_origin = f.classes_file;
-  } else if (!f.classes_from.empty()) {
-    Result<Manifest> manifest = Manifest::Read(f.classes_from);
-    if (!manifest.ok()) {
-      return Status::InvalidArgument("--classes-from " + f.classes_from + ": " +
-                                     manifest.status().message());
-    }
-    if (manifest->classes.empty()) {
-      return Status::InvalidArgument("--classes-from " + f.classes_from +
-                                     ": that dataset's manifest names no classes");
-    }
-    o.class_map = manifest->classes;
-    o.class_map_origin = "dataset " + f.classes_from;
+// With --plan: reads the plan, takes its options for the flags not given, and checks the
+// operands (OUTPUT only; an INPUT must be the plan's) and --of against it.
+Result<std::shared_ptr<const PackPlan>> ApplyPlan(const CLI::App& command, PackFlags* f) {
+  KILN_ASSIGN_OR_RETURN(PackPlan plan, ReadPackPlan(f->plan));
+  if (f->output.empty()) std::swap(f->input, f->output);  // `kiln pack --plan P OUT`
+  if (!f->input.empty() && f->input != plan.input) {
+    return Status::InvalidArgument("--plan " + f->plan + " lists " + PrintableName(plan.input) +
+                                   ", not " + PrintableName(f->input) +
+                                   ": with --plan give only OUTPUT");
   }
+  if (!f->root.empty() && f->root != plan.root) {
+    return Status::InvalidArgument("--root " + f->root + ", but the plan " + f->plan +
+                                   " lists paths under " + PrintableName(plan.root));
+  }
+  if (f->of != 0 && f->of != plan.parts) {
+    return Status::InvalidArgument("--of " + std::to_string(f->of) + ", but the plan " + f->plan +
+                                   " cuts the input into " + std::to_string(plan.parts) +
+                                   " parts (drop --of: N comes from the plan)");
+  }
+  KILN_RETURN_IF_ERROR(ApplyPlanToFlags(plan, f->plan, command, f));
+  f->input = plan.input;
+  f->of = plan.parts;
+  return std::make_shared<const PackPlan>(std::move(plan));
+}
+
+// The options of `kiln pack`: the flags, --plan, --part / --of.
+Result<PackOptions> PackCommandOptions(const CLI::App& command, PackFlags f) {
+  std::shared_ptr<const PackPlan> plan;
+  if (!f.plan.empty()) {
+    KILN_ASSIGN_OR_RETURN(plan, ApplyPlan(command, &f));
+  }
+  if (f.input.empty() || f.output.empty()) {
+    return Status::InvalidArgument(
+        "kiln pack needs INPUT and OUTPUT (or -o OUTPUT), or --plan PLAN.json and OUTPUT");
+  }
+  KILN_ASSIGN_OR_RETURN(PackOptions o, PackOptionsFromFlags(f));
+  o.plan = std::move(plan);
+  o.plan_path = f.plan;
   KILN_RETURN_IF_ERROR(ResolvePart(f, &o));
   return o;
 }
@@ -223,8 +178,8 @@ void PrintPackReport(const ImagingPlugin& plugin, const PackReport& report, bool
       report.seconds > 0 ? report.output_bytes / 1e6 / report.seconds : 0.0);
 }
 
-int RunPack(const PackFlags& flags) {
-  Result<PackOptions> options = PackOptionsFromFlags(flags);
+int RunPack(const CLI::App& command, const PackFlags& flags) {
+  Result<PackOptions> options = PackCommandOptions(command, flags);
   if (!options.ok()) return FailCommand(options.status(), flags.json);
   // The decoders live in the image plugin (tools/imaging_plugin.h), loaded only now.
   Result<const ImagingPlugin*> plugin = LoadImagingPlugin();
@@ -280,7 +235,7 @@ Subcommand AddPackCommand(CLI::App& app) {
           "images_per_s, mb_per_s, shards, rejections, skipped_files, warnings") +
       "On failure: ok (false), error, exit_code, listed, packed, rejected, skipped, "
       "rejections, skipped_files.\n");
-  return {pack, [flags] { return RunPack(*flags); }};
+  return {pack, [pack, flags] { return RunPack(*pack, *flags); }};
 }
 
 }  // namespace kiln

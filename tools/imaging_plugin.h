@@ -24,6 +24,7 @@
 
 #include "formats/status.h"
 #include "formats/version.h"
+#include "tools/pack_plan.h"
 #include "tools/packer.h"
 
 namespace kiln {
@@ -36,8 +37,8 @@ inline constexpr char kImagingPluginSymbol[] = "kiln_imaging_plugin";
 // A plugin from another build (another version, or changed structs) has another key.
 inline std::string ImagingPluginAbiKey() {
   return std::string(kToolVersionString) + " " + std::to_string(sizeof(PackOptions)) + " " +
-         std::to_string(sizeof(PackReport)) + " " + std::to_string(sizeof(Status)) + " " +
-         std::to_string(sizeof(std::string));
+         std::to_string(sizeof(PackReport)) + " " + std::to_string(sizeof(PackPlan)) + " " +
+         std::to_string(sizeof(Status)) + " " + std::to_string(sizeof(std::string));
 }
 
 // The plugin's functions; each is the library function of the same name (tools/packer.h,
@@ -54,6 +55,7 @@ struct ImagingPlugin {
   Status (*validate_tar_list_options)(const TarListOptions& options);  // tools/tar_source.h
   Result<std::vector<std::string>> (*parse_image_extensions)(const std::string& list);
   Status (*validate_tfrecord_list_options)(const TFRecordListOptions& options);
+  Result<PackPlan> (*plan_pack)(const PackOptions& options, uint32_t parts);  // tools/packer.h
 };
 
 // Returns the plugin, opening it on the first call. Errors: NotFound naming every path looked

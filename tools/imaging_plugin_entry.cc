@@ -1,6 +1,7 @@
 // The entry point of kiln_imaging.so (tools/imaging_plugin.h): the table of the decoder-dependent
 // functions that the `kiln` executable calls for pack and show.
 #include "tools/imaging_plugin.h"
+#include "tools/pack_plan.h"
 #include "tools/packer.h"
 #include "tools/sample_renderer.h"
 #include "tools/tar_source.h"
@@ -21,6 +22,7 @@ const kiln::ImagingPlugin* MakePlugin() {
       &kiln::ValidateTarListOptions,
       &kiln::ParseImageExtensions,
       &kiln::ValidateTFRecordListOptions,
+      &kiln::PlanPack,
   };
   return &plugin;
 }

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "tools/pack_plan.h"
+
 namespace kiln {
 
 uint64_t PackFingerprint(const PackOptions& o, const std::vector<std::string>& classes,
@@ -71,16 +73,11 @@ namespace {
 std::string WhyOtherRun(const std::string& staging, const nlohmann::json& journal,
                         const std::string& options_json, uint64_t listed_inputs) {
   const std::string run = "the interrupted run at " + staging;
-  const nlohmann::json now = nlohmann::json::parse(options_json, nullptr, false);
   const auto then = journal.find("options");
-  if (then != journal.end() && then->is_object() && !then->empty() && now.is_object()) {
+  if (then != journal.end() && then->is_object() && !then->empty()) {
     std::string differing;
-    for (const auto& [flag, value] : now.items()) {
-      const auto old_value = then->find(flag);
-      if (old_value != then->end() && *old_value == value) continue;
-      differing += (differing.empty() ? "" : ", ") + flag + " was " +
-                   (old_value == then->end() ? std::string("not recorded") : old_value->dump()) +
-                   ", now " + value.dump();
+    for (const OptionDifference& d : OptionDifferences(then->dump(), options_json)) {
+      differing += (differing.empty() ? "" : ", ") + d.flag + " was " + d.then + ", now " + d.now;
     }
     if (!differing.empty()) return run + " used other options (" + differing + ")";
   }

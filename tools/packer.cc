@@ -31,6 +31,7 @@
 #include "formats/xxh3.h"
 #include "reader/sampler.h"
 #include "tools/pack_journal.h"
+#include "tools/pack_plan.h"
 #include "tools/part_lock.h"
 #include "tools/partition.h"
 #include "tools/shrink_on_load.h"
@@ -72,6 +73,24 @@ Status ReadImageFile(const std::string& path, std::string* out) {
   ::close(fd);
   if (out->empty()) return Status::InvalidArgument("empty file (0 bytes)");
   return Status::Ok();
+}
+
+// Reads a listed item's file; for an item of a plan, also checks that it is still there and of
+// the size the plan recorded (a file replaced since would pack other bytes than planned).
+Status ReadListedFile(const SourceItem& item, const std::string& plan_path, std::string* out) {
+  const Status s = ReadImageFile(item.path, out);
+  if (!item.planned_bytes) return s;
+  const std::string planned = std::to_string(*item.planned_bytes) + " bytes";
+  if (s.code() == StatusCode::kNotFound) {
+    return Status::NotFound("not found: it vanished since the plan " + plan_path +
+                            " was made (it had " + planned + " then)");
+  }
+  if (s.ok() && out->size() != *item.planned_bytes) {
+    return Status::InvalidArgument("changed size since the plan " + plan_path + " was made (" +
+                                   planned + " then, " + std::to_string(out->size()) +
+                                   " now); make the plan again to pack the new file");
+  }
+  return s;
 }
 
 // Escapes a field of rejected.tsv so that any file name stays on one line and in one column.
@@ -196,9 +215,78 @@ Result<std::vector<SourceItem>> ShuffleItems(std::vector<SourceItem> items, uint
   return shuffled;
 }
 
+// Every option that decides a record's bytes, keyed by its flag (defined below).
+std::string PartOptionsJson(const PackOptions& o);
+
+// Refuses a pack whose options are not the plan's (PackOptions::plan), naming each difference.
+Status CheckPlanOptions(const PackOptions& options, const PackPlan& plan) {
+  const std::string where = "--plan " + options.plan_path + ": ";
+  if (options.input != plan.input) {
+    return Status::InvalidArgument(where + "the plan lists " + PrintableName(plan.input) +
+                                   ", not " + PrintableName(options.input));
+  }
+  if (options.part_count != plan.parts) {
+    return Status::InvalidArgument(where + "--of " + std::to_string(options.part_count) +
+                                   ", but the plan cuts the input into " +
+                                   std::to_string(plan.parts) + " parts (drop --of)");
+  }
+  std::string differing;
+  for (const OptionDifference& d : OptionDifferences(plan.options_json, PartOptionsJson(options))) {
+    differing += (differing.empty() ? "" : "; ") + d.flag + " is " + d.now + " here but " + d.then +
+                 " in the plan";
+  }
+  if (!differing.empty()) {
+    return Status::InvalidArgument(where +
+                                   "this pack's options differ from the plan's: " + differing +
+                                   " (without the flag, kiln pack --plan takes the plan's value; "
+                                   "or make a new plan with kiln plan)");
+  }
+  if (!options.class_map.empty() && options.class_map != plan.classes) {
+    return Status::InvalidArgument(
+        where + "the class map " + options.class_map_origin + " (" +
+        std::to_string(options.class_map.size()) + " classes) is not the plan's classes (" +
+        std::to_string(plan.classes.size()) + " classes" +
+        (plan.class_map.empty() ? std::string() : " from " + plan.class_map) + ")");
+  }
+  return Status::Ok();
+}
+
+// The listed input of a pack from a plan: the plan's listing, without listing the input.
+Result<PackInput> InputFromPlan(const PackOptions& options, PackReport* report) {
+  const PackPlan& plan = *options.plan;
+  KILN_RETURN_IF_ERROR(CheckPlanOptions(options, plan));
+  PackInput input;
+  input.is_dir = plan.kind == "imagefolder";
+  input.root = plan.root;
+  KILN_RETURN_IF_ERROR(CheckOutputApart(input.root, options.output));
+  input.classes = plan.classes;
+  input.listing_problems = plan.problems.size();
+  input.items.reserve(plan.items.size());
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    SourceItem item;
+    item.path = plan.ItemPath(i);
+    item.key = plan.items[i].key;
+    item.label = plan.items[i].label;
+    item.line = plan.items[i].line;
+    item.planned_bytes = plan.items[i].bytes;
+    input.items.push_back(std::move(item));
+  }
+  report->warnings = plan.warnings;
+  report->listed = plan.items.size() + plan.problems.size();
+  report->skipped = plan.skipped.size();
+  report->skipped_files = plan.skipped;
+  report->rejections = plan.problems;
+  if (options.on_error == OnError::kFail && !plan.problems.empty()) {
+    const Rejection& p = plan.problems.front();
+    return Status::Corruption(p.path + ": " + p.reason + " (--on-error fail)");
+  }
+  return input;
+}
+
 // Lists the input (an ImageFolder tree or a list file), records the listing problems as the
 // first rejections in `report`, derives the classes and applies the write-time shuffle.
 Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
+  if (options.plan) return InputFromPlan(options, report);
   std::error_code ec;
   PackInput input;
   std::string tar_root;  // the first shard's directory, of the whole shard list
@@ -276,7 +364,7 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
     for (const std::string& shard : input.shards) {
       KILN_RETURN_IF_ERROR(CheckOutputApart(shard, options.output));
     }
-  } else {
+  } else if (!options.output.empty()) {  // empty: kiln plan (PlanPack), no output
     KILN_RETURN_IF_ERROR(CheckOutputApart(input.root, options.output));
   }
   SourceListing listing;
@@ -350,9 +438,6 @@ struct OpenedWriter {
   std::unique_ptr<DatasetWriter> writer;
   size_t first_item = 0;
 };
-
-// Every option that decides a record's bytes, keyed by its flag (defined below).
-std::string PartOptionsJson(const PackOptions& o);
 
 // With --resume, continues the interrupted run in `<output>.partial` when its journal matches
 // `fingerprint` (taking over its packed count, rejections and input bytes); otherwise (and
@@ -572,7 +657,7 @@ class PackPipeline {
     w.item = f.item;
     const SourceItem& item = input_.items[f.item];
     std::string bytes = std::move(f.bytes);
-    w.status = f.read ? f.status : ReadImageFile(item.path, &bytes);
+    w.status = f.read ? f.status : ReadListedFile(item, options_.plan_path, &bytes);
     if (!w.status.ok()) return w;
     w.input_bytes = bytes.size();
     cv::Size full_size;
@@ -772,24 +857,6 @@ std::string PartOptionsJson(const PackOptions& o) {
 
 uint64_t HashText(const std::string& text) { return Xxh3(text.data(), text.size()); }
 
-// Hash of the whole ordered listing: each item's key (its path relative to the input, so that
-// nodes may mount the input at different places) and label, then each listing problem.
-uint64_t ListingHash(const std::vector<SourceItem>& items, const std::vector<Rejection>& problems) {
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_64bits_reset(state);
-  for (const SourceItem& item : items) {
-    const std::string line = item.key + '\0' + std::to_string(item.label) + '\n';
-    XXH3_64bits_update(state, line.data(), line.size());
-  }
-  for (const Rejection& r : problems) {
-    const std::string line = r.path + '\0' + std::to_string(r.line) + '\0' + r.reason + '\n';
-    XXH3_64bits_update(state, line.data(), line.size());
-  }
-  const uint64_t hash = XXH3_64bits_digest(state);
-  XXH3_freeState(state);
-  return hash;
-}
-
 // Cuts the listing down to part `options.part_index`: its items, the listing problems for part
 // 0 only, and the record its manifest will carry.
 PartitionRecord SelectPart(const PackOptions& options, PackInput* input, PackReport* report) {
@@ -801,12 +868,11 @@ PartitionRecord SelectPart(const PackOptions& options, PackInput* input, PackRep
   r.items = PartRange(r.listed_items, r.index, r.count);
   r.listing_xxh3_64 = ListingHash(input->items, report->rejections);
   r.options_json = PartOptionsJson(options);
-  std::string classes;
-  for (const std::string& c : input->classes) classes += c + '\0';
   // Split by shard file, classes derived from the labels differ between parts (each sees its
   // own labels): the merge derives them from the label ranges instead.
-  if (input->split_by_shards && options.class_map.empty()) classes.clear();
-  r.options_xxh3_64 = HashText(r.options_json + '\n' + classes);
+  const bool own_labels = input->split_by_shards && options.class_map.empty();
+  r.options_xxh3_64 =
+      OptionsHash(r.options_json, own_labels ? std::vector<std::string>() : input->classes);
   r.versions_json = ToolVersionsJson();
   if (input->split_by_shards) {
     // The part's own listing is all it packs, listing problems included, whatever its index.
@@ -1042,6 +1108,11 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
   // One pixel limit (PackOptions::decode): the decoded image and the resized one.
   PackOptions one_limit = options;
   one_limit.preprocess.max_pixels = options.decode.max_pixels;
+  // A plan's pinned class map holds unless another is given (CheckPlanOptions compares it).
+  if (options.plan && options.class_map.empty() && !options.plan->class_map.empty()) {
+    one_limit.class_map = options.plan->classes;
+    one_limit.class_map_origin = options.plan->class_map;
+  }
   Status status = RunPack(one_limit, progress, &report);
   if (!status.ok()) {
     if (failed != nullptr) {
@@ -1052,6 +1123,58 @@ Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress
     return status;
   }
   return report;
+}
+
+namespace {
+
+// The plan's items: the listing's, each with its file's size now (nullopt: no regular file).
+std::vector<PlanItem> PlannedItems(const std::vector<SourceItem>& items) {
+  std::vector<PlanItem> planned;
+  planned.reserve(items.size());
+  for (const SourceItem& item : items) {
+    struct stat st;
+    std::optional<uint64_t> bytes;
+    if (::stat(item.path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      bytes = static_cast<uint64_t>(st.st_size);
+    }
+    planned.push_back({item.key, item.label, bytes, item.line});
+  }
+  return planned;
+}
+
+}  // namespace
+
+Result<PackPlan> PlanPack(const PackOptions& options, uint32_t parts) {
+  PackOptions o = options;
+  o.preprocess.max_pixels = o.decode.max_pixels;  // as Pack does
+  o.output = "plan";  // ValidatePackOptions wants an output; a plan has none
+  KILN_RETURN_IF_ERROR(ValidatePackOptions(o));
+  KILN_RETURN_IF_ERROR(ValidatePart(0, parts));
+  if (IsTarInput(o.input) || IsTFRecordInput(o.input)) {
+    return Status::InvalidArgument(
+        "kiln plan takes an ImageFolder tree or a list file: tar shards and TFRecord files are "
+        "split by file (each part lists only its own files), so a plan has nothing to save; use "
+        "kiln pack --part I --of N");
+  }
+  if (o.plan) return Status::InvalidArgument("a plan cannot be made from a plan");
+  o.output.clear();
+  PackReport report;
+  KILN_ASSIGN_OR_RETURN(PackInput input, ListInput(o, &report));
+  PackPlan plan;
+  plan.input = o.input;
+  plan.kind = input.is_dir ? "imagefolder" : "list";
+  plan.root = input.root;
+  plan.parts = parts;
+  plan.classes = input.classes;
+  if (!o.class_map.empty()) plan.class_map = o.class_map_origin;
+  plan.options_json = PartOptionsJson(o);
+  plan.items = PlannedItems(input.items);
+  plan.problems = std::move(report.rejections);
+  plan.skipped = std::move(report.skipped_files);
+  plan.warnings = std::move(report.warnings);
+  plan.listing_xxh3_64 = ListingHash(plan.items, plan.problems);
+  plan.options_xxh3_64 = OptionsHash(plan.options_json, plan.classes);
+  return plan;
 }
 
 std::string PackFailureJson(const Status& status, int exit_code, const PackReport& report) {

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,8 @@
 #include "tools/tfrecord_source.h"
 
 namespace kiln {
+
+struct PackPlan;  // tools/pack_plan.h
 
 enum class OnError {
   kSkip,  // report the input (name and reason) and go on. The default.
@@ -107,6 +110,17 @@ struct PackOptions {
   // Default: unset and 1, a plain pack. Range: part_count in [1, kMaxParts], part_index below it.
   std::optional<uint32_t> part_index;
   uint32_t part_count = 1;
+  // Packs from a plan (`kiln pack --plan PLAN.json`, tools/pack_plan.h) instead of listing
+  // `input`: the plan's items, listing problems, skipped files, warnings and classes, in the
+  // plan's order (already shuffled: shuffle_seed only has to equal the plan's). `input` must be
+  // the plan's input and part_count its number of parts; every option that decides the bytes
+  // (PartitionRecord::options_json) must equal the plan's, and a class_map its classes (an
+  // empty class_map takes the plan's pinned map, if any); otherwise InvalidArgument names each
+  // option that differs with both values. An item whose file has vanished or changed size since
+  // the plan was made is rejected (per on_error) with a reason that says so and names
+  // `plan_path`. Default: none (list `input`).
+  std::shared_ptr<const PackPlan> plan;
+  std::string plan_path;  // names the plan in messages
   // Polled between images: when it becomes true, Pack stops, removes its staging directory and
   // returns Cancelled. For Ctrl-C handlers. Default: none.
   const std::atomic<bool>* cancel = nullptr;
@@ -175,6 +189,16 @@ using PackProgress = std::function<void(uint64_t done, uint64_t total)>;
 // name), for `kiln pack --json`.
 Result<PackReport> Pack(const PackOptions& options, const PackProgress& progress = nullptr,
                         PackReport* failed = nullptr);
+
+// Lists `options.input` once, as every part of `kiln pack --part I --of parts` would (classes,
+// class map, shuffle), stats each listed file for its size, and returns the plan of the
+// partitioned pack (tools/pack_plan.h) for `kiln plan`. Only the options that decide the bytes
+// are used (`output`, `threads`, `resume`, `overwrite`, `part_index`, `part_count` are not).
+// Errors: as Pack's listing (NotFound input, "0 images found", --on-error fail on a listing
+// problem, a class map that does not fit); InvalidArgument for bad options, `parts` outside
+// [1, kMaxParts], and for WebDataset tar and TFRecord input (split by shard file: each part
+// lists only its own files, so a plan saves nothing).
+Result<PackPlan> PlanPack(const PackOptions& options, uint32_t parts);
 
 // Returns the report as one JSON object: ok (true), output, listed, packed, rejected, skipped,
 // seconds, input_bytes, output_bytes, images_per_s, mb_per_s, shards, rejections

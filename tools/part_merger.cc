@@ -17,6 +17,7 @@
 
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
+#include "formats/file_util.h"
 #include "formats/record_codec.h"
 #include "formats/shards/shard_renumbering.h"
 #include "formats/shards/shard_set_writer.h"
@@ -592,12 +593,15 @@ Status RunJournal(const std::string& staging, const std::string& output) {
     KILN_RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kSkippedName, skipped));
   }
   KILN_RETURN_IF_ERROR(WriteFileAtomically(staging + "/" + kManifestFileName, manifest_text));
-  ::unlink((staging + "/" + kStagingMarkerFileName).c_str());
-  ::unlink((staging + "/" + kJournalName).c_str());
+  // The marker and the journal stay until the rename, so that a merge killed before it resumes
+  // (--resume replays the journal); killed after it, the output is complete.
+  KillHereForTest("merge-rename");
   if (fs::exists(output, ec)) ::rmdir(output.c_str());  // an empty directory (checked before)
   if (::rename(staging.c_str(), output.c_str()) != 0) {
     return Status::FromErrno("cannot rename " + staging + " to", output, errno);
   }
+  ::unlink((output + "/" + kStagingMarkerFileName).c_str());
+  ::unlink((output + "/" + kJournalName).c_str());
   SyncDir(fs::path(output).parent_path().empty() ? "." : fs::path(output).parent_path().string());
   // The emptied parts: their rejected.tsv, staging markers and lock files, then the folder.
   for (const std::string& dir : part_dirs) {

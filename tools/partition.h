@@ -6,7 +6,8 @@
 // items [floor(I*L/N), floor((I+1)*L/N)) of the L listed images (PartRange). Listing problems
 // (unreadable folders, bad list lines) belong to part 0. WebDataset tar input is split by shard
 // file instead (PartitionRecord, "split by shard file"). Part I of N is written to
-// `OUT.parts/part-IIIII-of-NNNNN/` (PartDirectoryName) and `kiln merge` joins the parts. The
+// `OUT.parts/part-IIIII-of-NNNNN/` (PartDirectoryName) and `kiln merge` joins the parts. A
+// plan (`kiln plan`, tools/pack_plan.h) lists the input once for all N parts instead. The
 // whole design, with each engine's conventions, is SCALE-OUT.md.
 //
 // Thread safety: stateless functions; PartFromEnvironment reads the environment through `env`.

@@ -23,6 +23,7 @@
 #define KILN_TOOLS_SOURCE_LISTING_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,9 @@ struct SourceItem {
   // TFRecord input only: the byte offset of the record in its file (of the decompressed stream
   // for a gzip file). 0 otherwise.
   uint64_t record_offset = 0;
+  // Packed from a plan (tools/pack_plan.h): the file's size in bytes when the plan was made; a
+  // file of another size (or none) when it is read is rejected. nullopt otherwise.
+  std::optional<uint64_t> planned_bytes;
 };
 
 // An input that cannot become a sample, found while listing: a malformed list line, a special

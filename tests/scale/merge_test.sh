@@ -218,4 +218,16 @@ rc=0
 "$kiln" merge "$d/out.parts" "$d/out" --resume > /dev/null
 same_bytes "$d/one-machine" "$d/out"
 [[ ! -e $d/out.parts && ! -e $d/out.partial ]] || fail "a resumed merge left its parts or staging"
+# Killed at the last moment, the finished staging directory just before its rename: the parts
+# are consumed, so only the journal can finish the merge, and it must still be there (it was once
+# removed before the rename, which left a complete dataset under OUT.partial that nothing took).
+reset_parts
+rc=0
+KILN_FAULT_KILL_AT=merge-rename "$kiln" merge "$d/out.parts" "$d/out" > /dev/null 2>&1 || rc=$?
+[[ $rc -eq 137 && ! -e $d/out && -d $d/out.partial ]] || fail "the merge was not killed before its rename (rc $rc)"
+"$kiln" merge "$d/out.parts" "$d/out" --resume > /dev/null 2> "$work/resume.log" ||
+  { cat "$work/resume.log"; fail "--resume of a merge killed before its rename"; }
+same_bytes "$d/one-machine" "$d/out"
+[[ ! -e $d/out.partial && ! -e $d/out/.kiln-staging && ! -e $d/out/merge-journal.json ]] ||
+  fail "a resumed merge left its staging, marker or journal"
 echo "merge: byte identity and every refusal as documented"

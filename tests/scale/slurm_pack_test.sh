@@ -5,7 +5,8 @@
 # sample-identical to a plain pack; the same with --compress zstd --shuffle-seed, and with a
 # list file whose corrupt image and malformed line fall in part 2. Then a task cancelled with
 # scancel while it packs: the merge job never runs; the task re-run alone with --resume
-# finishes the part, and the merge gives the same bytes.
+# finishes the part, and the merge gives the same bytes. And a plan (`kiln plan`) packed by
+# `kiln pack --plan PLAN --part auto` in arrays that do not tell N.
 #   tests/scale/slurm_pack_test.sh BUILD_DIR KILN
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -48,6 +49,19 @@ for c in "tree|$fm|" "zstd-shuffled|$fm|--compress zstd --shuffle-seed 3" \
   read -r a m <<< "$(submit "$name" "$input" "$extra")"
   jobs+=("$name|$input|$extra|$a|$m")
 done
+# A plan made once (as on a login node), then `kiln pack --plan PLAN --part auto` in two arrays
+# (tasks 0,1,3, then task 2 alone: neither reports the job's count, so N comes from the plan)
+# and a merge after both.
+planned=$work/planned
+mkdir -p "$planned"
+# shellcheck disable=SC2086
+"$kiln" plan "$fm" "$planned/plan.json" --of 4 $args > "$planned/plan.txt"
+plan_pack="$kiln pack --plan $planned/plan.json --part auto $planned/out --threads 1"
+plan_a=$(sbatch --parsable --array=0,1,3 -c1 -J pack-planned -o "$work/logs/planned-%a.txt" --wrap "$plan_pack")
+plan_b=$(sbatch --parsable --array=2 -c1 -J pack-planned-2 -o "$work/logs/planned-%a.txt" --wrap "$plan_pack")
+plan_m=$(sbatch --parsable -c1 -J merge-planned -o "$work/logs/planned-merge.txt" \
+  --dependency=afterok:$plan_a:$plan_b --kill-on-invalid-dep=yes \
+  --wrap "$kiln merge $planned/out.parts $planned/out && $kiln verify $planned/out")
 # The one-machine references, while Slurm runs the jobs.
 for j in "${jobs[@]}"; do
   IFS='|' read -r name input extra _ _ <<< "$j"
@@ -79,6 +93,16 @@ for j in "${jobs[@]}"; do
   same_samples "$work/$name/plain" "$work/$name/out"
   echo "$name: 4-task array + dependent merge == kiln pack --of 4 (bytes), == plain pack (samples)"
 done
+slurm_wait_job "$plan_a" "$plan_b" "$plan_m"
+[[ $(slurm_job_state "$plan_a" | sort -u) == COMPLETED && $(slurm_job_state "$plan_b") == COMPLETED &&
+   $(slurm_job_state "$plan_m") == COMPLETED ]] ||
+  { tail -n 5 "$work/logs/planned-"*.txt >&2; fail "planned: arrays $(slurm_job_state "$plan_a" | tr '\n' ' ') $(slurm_job_state "$plan_b"), merge $(slurm_job_state "$plan_m")"; }
+for t in 0 1 2 3; do
+  grep -q "part $t of 4 from SLURM_ARRAY_TASK_ID=$t .*(the plan's number of parts)" "$work/logs/planned-$t.txt" ||
+    { cat "$work/logs/planned-$t.txt" >&2; fail "planned: task $t did not take N from the plan"; }
+done
+same_bytes "$work/tree/one-machine" "$planned/out"
+echo "planned: kiln plan + arrays 0,1,3 and 2 of kiln pack --plan --part auto + merge == kiln pack --of 4 (bytes)"
 grep -q "zz_corrupt.png" "$work/list/out/rejected.tsv" || fail "corrupt image not rejected"
 cmp -s "$work/list/plain/rejected.tsv" "$work/list/out/rejected.tsv" || fail "rejected.tsv differs"
 

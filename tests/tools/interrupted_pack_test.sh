@@ -10,6 +10,27 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 args=(--size 128 --channels 1 --shard-size 256KiB --compress zstd --threads 2)
 "$kiln" pack "$root/samples/fashion-mnist" "$work/reference" "${args[@]}" > /dev/null 2>&1
+same_as_reference() {
+  for f in "$work/reference"/*.kiln; do
+    cmp -s "$f" "$1/$(basename "$f")" || { echo "$2: $(basename "$f") differs"; exit 1; }
+  done
+}
+# Killed at the last moment, the finished staging directory just before its rename: a plain
+# re-run and --resume both accept the staging directory as kiln's (it was once refused as "not
+# made by kiln", which left the user to delete it by hand).
+for rerun in "" --resume; do
+  out="$work/killed-before-rename$rerun"
+  rc=0
+  KILN_FAULT_KILL_AT=dataset-rename "$kiln" pack "$root/samples/fashion-mnist" "$out" "${args[@]}" \
+    > /dev/null 2>&1 || rc=$?
+  [[ $rc -eq 137 && ! -e $out && -d $out.partial ]] ||
+    { echo "the pack was not killed before its rename (rc $rc)"; exit 1; }
+  "$kiln" pack "$root/samples/fashion-mnist" "$out" "${args[@]}" $rerun > /dev/null 2> "$work/rerun.log" ||
+    { echo "re-run ${rerun:-without --resume} after a kill before the rename failed:"; cat "$work/rerun.log"; exit 1; }
+  same_as_reference "$out" "re-run ${rerun:-without --resume} after a kill before the rename"
+  [[ ! -e $out.partial && ! -e $out/.kiln-staging ]] || { echo "staging or its marker left behind"; exit 1; }
+done
+echo "killed just before the rename: a re-run and --resume both finish"
 RANDOM=7  # reproducible kill times
 for trial in $(seq 1 20); do
   out="$work/trial-$trial"
@@ -28,9 +49,7 @@ for trial in $(seq 1 20); do
   "$kiln" pack "$root/samples/fashion-mnist" "$out" "${args[@]}" --resume > /dev/null 2> "$work/resume.log" ||
     { [[ -e $out/kiln.json ]] && grep -q "not empty" "$work/resume.log"; } ||
     { echo "trial $trial: --resume failed"; cat "$work/resume.log"; exit 1; }
-  for f in "$work/reference"/*.kiln; do
-    cmp -s "$f" "$out/$(basename "$f")" || { echo "trial $trial ($signal after ${delay_ms} ms): $(basename "$f") differs"; exit 1; }
-  done
+  same_as_reference "$out" "trial $trial ($signal after ${delay_ms} ms)"
   [[ ! -e $out.partial ]] || { echo "trial $trial: $out.partial left behind"; exit 1; }
   resumed=$(grep -c "resumed after" "$work/resume.log" || true)
   echo "trial $trial: $signal after ${delay_ms} ms: ok (resumed: $resumed)"

@@ -184,7 +184,8 @@ TEST(KilnCliUsage, VersionIsTheOneFromVersionH) {
 }
 
 TEST(KilnCliUsage, HelpSubcommandPrintsTheSubcommandsHelp) {
-  for (const char* sub : {"pack", "verify", "inspect", "show", "bench", "merge", "completion"}) {
+  for (const char* sub :
+       {"pack", "verify", "inspect", "show", "bench", "merge", "plan", "completion"}) {
     const CliRun help = Kiln(std::string("help ") + sub);
     EXPECT_EQ(help.exit_code, 0) << sub;
     EXPECT_EQ(help.out, Kiln(std::string(sub) + " --help").out) << sub;
@@ -231,6 +232,8 @@ TEST_F(KilnCliConventionsTest, HelpDocumentsExitCodesAndTheJsonKeysThatArePrinte
       {"bench", *dataset_ + " --epochs 1 --threads 2 --json", "/nonexistent --json"},
       {"merge", job + ".parts " + Fresh("keys_merged") + " --json",
        "/nonexistent " + Fresh("keys_nomerge") + " --json"},
+      {"plan", kFashion + " " + Fresh("keys_plan.json") + " --of 2 --json",
+       "/nonexistent/input " + Fresh("keys_noplan.json") + " --of 2 --json"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.subcommand);
