@@ -25,7 +25,8 @@ class Dataset {
  public:
   // Opens the dataset in directory `dir`, choosing the backend from the manifest's `format`.
   // Errors: NotFound (no such directory, no kiln.json), Corruption naming the bad file (size
-  // differs from the manifest, bad header or footer, schema or count mismatch), NotSupported
+  // differs from the manifest, bad header or footer, schema or count mismatch, a shard of
+  // another pack: see ShardDataset::Open), NotSupported
   // (unknown format or version), IOError.
   static Result<std::unique_ptr<Dataset>> Open(const std::string& dir);
 

@@ -22,6 +22,15 @@ namespace {
 // key. nlohmann::json (std::map) sorts keys; its dump() escapes only what JSON requires and
 // prints each number the way it was parsed (integers exactly, doubles in their shortest
 // round-trip form), so parsing and dumping a manifest again gives the same bytes.
+// Parses exactly 16 hex digits (as HexDigest writes them) into `*value`.
+bool ParseHexDigest(const std::string& hex, uint64_t* value) {
+  if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+    return false;
+  }
+  *value = std::strtoull(hex.c_str(), nullptr, 16);
+  return true;
+}
+
 uint64_t CanonicalChecksum(const ordered_json& doc) {
   nlohmann::json canonical = nlohmann::json::parse(doc.dump());
   canonical.erase(kManifestChecksumKey);
@@ -77,10 +86,12 @@ std::string Manifest::ToJson() const {
   if (j["source"].is_discarded()) j["source"] = nullptr;
   ordered_json shards = ordered_json::array();
   for (const DataFileInfo& f : files) {
-    shards.push_back({{"file", f.file},
-                      {"samples", f.samples},
-                      {"bytes", f.bytes},
-                      {"xxh3_64", HexDigest(f.xxh3_64)}});
+    ordered_json entry = {{"file", f.file},
+                          {"samples", f.samples},
+                          {"bytes", f.bytes},
+                          {"xxh3_64", HexDigest(f.xxh3_64)}};
+    if (f.index_xxh3_64) entry["index_xxh3_64"] = HexDigest(*f.index_xxh3_64);
+    shards.push_back(std::move(entry));
   }
   j["files"] = shards;
   j[kManifestChecksumKey] = HexDigest(CanonicalChecksum(j));
@@ -150,10 +161,16 @@ Result<Manifest> ParseManifest(const std::string& text) {
       info.samples = UnsignedField(f, "samples", UINT64_MAX);
       info.bytes = UnsignedField(f, "bytes", UINT64_MAX);
       const std::string hex = f.at("xxh3_64").get<std::string>();
-      char* end = nullptr;
-      info.xxh3_64 = std::strtoull(hex.c_str(), &end, 16);
-      if (hex.size() != 16 || *end != '\0') {
+      if (!ParseHexDigest(hex, &info.xxh3_64)) {
         return Status::Corruption("bad xxh3_64 '" + hex + "' for " + info.file);
+      }
+      if (f.contains("index_xxh3_64")) {
+        const std::string index_hex = f.at("index_xxh3_64").get<std::string>();
+        uint64_t index_hash = 0;
+        if (!ParseHexDigest(index_hex, &index_hash)) {
+          return Status::Corruption("bad index_xxh3_64 '" + index_hex + "' for " + info.file);
+        }
+        info.index_xxh3_64 = index_hash;
       }
       m.files.push_back(std::move(info));
     }

@@ -502,7 +502,8 @@ Status PlanMoves(const std::vector<Part>& parts, const std::string& staging,
       m.shard_index = global;
       m.first_sample = first;
       moves->push_back(m);
-      files->push_back({ShardFileName(global), f.samples, f.bytes, plan->renumbered_xxh3_64});
+      files->push_back({ShardFileName(global), f.samples, f.bytes, plan->renumbered_xxh3_64,
+                        plan->index_xxh3_64});
       ++global;
       first += f.samples;
       local_first += f.samples;

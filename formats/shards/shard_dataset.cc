@@ -37,6 +37,23 @@ Result<std::unique_ptr<ShardDataset>> ShardDataset::Open(const std::string& dir,
                  std::to_string(next_sample) + ", " + std::to_string(info.samples) + " records)")
           .WithLocation({path});
     }
+    // A shard of another pack can agree on all of the above (full shards of fixed-size records
+    // all look alike); its index checksum, covering every record's checksum, label and key,
+    // cannot (shard_format.md section 11). Old manifests have none: not checked.
+    if (info.index_xxh3_64 && *info.index_xxh3_64 != shard->footer().index_checksum) {
+      // The footer's index_checksum field (shard_format.md section 5).
+      const uint64_t field_at = shard->file_bytes() - kShardFooterBytes + 32;
+      return Status::Corruption(
+                 info.file + " belongs to another pack: its index checksum " +
+                 FormatChecksum(shard->footer().index_checksum) + " differs from " +
+                 FormatChecksum(*info.index_xxh3_64) + ", which " + kManifestFileName +
+                 " records for files[" + std::to_string(s) +
+                 "] (its records, labels or keys are not this dataset's: a copy mixed two "
+                 "datasets?); run kiln verify " +
+                 dir)
+          .WithLocation({path, -1, static_cast<int64_t>(field_at)},
+                        path + " (offset " + std::to_string(field_at) + ")");
+    }
     ds->first_sample_.push_back(next_sample);
     next_sample += shard->record_count();
     ds->shards_.push_back(std::move(shard));

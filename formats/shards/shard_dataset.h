@@ -21,7 +21,10 @@ class ShardDataset final : public Dataset {
   // Opens every shard listed in `manifest` (already read from `dir`) and checks, per file: the
   // size equals the manifest's (a shorter file is reported as truncated before it is mapped),
   // header and footer are valid, the schema, shard index, first sample and record count agree
-  // with the manifest. Errors: as Dataset::Open.
+  // with the manifest, and the footer's index checksum equals the manifest's `index_xxh3_64`
+  // when it records one (a shard of another pack: Corruption "<path> (offset N): <file> belongs
+  // to another pack: its index checksum 0x... differs from 0x... ..."; shard_format.md section
+  // 11). Errors: as Dataset::Open.
   static Result<std::unique_ptr<ShardDataset>> Open(const std::string& dir, Manifest manifest);
 
   Status ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,

@@ -59,6 +59,12 @@ Result<ShardRenumberingPlan> PlanShardRenumbering(const std::string& path, uint3
   }
   uint8_t current[kShardHeaderBytes];
   KILN_ASSIGN_OR_RETURN(plan.current, ReadHeader(f.fd, path, current));
+  uint8_t footer_bytes[kShardFooterBytes];
+  KILN_RETURN_IF_ERROR(
+      ReadFully(f.fd, footer_bytes, kShardFooterBytes, plan.bytes - kShardFooterBytes, path));
+  Result<ShardFooter> footer = DecodeShardFooter(footer_bytes, plan.bytes);
+  if (!footer.ok()) return footer.status().WithContext(path);
+  plan.index_xxh3_64 = footer->index_checksum;
   plan.renumbered = plan.current;
   plan.renumbered.shard_index = shard_index;
   plan.renumbered.first_sample = first_sample;

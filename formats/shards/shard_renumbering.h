@@ -28,13 +28,17 @@ struct ShardRenumberingPlan {
   uint64_t bytes = 0;               // file size
   uint64_t current_xxh3_64 = 0;     // XXH3-64 (seed 0) of the whole file as it is
   uint64_t renumbered_xxh3_64 = 0;  // the same once the header is rewritten
+  // The footer's index checksum (decoded and checksum-checked), which renumbering keeps: what
+  // the merged manifest records as `index_xxh3_64` (shard_format.md section 11).
+  uint64_t index_xxh3_64 = 0;
 };
 
 // Reads the shard at `path` once and plans giving it `shard_index` and `first_sample`. The
-// header must decode (magic, version, checksum); the rest is hashed, not parsed (the caller
-// compares current_xxh3_64 with the manifest's hash, which covers every byte). Reads 1 MiB at a
-// time. Errors: NotFound or IOError naming the path; Corruption "<path>: <reason>" for a header
-// that does not decode or a file shorter than a header and a footer.
+// header and the footer must decode (magic, version, checksums, the footer's bounds); the rest
+// is hashed, not parsed (the caller compares current_xxh3_64 with the manifest's hash, which
+// covers every byte). Reads 1 MiB at a time. Errors: NotFound or IOError naming the path;
+// Corruption "<path>: <reason>" for a header or footer that does not decode or a file shorter
+// than a header and a footer.
 Result<ShardRenumberingPlan> PlanShardRenumbering(const std::string& path, uint32_t shard_index,
                                                   uint64_t first_sample);
 

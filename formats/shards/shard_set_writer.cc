@@ -33,8 +33,16 @@ Result<std::unique_ptr<ShardSetWriter>> ShardSetWriter::Resume(
     }
     writer->samples_ += f.samples;
     writer->finished_bytes_ += f.bytes;
+    // The journal may predate index_xxh3_64: the footer of the file just checked has it.
+    if ((*mapped)->size() < kShardHeaderBytes + kShardFooterBytes) {
+      return Status::Corruption("cannot resume: " + path + " is too small to be a shard");
+    }
+    Result<ShardFooter> footer = DecodeShardFooter(
+        (*mapped)->data() + (*mapped)->size() - kShardFooterBytes, (*mapped)->size());
+    if (!footer.ok()) return footer.status().WithContext("cannot resume: " + path);
+    writer->files_.push_back(f);
+    writer->files_.back().index_xxh3_64 = footer->index_checksum;
   }
-  writer->files_ = files;
   return writer;
 }
 

@@ -97,6 +97,16 @@ class Checker {
                     std::to_string(expected->samples));
       }
     }
+    if (expected && expected->index_xxh3_64 &&
+        *expected->index_xxh3_64 != shard.footer().index_checksum) {
+      Problem(path, -1, static_cast<int64_t>(size - kShardFooterBytes + 32),
+              "belongs to another pack: its index checksum " +
+                  FormatChecksum(shard.footer().index_checksum) + " differs from " +
+                  FormatChecksum(*expected->index_xxh3_64) + ", which " + kManifestFileName +
+                  " records for files[" + std::to_string(shard_index) +
+                  "] (its records, labels or keys are not this dataset's: a copy mixed two "
+                  "datasets?)");
+    }
     Status index_ok = shard.VerifyIndexChecksum();
     if (!index_ok.ok()) {
       Problem(path, -1, static_cast<int64_t>(shard.footer().index_offset),

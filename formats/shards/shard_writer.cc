@@ -269,6 +269,7 @@ Result<DataFileInfo> ShardWriter::Finish() {
   info.samples = entries_.size();
   info.bytes = offset_;
   info.xxh3_64 = XXH3_64bits_digest(static_cast<XXH3_state_t*>(hash_state_));
+  info.index_xxh3_64 = footer.index_checksum;
   return info;
 }
 

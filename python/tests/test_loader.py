@@ -420,3 +420,33 @@ def test_io_path_and_reason(packed):
     auto = kiln.Loader(packed, batch_size=100, backend="numpy")
     assert auto.io_path in ("mmap", "direct") and auto.io_reason  # small: fits in memory
     assert auto.io_path == "mmap", auto.io_reason
+
+
+def test_shard_of_another_pack_is_refused(tmp_path):
+    """The trial case: a same-size shard copied in from a pack of another input (same names, one
+    image replaced) was served silently; now Loader and Dataset raise CorruptionError naming it,
+    and verify reports it (formats/shards/shard_format.md, section 11)."""
+    from conftest import SAMPLES
+    src_a, src_b = tmp_path / "src_a", tmp_path / "src_b"
+    shutil.copytree(SAMPLES, src_a)
+    shutil.copytree(SAMPLES, src_b)
+    pngs = sorted((src_b / "0_T-shirt_top").iterdir())
+    shutil.copyfile(pngs[9], pngs[3])              # same name, another image's bytes
+    a, b = str(tmp_path / "A"), str(tmp_path / "B")
+    for src, out in ((src_a, a), (src_b, b)):
+        kiln.pack(str(src), out, size=28, channels=1, threads=2, shard_size="64KiB")
+    shard = os.path.join(b, "shard-00000.kiln")
+    assert os.path.getsize(os.path.join(a, "shard-00000.kiln")) == os.path.getsize(shard)
+    assert sum(1 for _ in kiln.Loader(b, batch_size=100, num_threads=2)) == 10
+    shutil.copyfile(os.path.join(a, "shard-00000.kiln"), shard)
+    with pytest.raises(kiln.CorruptionError) as info:
+        kiln.Loader(b, batch_size=100, num_threads=2)
+    message = str(info.value)
+    assert "shard-00000.kiln belongs to another pack" in message, message
+    assert "run kiln verify" in message and info.value.path == shard, message
+    with pytest.raises(kiln.CorruptionError, match="belongs to another pack"):
+        kiln.Dataset(b)
+    report = kiln.verify(b)
+    assert not report["ok"]
+    assert any(p["file"] == shard and "belongs to another pack" in p["reason"]
+               for p in report["problems"]), report["problems"]

@@ -268,6 +268,89 @@ TEST(DatasetTest, DamagedKeyIsNeverReturned) {
   EXPECT_EQ(out, Raw(1));
 }
 
+// Two uncompressed packs of the same names whose sample 7 differs in its pixels: same shard
+// sizes, shard indices and record counts (shard_format.md section 11).
+void WriteTwinDatasets(const std::string& a, const std::string& b) {
+  DatasetWriterOptions o;
+  o.schema = Schema();
+  o.shard_size_bytes = 2048;
+  for (const std::string& dir : {a, b}) {
+    const bool changed = dir == b;
+    Result<Manifest> written = testing::WriteTestDataset(dir, o, {}, 60, [changed](uint64_t i) {
+      std::vector<uint8_t> raw = Raw(i);
+      if (changed && i == 7) raw = Raw(8);  // one image replaced by another, same size
+      return testing::TestSample{raw, static_cast<int64_t>(i) * 3 - 10, KeyOf(i)};
+    });
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+  }
+}
+
+TEST(DatasetTest, ManifestRecordsEveryShardsIndexChecksum) {
+  TempDir tmp;
+  const std::string dir = tmp / "ds";
+  WriteDataset(dir, 60, 2048);
+  auto ds = Dataset::Open(dir);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  const auto& shards = dynamic_cast<const ShardDataset&>(**ds);
+  ASSERT_GE(shards.shard_count(), 3u);
+  for (size_t s = 0; s < shards.shard_count(); ++s) {
+    ASSERT_TRUE((*ds)->manifest().files[s].index_xxh3_64.has_value()) << s;
+    EXPECT_EQ(*(*ds)->manifest().files[s].index_xxh3_64, shards.shard(s).footer().index_checksum);
+  }
+}
+
+// The trial case: a shard of another pack with the same size and place (a stale copy) used to
+// be served without an error; the manifest's index checksum refuses it at open, naming the
+// shard and both checksums.
+TEST(DatasetTest, ShardOfAnotherPackIsRefusedAtOpen) {
+  TempDir tmp;
+  const std::string a = tmp / "a", b = tmp / "b";
+  WriteTwinDatasets(a, b);
+  const std::string shard = b + "/" + ShardFileName(0);
+  ASSERT_EQ(fs::file_size(a + "/" + ShardFileName(0)), fs::file_size(shard));
+  ASSERT_TRUE(Dataset::Open(b).ok());
+  const Result<Manifest> ma = Manifest::Read(a), mb = Manifest::Read(b);
+  ASSERT_TRUE(ma.ok() && mb.ok());
+  ASSERT_NE(*ma->files[0].index_xxh3_64, *mb->files[0].index_xxh3_64);
+  fs::copy_file(a + "/" + ShardFileName(0), shard, fs::copy_options::overwrite_existing);
+  auto ds = Dataset::Open(b);
+  ASSERT_FALSE(ds.ok()) << "a shard of another pack was accepted";
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+  const std::string& msg = ds.status().message();
+  EXPECT_EQ(msg.rfind(shard + " (offset ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("shard-00000.kiln belongs to another pack"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(FormatChecksum(*ma->files[0].index_xxh3_64)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(FormatChecksum(*mb->files[0].index_xxh3_64)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("files[0]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("run kiln verify"), std::string::npos) << msg;
+  const int64_t field = static_cast<int64_t>(fs::file_size(shard)) - 64 + 32;
+  EXPECT_EQ(ds.status().location(), (ErrorLocation{shard, -1, field}));
+}
+
+// Manifests written before `index_xxh3_64` existed (and any without it) open as before, without
+// the check: the trial's stale shard is then served (what the field exists to prevent).
+TEST(DatasetTest, ManifestWithoutIndexChecksumsOpensUnchecked) {
+  TempDir tmp;
+  const std::string a = tmp / "a", b = tmp / "b";
+  WriteTwinDatasets(a, b);
+  EditManifest(b, [](Manifest* m) {
+    for (DataFileInfo& f : m->files) f.index_xxh3_64.reset();
+  });
+  Result<std::string> text = ReadFileToString(b + "/kiln.json");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->find("index_xxh3_64"), std::string::npos);
+  ASSERT_TRUE(Dataset::Open(b).ok());
+  fs::copy_file(a + "/" + ShardFileName(0), b + "/" + ShardFileName(0),
+                fs::copy_options::overwrite_existing);
+  auto ds = Dataset::Open(b);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  RecordDecoder dec;
+  std::vector<uint8_t> out(Schema().sample_bytes());
+  int64_t label;
+  ASSERT_TRUE((*ds)->ReadSample(7, &dec, out.data(), &label).ok());
+  EXPECT_EQ(out, Raw(7));  // a's pixels, not b's
+}
+
 TEST(DatasetTest, NotADataset) {
   TempDir tmp;
   auto none = Dataset::Open(tmp / "nope");

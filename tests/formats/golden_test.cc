@@ -286,6 +286,30 @@ TEST(ShardGoldenTest, ZstdGoldenMixesCodecs) {
   EXPECT_EQ((*reader)->entry(2).codec, Codec::kNone);
 }
 
+// Datasets written before manifests had `files[].index_xxh3_64` (shard_format.md section 11)
+// still open and read back: before-index-checksum/ is raw/ as kiln wrote it then (the shard's
+// bytes did not change, its manifest did).
+TEST(ShardGoldenTest, ManifestWithoutIndexChecksumsStillOpens) {
+  const std::string dir = kGoldenDir + "/before-index-checksum";
+  EXPECT_EQ(testing::ReadFileBytes(dir + "/shard-00000.kiln"),
+            testing::ReadFileBytes(kGoldenDir + "/raw/shard-00000.kiln"));
+  auto ds = Dataset::Open(dir);
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  ASSERT_EQ((*ds)->manifest().files.size(), 1u);
+  EXPECT_FALSE((*ds)->manifest().files[0].index_xxh3_64.has_value());
+  const GoldenDataset raw = ShardGoldenDatasets().front();
+  ASSERT_EQ(raw.name, "raw");
+  ASSERT_NO_FATAL_FAILURE(testing::ExpectDatasetHolds(dir, raw.samples.size(),
+                                                      [&](uint64_t i) { return raw.samples[i]; }));
+  const VerifyReport report = VerifyDataset(dir, VerifyOptions{true});
+  EXPECT_TRUE(report.ok()) << VerifyReportToText(report);
+  // The current manifest records the footer's index checksum (footer bytes 32..39).
+  auto current = Dataset::Open(kGoldenDir + "/raw");
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  const std::vector<uint8_t> b = testing::ReadFileBytes(kGoldenDir + "/raw/shard-00000.kiln");
+  EXPECT_EQ((*current)->manifest().files[0].index_xxh3_64, LoadLE64(&b[b.size() - 64 + 32]));
+}
+
 // formats/shards/shard_format.md section 7 quotes these first 64 bytes of raw/shard-00000.kiln.
 TEST(ShardGoldenTest, FirstBytesMatchTheSpec) {
   const std::vector<uint8_t> b = testing::ReadFileBytes(kGoldenDir + "/raw/shard-00000.kiln");

@@ -2,13 +2,14 @@
 # Interop: the hashes in kiln.json can be checked without kiln, with Python's json module and
 # xxHash's own command-line tool (formats/manifest.md, "Manifest checksum"; shard_format.md
 # section 10). For every golden dataset: manifest_xxh3_64 equals `xxhsum -H3` of the canonical
-# form, and each files[].xxh3_64 equals `xxhsum -H3` of that file.
+# form, each files[].xxh3_64 equals `xxhsum -H3` of that file, and each files[].index_xxh3_64
+# equals the footer's index checksum (bytes 32..39 of the last 64).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 command -v xxhsum >/dev/null || { echo "SKIP: xxhsum not installed (Debian package xxhash)"; exit 77; }
 shopt -s nullglob
 manifests=("$root"/tests/data/golden*/*/kiln.json)
-((${#manifests[@]} >= 7)) || { echo "FAIL: expected the 7 golden datasets, found ${#manifests[@]}"; exit 1; }
+((${#manifests[@]} >= 8)) || { echo "FAIL: expected the 8 golden datasets, found ${#manifests[@]}"; exit 1; }
 for manifest in "${manifests[@]}"; do
   /usr/bin/python3 - "$manifest" <<'PY'
 import json, os, subprocess, sys
@@ -29,6 +30,12 @@ for f in doc["files"]:
         whole = xxh3(data.read())
     if whole != f["xxh3_64"]:
         sys.exit(f"FAIL {path}: {f['file']} xxh3_64 {f['xxh3_64']}, xxhsum {whole}")
+    if "index_xxh3_64" in f:  # the shard footer's index_checksum (shard_format.md section 11)
+        with open(os.path.join(os.path.dirname(path), f["file"]), "rb") as data:
+            footer = data.read()[-64:]
+        index = f"{int.from_bytes(footer[32:40], 'little'):016x}"
+        if index != f["index_xxh3_64"]:
+            sys.exit(f"FAIL {path}: {f['file']} index_xxh3_64 {f['index_xxh3_64']}, footer {index}")
 print(f"ok {path}: manifest {stored}, {len(doc['files'])} file hash(es)")
 PY
 done

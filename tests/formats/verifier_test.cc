@@ -406,6 +406,7 @@ void Reseal(const std::string& dir, size_t shard_number) {
   Result<Manifest> m = Manifest::Read(dir);
   ASSERT_TRUE(m.ok());
   m->files[shard_number].xxh3_64 = RecordChecksum(b.data(), b.size(), 0);
+  m->files[shard_number].index_xxh3_64 = LoadLE64(footer + 32);
   ASSERT_TRUE(m->Write(dir).ok());
 }
 
@@ -456,6 +457,38 @@ TEST(VerifierTest, UnlistedShardFileIsReported) {
   ASSERT_EQ(report.problems.size(), 1u) << Dump(report);
   EXPECT_EQ(report.problems[0].file, dir + "/" + ShardFileName(7));
   EXPECT_NE(report.problems[0].reason.find("not listed"), std::string::npos);
+}
+
+// A shard of another pack with the same size, place and record count (here one label differs)
+// is named as such, besides the whole-file hash (shard_format.md section 11).
+TEST(VerifierTest, ShardOfAnotherPackIsReported) {
+  TempDir tmp;
+  const std::string a = tmp / "a", b = tmp / "b";
+  const DatasetSpec spec = B21Spec();
+  for (const std::string& dir : {a, b}) {
+    DatasetWriterOptions o;
+    o.schema = spec.schema;
+    o.shard_size_bytes = spec.shard_size;
+    const int64_t changed = dir == b ? 5 : -1;
+    Result<Manifest> written =
+        testing::WriteTestDataset(dir, o, {}, spec.samples, [&spec, changed](uint64_t i) {
+          const int64_t label =
+              static_cast<int64_t>(i) == changed ? 9 : static_cast<int64_t>(i % 10);
+          return testing::TestSample{Raw(spec.schema, i, false), label, KeyOf(i)};
+        });
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+  }
+  const std::string shard = b + "/" + ShardFileName(0);
+  ASSERT_TRUE(VerifyDataset(b, VerifyOptions{}).ok());
+  fs::copy_file(a + "/" + ShardFileName(0), shard, fs::copy_options::overwrite_existing);
+  const VerifyReport report = VerifyDataset(b, VerifyOptions{});
+  const std::vector<VerifyProblem> problems = ProblemsFor(report, shard);
+  ASSERT_EQ(problems.size(), 2u) << Dump(report);
+  EXPECT_NE(problems[0].reason.find("hash"), std::string::npos) << Dump(report);
+  EXPECT_NE(problems[1].reason.find("belongs to another pack"), std::string::npos) << Dump(report);
+  EXPECT_NE(problems[1].reason.find("files[0]"), std::string::npos) << Dump(report);
+  EXPECT_EQ(problems[1].offset, static_cast<int64_t>(fs::file_size(shard)) - 64 + 32);
+  EXPECT_EQ(report.records_checked, 300u);  // its records are intact: they are a's
 }
 
 TEST(VerifierTest, MissingListedShardIsReported) {

@@ -164,6 +164,33 @@ TEST(KilnCliLmdbTest, ZeroedPageAndTruncatedFileExitOneNamingDataMdb) {
   EXPECT_EQ(bench.exit_code, 1) << bench.out;
 }
 
+// The trial case end to end: two packs of the same names with one image replaced, a shard of
+// the first copied over the second's (same size): verify exits 1 and says what happened, and
+// bench (which reads through the loader) refuses to serve it.
+TEST(KilnCliPackIdTest, ShardOfAnotherPackIsNamedByVerifyAndRefusedByTheReader) {
+  const std::string src = Fresh("src"), src2 = Fresh("src2"), a = Fresh("A"), b = Fresh("B");
+  fs::copy(kFashion, src, fs::copy_options::recursive);
+  fs::copy(kFashion, src2, fs::copy_options::recursive);
+  std::vector<std::string> pngs;
+  for (const auto& e : fs::directory_iterator(src2 + "/0_T-shirt_top")) {
+    pngs.push_back(e.path().string());
+  }
+  std::sort(pngs.begin(), pngs.end());
+  fs::copy_file(pngs[9], pngs[3], fs::copy_options::overwrite_existing);
+  const std::string options = " --size 28 --channels 1 --shard-size 64KiB";
+  ASSERT_EQ(Kiln("pack " + src + " " + a + options).exit_code, 0);
+  ASSERT_EQ(Kiln("pack " + src2 + " " + b + options).exit_code, 0);
+  ASSERT_EQ(Kiln("verify " + b).exit_code, 0);
+  fs::copy_file(a + "/shard-00000.kiln", b + "/shard-00000.kiln",
+                fs::copy_options::overwrite_existing);
+  const CliRun r = Kiln("verify " + b);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("shard-00000.kiln"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("belongs to another pack"), std::string::npos) << r.out;
+  EXPECT_EQ(Kiln("bench " + b + " --epochs 1").exit_code, 1);
+  for (const std::string& dir : {src, src2, a, b}) fs::remove_all(dir);
+}
+
 TEST_F(KilnCliTest, InspectJsonDescribesTheSchema) {
   const CliRun r = Kiln("inspect " + *dataset_ + " --json");
   ASSERT_EQ(r.exit_code, 0);

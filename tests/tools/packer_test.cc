@@ -23,6 +23,7 @@
 #include "formats/dataset.h"
 #include "formats/manifest.h"
 #include "formats/verifier.h"
+#include "reader/loader.h"
 #include "tests/test_util.h"
 #include "tools/part_lock.h"
 
@@ -593,6 +594,65 @@ TEST(PackerTest, ResumeAfterInterruptionIsByteIdentical) {
     }
     EXPECT_EQ(a, b) << name;
   }
+}
+
+// The trial case: two packs of trees with the same names, one image replaced by another in the
+// second, give shards of the same sizes and the same listing hash (names and labels only); a
+// shard of the first copied over the second's was served without an error. The manifest's index
+// checksum (shard_format.md section 11) refuses it at open, through Dataset and Loader, and
+// verify names it.
+TEST(PackerTest, ShardOfAnotherPackOfTheSameNamesIsRefused) {
+  const std::string src_a = FreshDir("another_src_a"), src_b = FreshDir("another_src_b");
+  const std::string samples = std::string(KILN_SOURCE_DIR) + "/samples/fashion-mnist";
+  for (const std::string& src : {src_a, src_b}) {
+    fs::copy(samples, src, fs::copy_options::recursive);
+  }
+  std::vector<std::string> pngs;
+  for (const auto& entry : fs::directory_iterator(src_b + "/0_T-shirt_top")) {
+    pngs.push_back(entry.path().string());
+  }
+  std::sort(pngs.begin(), pngs.end());
+  ASSERT_GT(pngs.size(), 10u);
+  fs::copy_file(pngs[9], pngs[3], fs::copy_options::overwrite_existing);
+  PackOptions o = FashionOptions("", 2);
+  o.shard_size_bytes = 64 << 10;  // uncompressed: every full shard has the same size
+  const std::string a = FreshDir("another_a"), b = FreshDir("another_b");
+  o.input = src_a;
+  o.output = a;
+  ASSERT_TRUE(Pack(o).ok());
+  o.input = src_b;
+  o.output = b;
+  ASSERT_TRUE(Pack(o).ok());
+  const std::string shard = b + "/shard-00000.kiln";
+  ASSERT_EQ(fs::file_size(a + "/shard-00000.kiln"), fs::file_size(shard));
+  ASSERT_TRUE(Dataset::Open(b).ok());
+  fs::copy_file(a + "/shard-00000.kiln", shard, fs::copy_options::overwrite_existing);
+
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(b);
+  ASSERT_FALSE(ds.ok()) << "the stale shard was accepted";
+  EXPECT_EQ(ds.status().code(), StatusCode::kCorruption);
+  const std::string& msg = ds.status().message();
+  EXPECT_NE(msg.find(shard), std::string::npos) << msg;
+  EXPECT_NE(msg.find("shard-00000.kiln belongs to another pack"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a copy mixed two datasets?"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("run kiln verify"), std::string::npos) << msg;
+
+  LoaderOptions lo;
+  lo.batch_size = 100;
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(b, lo);
+  ASSERT_FALSE(loader.ok()) << "the loader served the stale shard";
+  EXPECT_EQ(loader.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(loader.status().message().find("belongs to another pack"), std::string::npos)
+      << loader.status().message();
+
+  const VerifyReport report = VerifyDataset(b, VerifyOptions{});
+  ASSERT_FALSE(report.ok());
+  bool named = false;
+  for (const VerifyProblem& p : report.problems) {
+    named |= p.file == shard && p.reason.find("belongs to another pack") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << VerifyReportToText(report);
+  for (const std::string& dir : {src_a, src_b, a, b}) fs::remove_all(dir);
 }
 
 TEST(PackerTest, ResumeWithOtherOptionsStartsOver) {
