@@ -33,8 +33,8 @@ Manifest Sample() {
   m.shuffle_seed = 0xFFFFFFFFFFFFFFFFull;
   m.preprocessing_json = R"({"resize":"shorter","size":32})";
   m.source_json = R"({"root":"/data/in","listed":151,"rejected":1})";
-  m.files = {{"shard-00000.kiln", 100, 123456, 0x0123456789abcdefull},
-             {"shard-00001.kiln", 50, 6543, 0xfedcba9876543210ull}};
+  m.files = {{"shard-00000.kiln", 100, 123456, 0x0123456789abcdefull, std::nullopt},
+             {"shard-00001.kiln", 50, 6543, 0xfedcba9876543210ull, std::nullopt}};
   return m;
 }
 
