@@ -20,6 +20,7 @@
 
 #include "formats/version.h"
 #include "tests/test_util.h"
+#include "tests/tools/shell_run.h"
 
 namespace {
 
@@ -38,29 +39,12 @@ std::string Fresh(const std::string& name) {
 
 using ::kiln::testing::ReadFileString;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using CliRun = ::kiln::testing::ShellRun;
 
-// Runs `ENV BINARY ARGS` through the shell (stderr to a file, stdout through a pipe).
+// Runs `ENV BINARY ARGS` through the shell, stdout and stderr apart.
 CliRun Kiln(const std::string& args, const std::string& env = "",
             const std::string& binary = kKiln) {
-  static int calls = 0;
-  const std::string err_path = Fresh("stderr_" + std::to_string(++calls));
-  const std::string cmd = env + " " + binary + " " + args + " 2>" + err_path;
-  CliRun r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = ReadFileString(err_path);
-  fs::remove(err_path);
-  return r;
+  return ::kiln::testing::RunShellCapturingStderr(env + " " + binary + " " + args);
 }
 
 // Runs kiln with its stderr on a pseudo-terminal (stdout to /dev/null) and returns what the

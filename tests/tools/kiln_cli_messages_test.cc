@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
+#include "tests/tools/shell_run.h"
 
 namespace {
 
@@ -36,39 +37,15 @@ std::string Fresh(const std::string& name) {
   return dir;
 }
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using CliRun = ::kiln::testing::ShellRun;
 
-// Runs `kiln ARGS` through the shell (stderr to a file, stdout through a pipe).
+// Runs `kiln ARGS` through the shell, stdout and stderr apart.
 CliRun Kiln(const std::string& args) {
-  static int calls = 0;
-  const std::string err_path = Fresh("stderr_" + std::to_string(++calls));
-  const std::string cmd = kKiln + " " + args + " 2>" + err_path;
-  CliRun r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = ReadFileString(err_path);
-  fs::remove(err_path);
-  return r;
+  return ::kiln::testing::RunShellCapturingStderr(kKiln + " " + args);
 }
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
-}
-
-// Returns how many times `part` occurs in `text`.
-size_t Count(const std::string& text, const std::string& part) {
-  size_t n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
 }
 
 void WriteFile(const std::string& path, const std::string& bytes) {

@@ -16,28 +16,18 @@
 
 #include "formats/format_registry.h"
 #include "reader/host_buffer.h"
+#include "tests/tools/shell_run.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;  // stdout
-};
+using CliRun = ::kiln::testing::ShellRun;
 
 // Runs `kiln ARGS` with stderr discarded; returns its exit code and stdout.
 CliRun Kiln(const std::string& args) {
-  CliRun r;
-  const std::string cmd = std::string(KILN_BINARY_DIR) + "/tools/kiln " + args + " 2>/dev/null";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return ::kiln::testing::RunShell(std::string(KILN_BINARY_DIR) + "/tools/kiln " + args +
+                                   " 2>/dev/null");
 }
 
 // CTest runs each test in its own process, two at a time: scratch paths carry the process id.
@@ -409,12 +399,16 @@ TEST_F(KilnCliTest, BenchSweepTablesThreadsByPrefetchAndRecommends) {
     EXPECT_TRUE(rows[i].at("every_sample_once").get<bool>());
     // 10 batches of 100 tiny samples: a cell under 0.2 s is too short to compare.
     const bool comparable = rows[i].at("comparable").get<bool>();
-    if (rows[i].at("seconds").get<double>() < 0.2) EXPECT_FALSE(comparable) << rows[i];
+    if (rows[i].at("seconds").get<double>() < 0.2) {
+      EXPECT_FALSE(comparable) << rows[i];
+    }
     any_comparable |= comparable;
     if (!j.at("recommended").is_null()) {
       const bool it = rows[i].at("threads") == j.at("recommended").at("threads") &&
                       rows[i].at("prefetch") == j.at("recommended").at("prefetch");
-      if (it) EXPECT_TRUE(comparable) << rows[i];  // never recommended from a too-short cell
+      if (it) {
+        EXPECT_TRUE(comparable) << rows[i];  // never recommended from a too-short cell
+      }
       found |= it;
     }
   }
@@ -464,18 +458,9 @@ TEST_F(KilnCliTest, ShowWritesAGridPng) {
   EXPECT_EQ(Kiln("show " + *dataset_ + " --index -1 -o " + png).exit_code, 2);
 }
 
-// Runs the shell command `cmd` with stderr captured in out too.
+// Runs the shell command `cmd_line` with stderr captured in out too.
 CliRun ShellCapture(const std::string& cmd_line) {
-  CliRun r;
-  const std::string cmd = "(" + cmd_line + ") 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return ::kiln::testing::RunShell("(" + cmd_line + ") 2>&1");
 }
 
 // Runs `kiln ARGS` with stderr captured in out too.
