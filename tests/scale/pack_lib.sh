@@ -26,16 +26,20 @@ pack_parts() {
   done
 }
 
-# expect_refusal REGEX CMD...: CMD exits 1 and its stderr matches REGEX.
-expect_refusal() {
-  local regex=$1 rc=0
-  shift
+# expect_exit CODE REGEX CMD...: CMD exits CODE and its stderr matches REGEX.
+expect_exit() {
+  local code=$1 regex=$2 rc=0
+  shift 2
   "$@" > /dev/null 2> "$work/refusal.log" || rc=$?
-  [[ $rc -eq 1 ]] || { cat "$work/refusal.log" >&2; fail "expected exit 1, got $rc: $*"; }
+  [[ $rc -eq $code ]] || { cat "$work/refusal.log" >&2; fail "expected exit $code, got $rc: $*"; }
   grep -Eq -- "$regex" "$work/refusal.log" ||
     { cat "$work/refusal.log" >&2; fail "message does not match /$regex/: $*"; }
   echo "refused as expected: $(head -c 300 "$work/refusal.log" | head -1)"
 }
+# expect_refusal REGEX CMD...: CMD exits 1 (data problem) and its stderr matches REGEX.
+expect_refusal() { expect_exit 1 "$@"; }
+# expect_usage REGEX CMD...: CMD exits 2 (usage) and its stderr matches REGEX.
+expect_usage() { expect_exit 2 "$@"; }
 
 # make_list_input ROOT DIR: DIR/list.txt lists the Fashion-MNIST sample tree (ROOT/samples/
 # fashion-mnist, copied to DIR/images) with a corrupt image and a malformed line placed among

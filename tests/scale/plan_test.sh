@@ -22,17 +22,6 @@ export PYTHONPATH=$build/python
 fm=$root/samples/fashion-mnist
 args=(--size 28 --channels 1 --shard-size 64KiB)
 
-# expect_usage REGEX CMD...: CMD exits 2 (usage) and its stderr matches REGEX.
-expect_usage() {
-  local regex=$1 rc=0
-  shift
-  "$@" > /dev/null 2> "$work/usage.log" || rc=$?
-  [[ $rc -eq 2 ]] || { cat "$work/usage.log" >&2; fail "expected exit 2, got $rc: $*"; }
-  grep -Eq -- "$regex" "$work/usage.log" ||
-    { cat "$work/usage.log" >&2; fail "message does not match /$regex/: $*"; }
-  echo "refused as expected: $(head -1 "$work/usage.log")"
-}
-
 # plan_parts PLAN OUT N: packs parts N-1..0 from the plan (any order works), as N workers would.
 plan_parts() {
   local plan=$1 out=$2 n=$3 i
