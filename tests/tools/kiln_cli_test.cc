@@ -514,6 +514,14 @@ TEST(KilnCliCgroupTest, BenchWarnsWhenTheBlockWindowDoesNotFitTheMemoryLimit) {
     GTEST_SKIP() << "no writable cgroup v1 memory controller (/sys/fs/cgroup/memory): "
                  << ec.message();
   }
+  // Removed however the test ends (a failed ASSERT returns early); empty once the bench exited.
+  struct RemoveCgroup {
+    std::string path;
+    ~RemoveCgroup() {
+      std::error_code ignored;
+      fs::remove(path, ignored);
+    }
+  } remove_cgroup{cg};
   {
     std::ofstream limit(cg + "/memory.limit_in_bytes");
     limit << (64 << 20);
@@ -526,7 +534,6 @@ TEST(KilnCliCgroupTest, BenchWarnsWhenTheBlockWindowDoesNotFitTheMemoryLimit) {
                             " --io mmap --shuffle block --epochs 1 --batch-size 16 --threads 2 "
                             "--json";
   const CliRun r = ShellCapture("sh -c 'echo $$ > " + cg + "/cgroup.procs && exec " + bench + "'");
-  fs::remove(cg, ec);  // empty again once the bench has exited
   fs::remove_all(out);
   EXPECT_NE(r.out.find("block order on the mmap path needs its window's blocks plus the "
                        "read-ahead in memory"),
