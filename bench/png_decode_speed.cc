@@ -1,7 +1,7 @@
 // PNG decode + preprocess speed of three decoders on the same files (BENCHMARKS.md, "Converter:
 // PNG through libspng?"):
 //   opencv  kiln's path: kiln::DecodeImage (cv::imdecode IMREAD_UNCHANGED, then depth, alpha
-//           and channel order as tools/decode_policy.md says);
+//           and channel order as tools/imaging/decode_policy.md says);
 //   spng    libspng 0.7 straight to R, G, B (or grey), 16-bit kept and rounded as kiln does;
 //   libpng  libpng 1.6 driven directly (OpenCV's reader without OpenCV), R, G, B order.
 // Each file is decoded and preprocessed (kiln::Preprocess to the schema) by every decoder in
@@ -29,9 +29,9 @@
 #include <string>
 #include <vector>
 
-#include "tools/image_decoder.h"
-#include "tools/image_header.h"
-#include "tools/preprocessor.h"
+#include "tools/imaging/image_decoder.h"
+#include "tools/imaging/image_header.h"
+#include "tools/imaging/preprocessor.h"
 
 namespace {
 
@@ -41,7 +41,7 @@ double CpuSeconds() {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-// kiln's policy steps 3 to 5 (tools/decode_policy.md) on an image in R, G, B(, A) order:
+// kiln's policy steps 3 to 5 (tools/imaging/decode_policy.md) on an image in R, G, B(, A) order:
 // 16-bit to 8 by round(v / 257), alpha composited over white, grey replicated or colour
 // turned to grey.
 cv::Mat Normalise(cv::Mat image, int channels) {

@@ -1,12 +1,13 @@
-// How far shrink-on-load (tools/shrink_on_load.h) is from the full decode, and how much faster:
-// for each JPEG given, packs it to the schema twice, once decoded at full size and once at the
-// IDCT scale the rule picks, with the same Preprocess, and prints one JSON line per file
+// How far shrink-on-load (tools/imaging/shrink_on_load.h) is from the full decode, and how much
+// faster: for each JPEG given, packs it to the schema twice, once decoded at full size and once at
+// the IDCT scale the rule picks, with the same Preprocess, and prints one JSON line per file
 // (scale, max and mean absolute difference, PSNR, CPU milliseconds of each decode +
 // preprocess) and a last line with the totals (PSNR of all files' pixels together).
 //
 //   shrink_on_load_quality [--size S] [--crop center|none] [--repeat R] FILE.jpg...
 //
-// Used for tools/decode_policy.md, "Shrink on load", on Debian's plasma-workspace-wallpapers.
+// Used for tools/imaging/decode_policy.md, "Shrink on load", on Debian's
+// plasma-workspace-wallpapers.
 #include <time.h>
 
 #include <algorithm>
@@ -19,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "tools/image_decoder.h"
-#include "tools/jpeg_decoder.h"
-#include "tools/preprocessor.h"
-#include "tools/shrink_on_load.h"
+#include "tools/imaging/image_decoder.h"
+#include "tools/imaging/jpeg_decoder.h"
+#include "tools/imaging/preprocessor.h"
+#include "tools/imaging/shrink_on_load.h"
 
 namespace {
 

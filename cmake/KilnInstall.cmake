@@ -15,7 +15,7 @@ if(KILN_BUILD_TOOLS)
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
     ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  # The image plugin that `kiln pack` and `kiln show` open (tools/imaging_plugin.h): found from
+  # The image plugin that `kiln pack` and `kiln show` open (tools/imaging/imaging_plugin.h): found from
   # BINDIR/kiln as BINDIR/../LIBDIR/kiln/kiln_imaging.so.
   install(TARGETS kiln_imaging LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/kiln)
   install(FILES ${KILN_BASH_COMPLETION} DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)

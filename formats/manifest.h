@@ -54,7 +54,7 @@ struct Manifest {
 };
 
 // Which part of a partitioned pack a dataset is: `source.partition`'s `index` (from 0) and
-// `count`, as `kiln pack --part I --of N` writes them (tools/partition.h, PartitionRecord).
+// `count`, as `kiln pack --part I --of N` writes them (tools/pack/partition.h, PartitionRecord).
 struct ManifestPart {
   uint32_t index = 0;
   uint32_t count = 1;

@@ -2,11 +2,11 @@
 // imports this module only when pack() is called, so a training process that reads datasets
 // never loads OpenCV.
 //
-// PackOptions is kiln::PackOptions (tools/packer.h) bound field by field, in its C++ types
+// PackOptions is kiln::PackOptions (tools/pack/packer.h) bound field by field, in its C++ types
 // (checked conversion: python/py_args.h); Pack validates it with ValidatePackOptions, the
 // function `kiln pack` goes through, so both refuse the same options with the same message.
 // Only values that are text on the command line too are parsed from text here: a byte size
-// ("64MiB", tools/cli_parsing.h) and a compression ("zstd:3", formats/record_codec.h).
+// ("64MiB", tools/cli/cli_parsing.h) and a compression ("zstd:3", formats/record_codec.h).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -22,9 +22,9 @@
 
 #include "python/py_args.h"
 #include "python/py_status.h"
-#include "tools/cli_parsing.h"
-#include "tools/packer.h"
-#include "tools/tar_source.h"
+#include "tools/cli/cli_parsing.h"
+#include "tools/pack/packer.h"
+#include "tools/sources/tar_source.h"
 
 namespace py = pybind11;
 
@@ -162,9 +162,10 @@ PYBIND11_MODULE(_tools, m) {
   def_property(                                            \
       name, [](const PackOptions& o) { return o.member; }, \
       [](PackOptions& o, py::handle v) { o.member = ToBool(v, name); }, doc)
-  py::class_<PackOptions>(m, "PackOptions",
-                          "kiln::PackOptions (tools/packer.h), field by field, with the defaults "
-                          "of `kiln pack`.")
+  py::class_<PackOptions>(
+      m, "PackOptions",
+      "kiln::PackOptions (tools/pack/packer.h), field by field, with the defaults "
+      "of `kiln pack`.")
       .def(py::init(&kiln::python::DefaultPackOptions))
       .KILN_STR_FIELD("input", input, "ImageFolder directory or list file.")
       .KILN_STR_FIELD("output", output, "The dataset directory to create.")

@@ -4,7 +4,7 @@
 #
 # Why: Debian's libtbb is not built with -fsanitize=thread, so TSan cannot see the
 # synchronisation inside oneTBB (task hand-off between parallel_pipeline stages, the arena's
-# queues) and reports races between tools/packer.cc's serial_in_order filters that run on
+# queues) and reports races between tools/pack/packer.cc's serial_in_order filters that run on
 # different worker threads one after the other. With an instrumented libtbb those hand-offs are
 # visible and only real races remain (tests/SANITIZERS.md has the run that showed this).
 #

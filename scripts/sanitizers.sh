@@ -15,7 +15,7 @@
 #                         (scripts/build-tbb-tsan.sh PREFIX makes one). Default: build-tsan/tbb-tsan,
 #                         built there on first use (needs deb-src lines for `apt-get source`).
 #                         `system` uses Debian's uninstrumented libtbb: TSan then cannot see oneTBB's
-#                         own synchronisation and reports false races in tools/packer.cc's pipeline.
+#                         own synchronisation and reports false races in tools/pack/packer.cc's pipeline.
 # Build folders: build-asan/ and build-tsan/ (Debug-with-symbols, configured once, rebuilt each run).
 # Takes about 15-25 minutes from scratch on 2 cores; the summary is also written to
 # build-asan/sanitizers-summary.txt and build-tsan/sanitizers-summary.txt.
@@ -87,7 +87,7 @@ run_pass() {  # name build_dir sanitize ctest-args...
 
 # The tsan pass links a TSan-instrumented oneTBB (KILN_TSAN_TBB_DIR above). Debian's libtbb is
 # not instrumented, so TSan does not see the hand-off between parallel_pipeline stages and
-# reported races between tools/packer.cc's serial_in_order filters on different workers; with
+# reported races between tools/pack/packer.cc's serial_in_order filters on different workers; with
 # an instrumented libtbb and the same kiln binaries those reports are gone (tests/SANITIZERS.md).
 # LD_LIBRARY_PATH as well as TBB_DIR: OpenCV loads libtbb.so.12 too, the installed `kiln` of
 # InstallAndFindPackage has no RUNPATH, and one process must not mix the two libraries.
@@ -95,7 +95,7 @@ tsan_setup_tbb() {
   local tbb=${KILN_TSAN_TBB_DIR:-build-tsan/tbb-tsan}
   if [[ $tbb == system ]]; then
     echo "sanitizers: [tsan] KILN_TSAN_TBB_DIR=system: Debian's uninstrumented libtbb; expect" \
-      "false races in tools/packer.cc's parallel_pipeline" >&2
+      "false races in tools/pack/packer.cc's parallel_pipeline" >&2
     pass_cmake_args=(-UTBB_DIR)
     return 0
   fi

@@ -18,15 +18,15 @@ KILN_DEBIAN_PACKAGES=(
   # libraries
   libzstd-dev libxxhash-dev nlohmann-json3-dev libcli11-dev libtbb-dev libopencv-dev
   libgtest-dev libgmock-dev libbenchmark-dev liblmdb-dev libhdf5-dev
-  # JPEG straight to RGB in the converter (tools/jpeg_decoder.h)
+  # JPEG straight to RGB in the converter (tools/imaging/jpeg_decoder.h)
   libjpeg62-turbo-dev libexif-dev
-  # first frames of GIF and animated WebP (tools/first_frame_decoder.h)
+  # first frames of GIF and animated WebP (tools/imaging/first_frame_decoder.h)
   libgif-dev libwebp-dev
   # bench/png_decode_speed: libspng and libpng against OpenCV's PNG path (BENCHMARKS.md)
   libspng-dev libpng-dev
-  # WebDataset tar shards as converter input (tools/tar_source.h)
+  # WebDataset tar shards as converter input (tools/sources/tar_source.h)
   libarchive-dev
-  # TFRecord files as converter input (tools/tfrecord_source.h): zlib for gzip files, protobuf
+  # TFRecord files as converter input (tools/sources/tfrecord_source.h): zlib for gzip files, protobuf
   # (lite runtime, protoc) for tf.train.Example; the independent test writer's CRC-32C and
   # protobuf (tests/tools/tfrecord_writer.py)
   zlib1g-dev libprotobuf-dev protobuf-compiler python3-crc32c python3-protobuf

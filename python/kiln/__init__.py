@@ -68,9 +68,9 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     ``overwrite``: replace an existing kiln dataset; ``resume``: continue an interrupted pack of
     the same inputs and options from ``OUTPUT.partial`` (shards format; ``kiln pack --resume``):
     the result is byte-identical to an uninterrupted pack; ``exact_decode``: decode every JPEG at full
-    size instead of shrink-on-load (``kiln pack --exact-decode``, tools/decode_policy.md). Tar
+    size instead of shrink-on-load (``kiln pack --exact-decode``, tools/imaging/decode_policy.md). Tar
     shards (a ``.tar`` file, a directory of them or a pattern such as
-    ``"shards/{000000..000009}.tar"``, tools/pack_inputs.md): ``image_ext``, e.g. ``"jpg,png"``
+    ``"shards/{000000..000009}.tar"``, tools/sources/pack_inputs.md): ``image_ext``, e.g. ``"jpg,png"``
     (default the ImageFolder extensions), ``label_from``: ``"cls"``, ``"json:FIELD"`` or
     ``"class-folder"``. TFRecord files of ``tf.train.Example`` records (a ``.tfrecord`` file,
     ``train-00000-of-01024``, a directory of them or a pattern such as

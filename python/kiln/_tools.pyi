@@ -2,7 +2,7 @@
 from typing import Optional, Sequence, Tuple, Union
 
 class PackOptions:
-    """kiln::PackOptions (tools/packer.h), field by field, with `kiln pack`'s defaults."""
+    """kiln::PackOptions (tools/pack/packer.h), field by field, with `kiln pack`'s defaults."""
     input: str
     output: str
     root: str

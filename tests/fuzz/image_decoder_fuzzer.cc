@@ -6,8 +6,8 @@
 //     2^20 pixels; an error's message starts with the path;
 //   - a JPEG that libjpeg-turbo decodes (DecodeJpeg) has, byte for byte, OpenCV's pixels
 //     (cv::IMREAD_COLOR | IMREAD_IGNORE_ORIENTATION, BGR to RGB or grey) oriented by the
-//     EXIF value DecodeJpeg reads (JpegExifOrientation): tools/jpeg_decoder.h's promise. Only
-//     inputs whose scan data is whole are compared (the header says so: a cut scan is the one
+//     EXIF value DecodeJpeg reads (JpegExifOrientation): tools/imaging/jpeg_decoder.h's promise.
+//     Only inputs whose scan data is whole are compared (the header says so: a cut scan is the one
 //     documented difference, and DecodeImage refuses it anyway).
 #include <cstdint>
 #include <cstdio>
@@ -19,9 +19,9 @@
 #include <string>
 #include <string_view>
 
-#include "tools/image_decoder.h"
-#include "tools/image_header.h"
-#include "tools/jpeg_decoder.h"
+#include "tools/imaging/image_decoder.h"
+#include "tools/imaging/image_header.h"
+#include "tools/imaging/jpeg_decoder.h"
 
 namespace {
 
@@ -34,7 +34,7 @@ void Require(bool condition, const char* what, const std::string& detail) {
   std::abort();
 }
 
-// EXIF orientation o applied as tools/jpeg_decoder.h documents it.
+// EXIF orientation o applied as tools/imaging/jpeg_decoder.h documents it.
 cv::Mat Orient(const cv::Mat& image, int o) {
   cv::Mat out;
   switch (o) {

@@ -1,5 +1,6 @@
 // Fuzz target: TFRecord files of tf.train.Example records as converter input
-// (tools/tfrecord_source.h, tools/tfrecord_reader.h). Input layout: byte 0 = options (bit 0:
+// (tools/sources/tfrecord_source.h, tools/sources/tfrecord_reader.h). Input layout: byte 0 =
+// options (bit 0:
 // --feature-key image/filename; bit 1: recompute every record's two CRCs first, so that
 // mutations reach the length limit, the data reads and the protobuf parser behind them), the
 // rest = the file. Oracles besides "no crash, no sanitizer report":
@@ -17,9 +18,9 @@
 #include <vector>
 
 #include "tests/fuzz/fuzz_util.h"
-#include "tools/crc32c.h"
-#include "tools/tfrecord_reader.h"
-#include "tools/tfrecord_source.h"
+#include "tools/sources/crc32c.h"
+#include "tools/sources/tfrecord_reader.h"
+#include "tools/sources/tfrecord_source.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "reader/world.h"
-#include "tools/partition.h"
+#include "tools/pack/partition.h"
 
 int main(int argc, char** argv) {
   std::optional<uint32_t> of;

@@ -170,7 +170,7 @@ expect_usage "tar shards and TFRecord files are split by file" "$kiln" plan "$b/
 "$kiln" plan "$fm" "$b/p.json" --of 2 --json > "$b/plan.out"
 /usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["ranges"]==[[0,500],[500,1000]], r' "$b/plan.out" ||
   fail "kiln plan --json: $(cat "$b/plan.out")"
-# The checksum without kiln (tools/plan_format.md, "Checksum").
+# The checksum without kiln (tools/pack/plan_format.md, "Checksum").
 sum=$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("plan_xxh3_64")
 sys.stdout.write(json.dumps(d, sort_keys=True, separators=(",",":"), ensure_ascii=False))' "$b/p.json" | xxhsum -H3 | awk '{print $NF}')
 grep -q "\"plan_xxh3_64\":\"$sum\"}" "$b/p.json" || fail "python3 + xxhsum do not reproduce plan_xxh3_64 ($sum)"

@@ -1,6 +1,6 @@
 // Diagnose(): the verdict of a storage-bound run states the rate against the disk's when given
 // (--disk-mbps), else says how to measure it, and recommends block order or more read-ahead.
-#include "tools/bench_runner.h"
+#include "tools/bench/bench_runner.h"
 
 #include <gtest/gtest.h>
 

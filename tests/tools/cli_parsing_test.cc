@@ -1,5 +1,5 @@
-// Tests of the `kiln` command line's value parsing (tools/cli_parsing.h).
-#include "tools/cli_parsing.h"
+// Tests of the `kiln` command line's value parsing (tools/cli/cli_parsing.h).
+#include "tools/cli/cli_parsing.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// CRC-32C (tools/crc32c.h) against the published test vectors: RFC 3720 appendix B.4 (iSCSI)
-// and the check value of the CRC catalogue; the SSE4.2 and table paths agree on every length
-// and alignment; TFRecord's mask round-trips.
-#include "tools/crc32c.h"
+// CRC-32C (tools/sources/crc32c.h) against the published test vectors: RFC 3720 appendix B.4
+// (iSCSI) and the check value of the CRC catalogue; the SSE4.2 and table paths agree on every
+// length and alignment; TFRecord's mask round-trips.
+#include "tools/sources/crc32c.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // JPEGs whose image data is damaged are refused by DecodeImage, with libjpeg's warning as the
 // reason, on every decoder path (libjpeg-turbo direct, and the CMYK path through OpenCV);
 // harmless warnings and bytes after the end-of-image marker are not damage
-// (tools/decode_policy.md, "Damaged data").
+// (tools/imaging/decode_policy.md, "Damaged data").
 //
 // The corpus: the real photos of samples/photos and of opencv-doc, cut inside their scans (with
 // and without an end-of-image marker put back), with bytes changed in their scans, and with junk
@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "tools/image_decoder.h"
-#include "tools/jpeg_decoder.h"
+#include "tools/imaging/image_decoder.h"
+#include "tools/imaging/jpeg_decoder.h"
 
 namespace kiln {
 namespace {

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "tools/image_decoder.h"
-#include "tools/preprocessor.h"
+#include "tools/imaging/image_decoder.h"
+#include "tools/imaging/preprocessor.h"
 
 namespace kiln {
 namespace {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "tools/image_decoder.h"
+#include "tools/imaging/image_decoder.h"
 
 namespace kiln {
 namespace {

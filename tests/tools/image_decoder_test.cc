@@ -1,4 +1,4 @@
-#include "tools/image_decoder.h"
+#include "tools/imaging/image_decoder.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>

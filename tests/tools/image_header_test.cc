@@ -1,4 +1,4 @@
-#include "tools/image_header.h"
+#include "tools/imaging/image_header.h"
 
 #include <gtest/gtest.h>
 

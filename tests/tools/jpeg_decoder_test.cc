@@ -1,8 +1,8 @@
-// tools/jpeg_decoder.h promises OpenCV's pixels: cv::imdecode(IMREAD_COLOR) then BGR-to-RGB (or
-// BGR-to-grey), EXIF orientation included. These tests hold it to that, byte for byte, on every
+// tools/imaging/jpeg_decoder.h promises OpenCV's pixels: cv::imdecode(IMREAD_COLOR) then BGR-to-RGB
+// (or BGR-to-grey), EXIF orientation included. These tests hold it to that, byte for byte, on every
 // JPEG of the Debian packages in DATA.md and samples/photos, on synthetic JPEGs of every chroma
 // subsampling, progressive and grey, and on EXIF segments OpenCV reads in its own way.
-#include "tools/jpeg_decoder.h"
+#include "tools/imaging/jpeg_decoder.h"
 
 #include <gtest/gtest.h>
 #include <jpeglib.h>
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "tools/image_decoder.h"
+#include "tools/imaging/image_decoder.h"
 
 namespace kiln {
 namespace {

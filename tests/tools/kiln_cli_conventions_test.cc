@@ -2,7 +2,8 @@
 // OUTPUT or -o/--output, `kiln --version`, `kiln help SUBCOMMAND`, an unknown subcommand named as
 // such, exit codes and JSON keys documented in --help (and the documented keys really printed),
 // progress on a terminal (a pty) and plain lines elsewhere, NO_COLOR, start-up without OpenCV
-// for the subcommands that decode nothing (tools/imaging_plugin.h), and the empty-class warning.
+// for the subcommands that decode nothing (tools/imaging/imaging_plugin.h), and the empty-class
+// warning.
 #include <gtest/gtest.h>
 #include <pty.h>
 #include <sys/wait.h>

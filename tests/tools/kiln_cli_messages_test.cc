@@ -312,7 +312,7 @@ TEST(KilnCliMessages, TarHintsAtNonAdjacentMembersAndACutShard) {
   EXPECT_TRUE(Contains(cut.err, "kiln pack: warning: " + warning)) << cut.err;
 }
 
-// `kiln pack --help` names every input kind it takes (tools/pack_inputs.md), in the summary
+// `kiln pack --help` names every input kind it takes (tools/sources/pack_inputs.md), in the summary
 // and in the input's own line, not just "image folder or list file".
 TEST(KilnCliMessages, PackHelpNamesEveryInputKind) {
   const CliRun r = Kiln("pack --help");

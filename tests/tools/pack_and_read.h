@@ -19,7 +19,7 @@
 #include "formats/record_codec.h"
 #include "formats/shards/shard_format.h"
 #include "tests/test_util.h"
-#include "tools/packer.h"
+#include "tools/pack/packer.h"
 
 namespace kiln::testing {
 

@@ -19,7 +19,7 @@
 
 #include "formats/dataset.h"
 #include "formats/record_codec.h"
-#include "tools/packer.h"
+#include "tools/pack/packer.h"
 
 namespace kiln {
 namespace {

@@ -16,7 +16,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <string>
 
-#include "tools/packer.h"
+#include "tools/pack/packer.h"
 
 namespace kiln {
 namespace {

@@ -1,8 +1,8 @@
-// PackPlan (tools/pack_plan.h): the plan file's text, read back field for field; every damage
+// PackPlan (tools/pack/pack_plan.h): the plan file's text, read back field for field; every damage
 // a reader must refuse (truncation, a flipped byte, another file, a newer version, a plan
 // edited and re-checksummed); OptionDifferences; PlanPack's plan against the partition record
 // of a part packed without a plan; and the golden plan (tests/data/plan/).
-#include "tools/pack_plan.h"
+#include "tools/pack/pack_plan.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,8 +17,8 @@
 #include "formats/manifest.h"
 #include "formats/xxh3.h"
 #include "tests/test_util.h"
-#include "tools/cli_parsing.h"
-#include "tools/packer.h"
+#include "tools/cli/cli_parsing.h"
+#include "tools/pack/packer.h"
 
 namespace kiln {
 namespace {

@@ -1,7 +1,7 @@
-// Tests of the converter pipeline (tools/packer.h) on real images and on built trigger inputs:
+// Tests of the converter pipeline (tools/pack/packer.h) on real images and on built trigger inputs:
 // pixel round trip against the Fashion-MNIST IDX files, determinism across thread counts,
 // accounting of rejected inputs, crash-safety of failures, and the pack-level field cases.
-#include "tools/packer.h"
+#include "tools/pack/packer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -25,7 +25,7 @@
 #include "formats/verifier.h"
 #include "reader/loader.h"
 #include "tests/test_util.h"
-#include "tools/part_lock.h"
+#include "tools/pack/part_lock.h"
 
 namespace kiln {
 namespace {
@@ -707,7 +707,7 @@ TEST(PackerTest, ResumeAfterTheInputChangedSaysSo) {
   EXPECT_EQ(report->packed, 41u);
 }
 
-// Shrink-on-load (tools/shrink_on_load.h) is the default for JPEG; --exact-decode gives the
+// Shrink-on-load (tools/imaging/shrink_on_load.h) is the default for JPEG; --exact-decode gives the
 // bytes of the full decode: OpenCV's pixels (cv::imdecode, RGB), area-resized to the target and
 // centre-cropped, computed here without kiln's decoder.
 TEST(PackerTest, ExactDecodeGivesTheFullDecodeAndShrinkOnLoadIsTheDefault) {

@@ -1,8 +1,8 @@
-// kiln::PartLock (tools/part_lock.h): the flock method and the lock-file method (the fallback
+// kiln::PartLock (tools/pack/part_lock.h): the flock method and the lock-file method (the fallback
 // where flock is not supported, or KILN_LOCK=file), how each sees the other, and the safe
 // handling of stale lock files: broken only when they name this host and a pid that is gone.
 // Holders are real processes (forked children), so pids, liveness and flock are the real ones.
-#include "tools/part_lock.h"
+#include "tools/pack/part_lock.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

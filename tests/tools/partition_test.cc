@@ -1,6 +1,6 @@
 // The partition rule: PartRange's formula, part directory names, and --part auto's reading of
 // each engine's environment (PartFromEnvironment).
-#include "tools/partition.h"
+#include "tools/pack/partition.h"
 
 #include <gtest/gtest.h>
 

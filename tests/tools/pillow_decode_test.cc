@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "tools/image_decoder.h"
-#include "tools/image_header.h"
+#include "tools/imaging/image_decoder.h"
+#include "tools/imaging/image_header.h"
 
 namespace kiln {
 namespace {
@@ -92,7 +92,7 @@ class PillowDecodeTest : public ::testing::Test {
   static const PillowImage& Pillow(const std::string& name) { return reference_->at(name); }
 
   // Pillow's image as kiln's policy makes it: RGB as is; RGBA composited over white
-  // (tools/decode_policy.md, step 4).
+  // (tools/imaging/decode_policy.md, step 4).
   static cv::Mat PillowAsPolicy(const std::string& name) {
     const PillowImage& p = Pillow(name);
     cv::Mat out(p.height, p.width, CV_8UC3);

@@ -1,4 +1,4 @@
-#include "tools/preprocessor.h"
+#include "tools/imaging/preprocessor.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// Shrink-on-load (tools/shrink_on_load.h): the rule that picks libjpeg-turbo's IDCT scale, its
-// interplay with EXIF orientation and the crop modes, and how far its tensors are from the full
-// decode on real photos (bounds taken from tools/decode_policy.md, "Shrink on load").
-#include "tools/shrink_on_load.h"
+// Shrink-on-load (tools/imaging/shrink_on_load.h): the rule that picks libjpeg-turbo's IDCT scale,
+// its interplay with EXIF orientation and the crop modes, and how far its tensors are from the full
+// decode on real photos (bounds taken from tools/imaging/decode_policy.md, "Shrink on load").
+#include "tools/imaging/shrink_on_load.h"
 
 #include <gtest/gtest.h>
 
@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "tests/test_util.h"
-#include "tools/image_decoder.h"
-#include "tools/jpeg_decoder.h"
-#include "tools/preprocessor.h"
+#include "tools/imaging/image_decoder.h"
+#include "tools/imaging/jpeg_decoder.h"
+#include "tools/imaging/preprocessor.h"
 
 namespace kiln {
 namespace {

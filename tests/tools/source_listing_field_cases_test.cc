@@ -13,7 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tools/source_listing.h"
+#include "tools/sources/source_listing.h"
 
 namespace kiln {
 namespace {

@@ -1,7 +1,7 @@
 // Tests for tools/source_listing: ImageFolder walking, list-file parsing, extension matching.
 // Every tree is built at test time under a fresh temporary directory; files hold a few fake
 // bytes, since the lister never opens them.
-#include "tools/source_listing.h"
+#include "tools/sources/source_listing.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>

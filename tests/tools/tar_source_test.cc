@@ -1,8 +1,8 @@
-// WebDataset tar shards as converter input (tools/tar_source.h): shards written by GNU tar and
-// by Python's tarfile from the shipped sample photos, flat and with directories in the keys,
+// WebDataset tar shards as converter input (tools/sources/tar_source.h): shards written by GNU tar
+// and by Python's tarfile from the shipped sample photos, flat and with directories in the keys,
 // names with dots and Unicode, a non-image member, samples with no image or two, a truncated
 // last member; the packed tensors equal those of the same images packed as an ImageFolder.
-#include "tools/tar_source.h"
+#include "tools/sources/tar_source.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,9 +17,9 @@
 #include "formats/dataset.h"
 #include "tests/test_util.h"
 #include "tests/tools/pack_and_read.h"
-#include "tools/packer.h"
-#include "tools/part_merger.h"
-#include "tools/partition.h"
+#include "tools/pack/packer.h"
+#include "tools/pack/part_merger.h"
+#include "tools/pack/partition.h"
 
 namespace kiln {
 namespace {

@@ -1,8 +1,8 @@
-// TFRecord framing (tools/tfrecord_reader.h) on files written by an independent writer
+// TFRecord framing (tools/sources/tfrecord_reader.h) on files written by an independent writer
 // (tests/tools/tfrecord_writer.py: python3-crc32c and Python's struct), then damaged: a flipped
 // data byte, a flipped length-CRC byte, a flipped length byte, a tail cut in the data and in a
 // header, a length of 2^63, a gzip file and a ZLIB-compressed one.
-#include "tools/tfrecord_reader.h"
+#include "tools/sources/tfrecord_reader.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -80,8 +80,8 @@ TEST(TFRecordReaderTest, ReadsEveryRecordOfAnIndependentWriter) {
   EXPECT_TRUE(ReadEverything(dir + "/empty.tfrecord").empty());
 }
 
-// The bytes of tools/pack_inputs.md's "TFRecord framing" examples: an empty record, then one
-// holding "hello".
+// The bytes of tools/sources/pack_inputs.md's "TFRecord framing" examples: an empty record, then
+// one holding "hello".
 TEST(TFRecordReaderTest, TheSpecsWorkedExampleParses) {
   const TempDir tmp;
   const std::string& dir = tmp.path();

@@ -1,4 +1,4 @@
-// TFRecord files of tf.train.Example records as converter input (tools/tfrecord_source.h),
+// TFRecord files of tf.train.Example records as converter input (tools/sources/tfrecord_source.h),
 // written by an independent writer (tests/tools/tfrecord_writer.py: python3-protobuf and
 // python3-crc32c): the shipped sample photos as records pack to the same tensors and shard
 // bytes as the same photos packed as an ImageFolder, for 1 and 2 threads, plain and gzip;
@@ -7,7 +7,7 @@
 // are rejections naming the file, the record and its byte offset, and every record is
 // accounted for; file names, directories and patterns; --part split by file and merged;
 // --shuffle-seed refused.
-#include "tools/tfrecord_source.h"
+#include "tools/sources/tfrecord_source.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -24,9 +24,9 @@
 #include "tests/test_util.h"
 #include "tests/tools/pack_and_read.h"
 #include "tests/tools/tfrecord_writer.h"
-#include "tools/packer.h"
-#include "tools/part_merger.h"
-#include "tools/partition.h"
+#include "tools/pack/packer.h"
+#include "tools/pack/part_merger.h"
+#include "tools/pack/partition.h"
 
 namespace kiln {
 namespace {

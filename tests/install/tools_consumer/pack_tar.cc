@@ -2,7 +2,7 @@
 // prints the counts:  tools_consumer SHARDS OUTPUT
 #include <cstdio>
 
-#include "tools/packer.h"
+#include "tools/pack/packer.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

@@ -1,0 +1,162 @@
+// kiln bench: how fast the reader streams a dataset, one run or a sweep over threads/prefetch.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "reader/world.h"
+#include "tools/bench/bench_runner.h"
+#include "tools/cli/cli_commands.h"
+
+namespace kiln {
+namespace {
+
+struct BenchFlags {
+  std::string dataset;
+  BenchOptions options;
+  bool no_shuffle = false;
+  std::string shuffle = "exact";
+  uint64_t read_ahead_mib = LoaderOptions{}.read_ahead_bytes >> 20;
+  uint64_t block_kib = LoaderOptions{}.block_bytes >> 10;
+  uint32_t threads = 0;
+  std::string io = "auto";
+  bool json = false;
+  bool sweep = false;
+  CLI::Option* block_kib_option = nullptr;
+  CLI::Option* window_option = nullptr;
+};
+
+void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
+  bench->add_option("dataset", f->dataset, "Dataset directory")->required();
+  bench->add_option("--batch-size", f->options.loader.batch_size, "Samples per batch (256)");
+  bench->add_option("--threads", f->threads, "Fetch threads (default: all cores)")
+      ->check(CLI::Range(0u, 256u));
+  bench->add_option("--prefetch", f->options.loader.prefetch, "Batches in flight (2)");
+  bench->add_option("--epochs", f->options.epochs, "Epochs to time (3)")
+      ->check(CLI::Range(1u, 1000000u));
+  bench->add_option("--seed", f->options.loader.seed, "Shuffle seed, >= 0 (0)")
+      ->check(CLI::NonNegativeNumber);
+  CLI::Option* no_shuffle =
+      bench->add_flag("--no-shuffle", f->no_shuffle, "Read in dataset order (= --shuffle none)");
+  bench
+      ->add_option("--shuffle", f->shuffle,
+                   "Read order: exact (one global permutation, the default), block (shuffled "
+                   "blocks of consecutive samples, for data larger than memory) or none")
+      ->expected(0, 1)
+      ->default_str("exact")
+      ->check(CLI::IsMember({"exact", "block", "none"}))
+      ->excludes(no_shuffle);
+  f->block_kib_option = bench
+                            ->add_option("--block-kib", f->block_kib,
+                                         "Block order: KiB of consecutive samples per block (4096)")
+                            ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  f->window_option = bench
+                         ->add_option("--window", f->options.loader.shuffle_window,
+                                      "Block order: blocks per shuffle window (16)")
+                         ->check(CLI::Range(1u, 1u << 20));
+  bench
+      ->add_option("--read-ahead-mib", f->read_ahead_mib,
+                   "MiB of upcoming samples the fetch threads ask the kernel to read ahead while "
+                   "reads miss the page cache; 0 off (16)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{4096}));
+  bench
+      ->add_option("--io", f->io,
+                   "How records are read: direct (O_DIRECT io_uring reads, no page cache: data "
+                   "larger than memory), mmap (the file mappings and the page cache) or auto "
+                   "(direct when the dataset exceeds half the memory limit; the default)")
+      ->check(CLI::IsMember({"auto", "mmap", "direct"}));
+  bench
+      ->add_option("--disk-mbps", f->options.disk_mb_per_s,
+                   "The storage's own read rate in MB/s (fio on the same files): reports the "
+                   "rate as a share of it")
+      ->check(CLI::Range(0.0, 1e7));
+  bench->add_flag("--json", f->json, "Print one JSON object on stdout");
+  bench->add_flag("--sweep", f->sweep,
+                  "Run over thread counts 1, 2, 4, ... (up to 2x cores) and prefetch 1, 2, 4, 8; "
+                  "print a table and the recommended setting");
+  bench->add_flag("--cold", f->options.cold,
+                  "Drop the dataset files' pages from the page cache before each run");
+  bench
+      ->add_option("--device", f->options.loader.device,
+                   "CUDA device to upload every batch to: also measures the pinned upload rate, "
+                   "the share of copy time hidden behind --consumer-ms, and the fused normalise "
+                   "kernel; fails (exit 1, no figures) without a usable GPU. -1 host only (-1)")
+      ->check(CLI::Range(-1, 1023));
+  bench
+      ->add_option("--consumer-ms", f->options.consumer_ms,
+                   "Simulated training step: sleep this many ms per batch (0)")
+      ->check(CLI::Range(0.0, 60000.0));
+}
+
+int RunSweepCommand(const BenchFlags& flags, const BenchOptions& options) {
+  Result<SweepReport> sweep =
+      RunSweep(flags.dataset, options, std::max(1u, std::thread::hardware_concurrency()));
+  if (!sweep.ok()) return FailCommand(sweep.status(), flags.json);
+  if (flags.json) {
+    std::cout << SweepReportJson(*sweep) << "\n";
+  } else {
+    std::cout << BenchReportText(sweep->runs[sweep->shown]) << SweepReportText(*sweep);
+  }
+  bool all_once = true;
+  for (const BenchReport& r : sweep->runs) all_once &= r.every_sample_once;
+  return all_once ? kExitOk : kExitDataProblem;
+}
+
+int RunBenchCommand(const BenchFlags& flags) {
+  BenchOptions options = flags.options;
+  options.loader.shuffle = flags.no_shuffle || flags.shuffle == "none" ? ShuffleMode::kNone
+                           : flags.shuffle == "block"                  ? ShuffleMode::kBlock
+                                                                       : ShuffleMode::kExact;
+  if (options.loader.shuffle != ShuffleMode::kBlock &&
+      (flags.block_kib_option->count() > 0 || flags.window_option->count() > 0)) {
+    return FailCommand(Status::InvalidArgument(
+                           std::string("--block-kib and --window apply to block order only; add "
+                                       "--shuffle block (the order is ") +
+                           ShuffleModeName(options.loader.shuffle) + ")"),
+                       flags.json);
+  }
+  options.loader.read_ahead_bytes = flags.read_ahead_mib << 20;
+  options.loader.block_bytes = flags.block_kib << 10;
+  options.loader.num_threads = flags.threads;
+  options.loader.io = *ParseIoMode(flags.io);  // checked by CLI11
+  // Under mpirun or srun each copy measures its own rank's share (reader/world.h).
+  Result<World> world = WorldFromEnvironment();
+  if (!world.ok()) return FailCommand(world.status(), flags.json);
+  options.loader.rank = world->rank;
+  options.loader.world_size = world->world_size;
+  if (world->world_size > 1) {
+    std::fprintf(stderr, "kiln bench: rank %u of %u (from %s)\n", world->rank, world->world_size,
+                 world->source.c_str());
+  }
+  if (flags.sweep) return RunSweepCommand(flags, options);
+  Result<BenchReport> report = RunBench(flags.dataset, options);
+  if (!report.ok()) return FailCommand(report.status(), flags.json);
+  std::cout << (flags.json ? BenchReportJson(*report) + "\n" : BenchReportText(*report));
+  return report->every_sample_once ? kExitOk : kExitDataProblem;
+}
+
+}  // namespace
+
+Subcommand AddBenchCommand(CLI::App& app) {
+  auto flags = std::make_shared<BenchFlags>();
+  CLI::App* bench = app.add_subcommand("bench", "Measure how fast the reader streams a dataset");
+  DeclareBenchFlags(bench, flags.get());
+  bench->footer(
+      HelpFooter({"0   every sample was read exactly once in each epoch",
+                  "1   a sample was missed or repeated, or DATASET cannot be read", "2   usage"},
+                 "dir, samples, bytes, batches, epochs, seconds, samples_per_s, mb_per_s, "
+                 "threads, prefetch, batch_size, every_sample_once, shuffle, cache, "
+                 "bottleneck, verdict") +
+      "  (and the time of each stage, *_seconds); with --sweep also recommended, sweep (the "
+      "runs).\nOn failure: ok (false), error, exit_code.\n"
+      "Stages (seconds, fetch threads summed): fetch_seconds = decompress_seconds + "
+      "augment_seconds + copy_seconds, wall time, each part with the page faults and preemption "
+      "inside it (copy: index lookup, checksum, copy into the slot); storage_wait_seconds = "
+      "fetch_seconds - fetch_cpu_seconds, the share of the same time off the CPU, not one more "
+      "part.\n");
+  return {bench, [flags] { return RunBenchCommand(*flags); }};
+}
+
+}  // namespace kiln
