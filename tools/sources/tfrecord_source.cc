@@ -7,7 +7,7 @@
 
 #include "tools/sources/input_pattern.h"
 #include "tools/sources/tfrecord_reader.h"
-#include "tools/tfrecord_example.pb.h"
+#include "tools/sources/tfrecord_example.pb.h"
 
 namespace kiln {
 namespace {
