@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "tools/sources/input_pattern.h"
-#include "tools/sources/tfrecord_reader.h"
 #include "tools/sources/tfrecord_example.pb.h"
+#include "tools/sources/tfrecord_reader.h"
 
 namespace kiln {
 namespace {
