@@ -30,7 +30,7 @@ KILN_DEBIAN_PACKAGES=(
   # (lite runtime, protoc) for tf.train.Example; the independent test writer's CRC-32C and
   # protobuf (tests/tools/tfrecord_writer.py)
   zlib1g-dev libprotobuf-dev protobuf-compiler python3-crc32c python3-protobuf
-  # real data for tests and samples (see DATA.md)
+  # real data for tests and samples: images and reference tools from Debian packages
   dataset-fashion-mnist opencv-doc golang-1.19-src golang-github-disintegration-imaging-dev
   # tools the data scripts use
   libjpeg-turbo-progs imagemagick python3 python3-numpy python3-pil zstd

@@ -3,7 +3,7 @@
 // labels, keys), verify clean (also --deep), be found damaged when one byte of a record changes,
 // and stream identically through the Loader's sampler order; a read-only directory holding only
 // what the manifest lists opens, reads and stays unchanged, and 16 processes open a dataset at
-// once (field case B26 of ../shared/CASES.md). Every row of the format registry
+// once (field case B26: ConformanceTest.FieldCase_B26_*). Every row of the format registry
 // (formats/format_registry.h) is a parameter: a new backend joins by having a row.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -332,7 +332,7 @@ TEST(ManifestTest, WriteFileAtomicallyAndReadFileToString) {
   EXPECT_NE(s.message().find(dir.path() + "/missing/x"), std::string::npos);
 }
 
-// STYLE.md: no exception crosses a library boundary. preprocessing_json and source_json are
+// No exception crosses a library boundary. preprocessing_json and source_json are
 // caller-filled text; Write must report bad JSON as a Status, not throw nlohmann::parse_error.
 TEST(ManifestTest, WriteWithInvalidPreprocessingJsonDoesNotThrow) {
   TempDir dir;

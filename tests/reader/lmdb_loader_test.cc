@@ -1,5 +1,6 @@
 // The Loader over an LMDB dataset (formats/lmdb/lmdb_dataset.h): same batches as over shards, and
-// field case B25 (reader transactions do not leak over epochs). ../shared/CASES.md.
+// field case B25 (reader transactions do not leak over epochs), pinned by
+// FieldCase_B25_ReaderSlotsBoundedOverEpochs.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -360,7 +360,7 @@ TEST(LoaderLimits, FetchThreadsBeyondTheProcessLimitAreAnError) {
   }
 }
 
-// Field case B49 (../shared/CASES.md): beyond LMDB's reader-slot table (126 by default) opens
+// Field case B49 (pinned by the test below): beyond LMDB's reader-slot table (126 by default) opens
 // would fail with MDB_READERS_FULL; the reader opens environments MDB_NOLOCK and needs none.
 TEST(LoaderFieldCases, B49_ManyConcurrentReadersOfOneLmdb) {
   const StorageFormat* f = FindStorageFormat("lmdb");

@@ -1,4 +1,4 @@
-// Field cases B02, B04, B05, B06 (converter part), B13, B14 and B15 from CASES.md, exercised on
+// Field cases B02, B04, B05, B06 (converter part), B13, B14 and B15, exercised on
 // the converter's decode and preprocess stages. Every trigger input is built here, in memory.
 #include <gtest/gtest.h>
 

@@ -1,7 +1,8 @@
 // tools/imaging/jpeg_decoder.h promises OpenCV's pixels: cv::imdecode(IMREAD_COLOR) then BGR-to-RGB
 // (or BGR-to-grey), EXIF orientation included. These tests hold it to that, byte for byte, on every
-// JPEG of the Debian packages in DATA.md and samples/photos, on synthetic JPEGs of every chroma
-// subsampling, progressive and grey, and on EXIF segments OpenCV reads in its own way.
+// JPEG of the Debian data packages scripts/setup.sh installs and samples/photos, on synthetic JPEGs
+// of every chroma subsampling, progressive and grey, and on EXIF segments OpenCV reads in its own
+// way.
 #include "tools/imaging/jpeg_decoder.h"
 
 #include <gtest/gtest.h>
@@ -91,7 +92,7 @@ TEST(JpegDecoderTest, EveryJpegOnTheMachineMatchesOpenCv) {
       compared += ok ? 1 : 0;
     }
   }
-  if (files == 0) GTEST_SKIP() << "no JPEG found: install DATA.md's packages (scripts/setup.sh)";
+  if (files == 0) GTEST_SKIP() << "no JPEG found: install the data packages (scripts/setup.sh)";
   // The packages hold about 100 JPEGs (grey, 4:2:0, 4:2:2, 4:4:4, progressive, EXIF, CMYK).
   EXPECT_GE(compared, 50) << files << " files seen";
 }

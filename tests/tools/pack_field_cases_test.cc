@@ -1,4 +1,4 @@
-// kiln pack on the field cases of ../shared/CASES.md that concern what gets into a dataset: B38
+// kiln pack on the field cases that concern what gets into a dataset: B38
 // (GIFs in a folder are packed, every file is counted), B42 (one class map for every split),
 // B43 (hidden entries skipped and counted), B44 (duplicate keys), B45 (large labels), and
 // `kiln pack --json` on a failed pack. Images are real PNG / GIF files written by Pillow

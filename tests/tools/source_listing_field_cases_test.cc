@@ -1,5 +1,5 @@
-// Field cases B09-B12 (/work/shared/CASES.md) at the source-listing stage. Each trigger input is
-// built at test time under a fresh temporary directory. The packer-side halves of these cases
+// Field cases B09-B12 (the tests named after them) at the source-listing stage. Each trigger input
+// is built at test time under a fresh temporary directory. The packer-side halves of these cases
 // (records written, exit codes, messages) are tested with the converter.
 #include <sys/stat.h>
 #include <unistd.h>

@@ -3,7 +3,7 @@
 // dtype, layout and codec, the layout HDF5 itself reports, corruption and truncation, opens while
 // another process holds the file (its golden files are checked by tests/formats/golden_test.cc;
 // read-only directories and 16 processes opening at once, for every backend, by
-// tests/formats/conformance_test.cc). Field cases B19 and B26 from ../shared/CASES.md.
+// tests/formats/conformance_test.cc). Field cases B19 and B26: the tests named after them.
 #include "formats/hdf5/hdf5_dataset.h"
 
 #include <gtest/gtest.h>

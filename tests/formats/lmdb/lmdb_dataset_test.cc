@@ -3,7 +3,7 @@
 // growth, disk full, corruption (its golden files are checked by tests/formats/golden_test.cc;
 // read-only directories without lock.mdb and 16 processes opening at once, for every backend, by
 // tests/formats/conformance_test.cc).
-// Field case B17 from ../shared/CASES.md (B25 is in tests/reader/lmdb_loader_test.cc).
+// Field case B17: the tests named after it (B25 is in tests/reader/lmdb_loader_test.cc).
 #include "formats/lmdb/lmdb_dataset.h"
 
 #include <gtest/gtest.h>
