@@ -69,6 +69,28 @@ std::string Le32(uint32_t v) {
           static_cast<char>(v >> 24)};
 }
 
+// Every input rejected is a problem of the data (exit 1), whether the listing rejects every item
+// (images directly under the root belong to no class) or every image fails to decode; finding
+// no image at all stays a usage error (exit 2).
+TEST(KilnCliMessages, EveryInputRejectedExitsOneNotTwo) {
+  const std::string flat = Fresh("flat");
+  CopyImages("0_T-shirt_top", flat, 2);
+  const CliRun listing = Kiln("pack " + flat + " " + flat + ".kiln --size 28");
+  EXPECT_EQ(listing.exit_code, 1) << listing.err;
+  EXPECT_TRUE(Contains(listing.err, "all 2 listed items were rejected")) << listing.err;
+  const std::string garbage = Fresh("garbage");
+  WriteFile(garbage + "/a/x.png", "not a png");
+  WriteFile(garbage + "/b/y.png", "not a png either");
+  const CliRun decode = Kiln("pack " + garbage + " " + garbage + ".kiln --size 28");
+  EXPECT_EQ(decode.exit_code, 1) << decode.err;
+  EXPECT_TRUE(Contains(decode.err, "all 2 inputs were rejected")) << decode.err;
+  const std::string empty = Fresh("nothing");
+  WriteFile(empty + "/a/readme.txt", "no image here");
+  const CliRun none = Kiln("pack " + empty + " " + empty + ".kiln --size 28");
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_TRUE(Contains(none.err, "0 images found")) << none.err;
+}
+
 // Images whose headers claim 999999 x 999999 pixels (and a few bytes of junk after) are rejected
 // by name with the --max-pixels message, in each format, and the pack goes on; a garbled header
 // gets kiln's "truncated or invalid" with a byte offset. OpenCV's assertion text never shows.

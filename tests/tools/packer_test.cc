@@ -387,7 +387,7 @@ TEST(PackerTest, EveryItemAProblemNamesTheReasons) {
   o.preprocess.schema = {DType::kUint8, Layout::kHWC, 4, 4, 3};
   Result<PackReport> report = Pack(o);
   ASSERT_FALSE(report.ok());
-  EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(report.status().code(), StatusCode::kCorruption);  // the data, not the usage
   const std::string& m = report.status().message();
   EXPECT_EQ(m.find("0 images found"), std::string::npos) << m;
   EXPECT_NE(m.find("all 5 listed items were rejected: "), std::string::npos) << m;

@@ -412,7 +412,9 @@ Status CheckSomethingListed(const PackOptions& options, const PackInput& input,
         " other files ignored; image extensions: jpg jpeg png apng gif bmp tif tiff webp ppm "
         "pgm pbm pnm)");
   }
-  // Every listed item was a problem (a flat folder, labels of the wrong kind...): say why.
+  // Every listed item was a problem (a flat folder, labels of the wrong kind...): say why. The
+  // data has problems, as when every image fails to decode (CheckSomethingPacked): Corruption,
+  // exit 1, not a usage error.
   std::string message = "no image to pack under " + where + ": all " +
                         std::to_string(listing.problems.size()) + " listed " +
                         (listing.problems.size() == 1 ? "item was" : "items were") + " rejected";
@@ -424,7 +426,7 @@ Status CheckSomethingListed(const PackOptions& options, const PackInput& input,
   if (listing.problems.size() > shown) {
     message += "; and " + std::to_string(listing.problems.size() - shown) + " more";
   }
-  return Status::InvalidArgument(message);
+  return Status::Corruption(message);
 }
 
 // Lists the input (tar shards, TFRecord files, an ImageFolder tree or a list file), records the

@@ -183,9 +183,10 @@ using PackProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 // Packs `options.input` into a dataset at `options.output`. Errors: NotFound for a missing
 // input; InvalidArgument for bad options, when no image is found ("0 images found under
-// ROOT ...") or every listed item is a problem ("no image to pack under ROOT: all 3 listed
-// items were rejected: PATH: REASON; ..."), and for an existing non-empty output; Corruption under
-// OnError::kFail for the first bad input (naming the file and the reason); IOError naming the path
+// ROOT ...") and for an existing non-empty output; Corruption when every listed item is a problem
+// ("no image to pack under ROOT: all 3 listed items were rejected: PATH: REASON; ...") or every
+// input was rejected ("0 images could be packed from ..."), and under OnError::kFail for the
+// first bad input (naming the file and the reason); IOError naming the path
 // (no space left); InvalidArgument "output OUT is being written by another process (host H pid P
 // ...)" when another pack or merge holds OUT's lock (tools/pack/part_lock.h); IOError naming
 // --threads when the worker threads cannot be started (RLIMIT_NPROC, a pids limit, RLIMIT_AS:
