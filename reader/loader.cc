@@ -11,6 +11,7 @@
 #include <set>
 #include <system_error>
 
+#include "formats/byte_coding.h"
 #include "formats/fault_guard.h"
 #include "formats/manifest.h"
 #include "reader/device_ops.h"
@@ -1110,22 +1111,36 @@ Loader::ReadAheadResult Loader::ReadAhead(uint64_t ahead_begin, uint64_t ahead_e
     dataset_->AdviseAccess(options_.shuffle == ShuffleMode::kExact ? AccessAdvice::kRandom
                                                                    : AccessAdvice::kSequential);
   });
+  // The extension is advised in pieces of at most kAdvisePieceSamples samples, carrying the
+  // current run of neighbouring records from one piece to the next, so the scratch lists stay
+  // bounded whatever the extension's length. An extension can span the whole epoch (1-byte
+  // samples make read_ahead_bytes / sample_bytes 16 M samples), and lists of all its indices
+  // grew the process by 9 bytes per sample on a cold read (LoaderColdMemoryTest).
+  constexpr uint64_t kAdvisePieceSamples = 4096;
+  MappedRange run;
   try {
     if (options_.shuffle == ShuffleMode::kBlock) {
-      ahead_indices->clear();
       for (uint64_t j = ahead_begin; j < ahead_end; ++j) {
         const SampleRange r = sampler_.RankBlock(j);
-        for (uint64_t i = 0; i < r.count; ++i) ahead_indices->push_back(r.begin + i);
+        for (uint64_t i = 0; i < r.count; i += kAdvisePieceSamples) {
+          const uint64_t n = std::min(kAdvisePieceSamples, r.count - i);
+          ahead_indices->resize(n);
+          for (uint64_t k = 0; k < n; ++k) (*ahead_indices)[k] = r.begin + i + k;
+          if (!AdviseAhead(*ahead_indices, &run, &ahead)) return ahead;
+        }
       }
     } else {
-      PositionIndices(ahead_begin, ahead_end, ahead_indices, ahead_padding);
+      for (uint64_t p = ahead_begin; p < ahead_end; p += kAdvisePieceSamples) {
+        const uint64_t piece_end = std::min(ahead_end, p + kAdvisePieceSamples);
+        PositionIndices(p, piece_end, ahead_indices, ahead_padding);
+        if (!AdviseAhead(*ahead_indices, &run, &ahead)) return ahead;
+        if (ahead_indices->size() < piece_end - p) break;  // the epoch's last batch ended
+      }
     }
-    const ReadAheadResult advised = AdviseAhead(*ahead_indices);
-    ahead.samples = advised.samples;
-    ahead.bytes = advised.bytes;
   } catch (const std::bad_alloc&) {
-    ahead_indices->clear();  // advice is an optimisation: go without it
+    ahead_indices->clear();  // advice is an optimisation: go without the rest
   }
+  AdviseWillNeed(run);
   return ahead;
 }
 
@@ -1184,30 +1199,29 @@ Loader::ReadAheadResult Loader::ProbeAhead(uint64_t begin, uint64_t end) const {
   return result;
 }
 
-Loader::ReadAheadResult Loader::AdviseAhead(const std::vector<uint64_t>& indices) const {
-  ReadAheadResult result;
-  if (indices.empty()) return result;
+bool Loader::AdviseAhead(const std::vector<uint64_t>& indices, MappedRange* run,
+                         ReadAheadResult* result) const {
+  if (indices.empty()) return true;
   MappedReadFaultScope fault_scope;  // as in ProbeAhead
-  if (KILN_MAPPED_READ_FAULTED(fault_scope)) return {};
+  if (KILN_MAPPED_READ_FAULTED(fault_scope)) return false;
   const uint64_t* idx = indices.data();
   const uint64_t count = indices.size();
   // Neighbouring records (block or sequential order) are advised as one run: fewer calls and
   // one large read for the kernel to issue.
-  MappedRange run;
   for (uint64_t i = 0; i < count; ++i) {
     const MappedRange r = dataset_->StoredRange(idx[i]);
     if (r.empty()) continue;
-    ++result.samples;
-    result.bytes += r.size;
-    if (!run.empty() && r.data >= run.data + run.size && r.data - (run.data + run.size) < 4096) {
-      run.size = static_cast<uint64_t>(r.data + r.size - run.data);
+    ++result->samples;
+    result->bytes += r.size;
+    if (!run->empty() && r.data >= run->data + run->size &&
+        r.data - (run->data + run->size) < 4096) {
+      run->size = static_cast<uint64_t>(r.data + r.size - run->data);
       continue;
     }
-    AdviseWillNeed(run);
-    run = r;
+    AdviseWillNeed(*run);
+    *run = r;
   }
-  AdviseWillNeed(run);
-  return result;
+  return true;
 }
 
 Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,

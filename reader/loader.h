@@ -129,7 +129,6 @@
 #include <vector>
 
 #include "formats/dataset.h"
-#include "formats/shards/shard_format.h"
 #include "formats/status.h"
 #include "reader/augmenter.h"
 #include "reader/cuda_handles.h"
@@ -479,13 +478,16 @@ class Loader {
   void PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
                        std::vector<uint8_t>* padding) const;
   // Read-ahead. ProbeAhead checks up to 4 samples of the extension [begin, end) (positions;
-  // kBlock: dealt blocks) for residency; AdviseAhead advises samples `indices`.
+  // kBlock: dealt blocks) for residency; AdviseAhead advises samples `indices`, extending `*run`
+  // (the run of neighbouring records not yet advised) and adding to `*result`; false when the
+  // mapping faulted (advice stops there).
   struct ReadAheadResult {
     uint64_t samples = 0, bytes = 0;
     bool probed = false, missed = false;
   };
   ReadAheadResult ProbeAhead(uint64_t begin, uint64_t end) const;
-  ReadAheadResult AdviseAhead(const std::vector<uint64_t>& indices) const;
+  bool AdviseAhead(const std::vector<uint64_t>& indices, MappedRange* run,
+                   ReadAheadResult* result) const;
   // Moves the read-ahead frontier past chunk `chunk` of batch `batch` (requires mu_) and sets
   // [*begin, *end) to what it added, for the caller to advise; leaves them alone when nothing
   // was added (the window covers it already, or read-ahead is off).

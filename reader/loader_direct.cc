@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "formats/byte_coding.h"
 #include "formats/fault_guard.h"
 #include "reader/loader.h"
 
