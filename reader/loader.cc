@@ -16,6 +16,7 @@
 #include "formats/manifest.h"
 #include "reader/device_ops.h"
 #include "reader/device_ring.h"
+#include "reader/fetch_schedule.h"
 
 namespace kiln {
 
@@ -149,7 +150,7 @@ void Loader::ReleaseHeld() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     holding_ = false;
-    ++released_;
+    schedule_.Release();
   }
   work_cv_.notify_all();
 }
@@ -391,6 +392,7 @@ void Loader::SetUpIo(uint32_t threads, const SlotLayout& layout) {
   // Split each batch into one chunk per thread so that even prefetch 1 keeps every thread busy.
   chunks_per_batch_ = std::min(threads, options_.batch_size);
   chunk_samples_ = (options_.batch_size + chunks_per_batch_ - 1) / chunks_per_batch_;
+  schedule_.Configure(slots_.size(), chunks_per_batch_);
   ChooseIoPath(threads);
   if (options_.shuffle == ShuffleMode::kBlock && direct_files_ == nullptr) {
     BlockMemoryFit fit;
@@ -640,7 +642,7 @@ void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock
   // The caller released the held batch and drained the device uploads (ReleaseHeld,
   // DeviceRing::Drain) before taking the lock: every slot is free to be refilled.
   // No new claims, then wait for chunks in flight: they write slots and read the permutation.
-  total_tasks_ = 0;
+  schedule_.Stop();
   idle_cv_.wait(lock, [this] { return busy_ == 0; });
   // `consumed` was checked by CheckResume (0 is always valid).
   if (!sampler_.SetEpoch(epoch, consumed).ok()) (void)sampler_.SetEpoch(epoch, 0);
@@ -650,9 +652,7 @@ void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock
   }
   epoch_ = epoch;
   epoch_started_ = true;
-  next_task_ = 0;
-  total_tasks_ = sampler_.batches_in_epoch() * chunks_per_batch_;
-  released_ = 0;
+  schedule_.Start(sampler_.batches_in_epoch());
   next_batch_ = 0;
   holding_ = false;
   const uint64_t batches = sampler_.batches_in_epoch();
@@ -803,16 +803,10 @@ Result<bool> Loader::Next(Batch* batch, const std::function<bool()>& interrupted
   return true;
 }
 
-bool Loader::TaskClaimableLocked() const {
-  // A task is claimable when its batch's slot is free: batch b reuses the slot of batch
-  // b - slots, which the consumer must have released.
-  return next_task_ < total_tasks_ && next_task_ / chunks_per_batch_ < released_ + slots_.size();
-}
+bool Loader::TaskClaimableLocked() const { return schedule_.claimable(); }
 
 void Loader::ClaimTaskLocked(uint64_t* batch, uint32_t* chunk) {
-  const uint64_t task = next_task_++;
-  *batch = task / chunks_per_batch_;
-  *chunk = static_cast<uint32_t>(task % chunks_per_batch_);
+  schedule_.Claim(batch, chunk);
   Slot& slot = slots_[*batch % slots_.size()];
   if (*chunk == 0) {  // Tasks are claimed in order: chunk 0 prepares the slot.
     slot.batch = *batch;

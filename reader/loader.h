@@ -52,6 +52,7 @@
 #include "reader/device_ops.h"
 #include "reader/device_ring.h"
 #include "reader/direct_reader.h"
+#include "reader/fetch_schedule.h"
 #include "reader/host_buffer.h"
 #include "reader/reader_state.h"
 #include "reader/sampler.h"
@@ -485,9 +486,7 @@ class Loader {
   std::condition_variable& idle_cv_ = sync_->idle_cv;
   uint64_t epoch_ = 0;          // guarded by mu_
   bool epoch_started_ = false;  // guarded by mu_: tasks of epoch_ are being handed out
-  uint64_t next_task_ = 0;      // guarded by mu_
-  uint64_t total_tasks_ = 0;    // guarded by mu_
-  uint64_t released_ = 0;       // guarded by mu_: batches the consumer has released
+  FetchSchedule schedule_;      // guarded by mu_: the tasks claimed, the batches released
   uint64_t next_batch_ = 0;     // guarded by mu_: the batch Next() returns next
   bool holding_ = false;        // guarded by mu_: the consumer holds batch next_batch_ - 1
   uint32_t busy_ = 0;           // guarded by mu_: workers filling a chunk
