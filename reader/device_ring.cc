@@ -1,23 +1,13 @@
 #include "reader/device_ring.h"
 
 #include <algorithm>
-#include <chrono>
 #include <string>
 #include <utility>
 
 #include "reader/loader.h"
+#include "reader/loader_clock.h"
 
 namespace kiln {
-
-namespace {
-
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-}  // namespace
 
 Result<std::unique_ptr<DeviceRing>> DeviceRing::Create(std::shared_ptr<DeviceOps> ops, int device,
                                                        size_t slots, uint64_t data_bytes,
@@ -156,7 +146,8 @@ void DeviceRing::Release(size_t slot) {
       ++st.released_count;
     } else {
       // Without the event, wait for the consumer's stream on the host instead.
-      if (status.ok()) status = recorded.WithContext("releasing batch slot " + std::to_string(slot));
+      if (status.ok())
+        status = recorded.WithContext("releasing batch slot " + std::to_string(slot));
       (void)ops_->StreamSynchronize(streams[i]);
     }
   }

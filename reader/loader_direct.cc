@@ -2,28 +2,16 @@
 // records through the thread's RangeReader (reader/range_reader.h; UringRangeReader today)
 // instead of the mappings.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "formats/byte_coding.h"
 #include "formats/fault_guard.h"
 #include "reader/loader.h"
+#include "reader/loader_clock.h"
 
 namespace kiln {
 
 namespace {
-
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-uint64_t ThreadCpuNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 Status SigbusError(const Dataset& dataset, uint64_t index) {
   return Status::IOError(dataset.SampleLocation(index) +
