@@ -8,23 +8,33 @@
 #   bench/sampler_scaling.sh OLD_KILN NEW_KILN [WORKDIR=/tmp/kiln-scaling] [ROUNDS=3] [SHUFFLE_FLAG]
 #
 # The datasets are made once with build/bench/make_synthetic_dataset (the new build's).
+# Environment: KILN_SCALING_SHAPE, the samples' HxWxC (default 8x8x1; 1x1x1 makes the read-ahead
+# window span the whole epoch, where per-sample bookkeeping shows most); KILN_SCALING_CACHE=cold
+# reads one epoch per run with the dataset's files dropped from the page cache first (`kiln
+# bench --cold`: posix_fadvise DONTNEED), through the mappings (--io mmap), the cold case of
+# BENCHMARKS.md "Loader restructure: before/after"; default warm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=$1 new=$2 work=${3:-/tmp/kiln-scaling} rounds=${4:-3}
 synth=${KILN_BUILD_DIR:-build}/bench/make_synthetic_dataset
+shape=${KILN_SCALING_SHAPE:-8x8x1}
+cache=${KILN_SCALING_CACHE:-warm}
+cache_flags=()
+[[ $cache == cold ]] && cache_flags=(--cold --io mmap)
 mkdir -p "$work"
 sizes=(1000 10000 100000 1000000 10000000)
 for n in "${sizes[@]}"; do
-  [[ -f "$work/s$n/kiln.json" ]] || "$synth" "$work/s$n" "$n" 8x8x1 shards >&2
+  [[ -f "$work/s$n/kiln.json" ]] || "$synth" "$work/s$n" "$n" "$shape" shards >&2
 done
 res="$work/scaling.jsonl"
 : >"$res"
 for ((r = 1; r <= rounds; r++)); do
   for n in "${sizes[@]}"; do
     ep=$((4000000 / n)); ((ep < 2)) && ep=2
+    [[ $cache == cold ]] && ep=1
     for v in before after; do
       bin=$old; [[ $v == after ]] && bin=$new
-      "$bin" bench "$work/s$n" --threads 2 --prefetch 4 --epochs "$ep" --json 2>/dev/null |
+      "$bin" bench "$work/s$n" --threads 2 --prefetch 4 --epochs "$ep" "${cache_flags[@]}" --json 2>/dev/null |
         /usr/bin/python3 -c '
 import json, sys
 j = json.load(sys.stdin); v, n = sys.argv[1], int(sys.argv[2])

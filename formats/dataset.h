@@ -3,7 +3,10 @@
 // A dataset is N samples with one TensorSchema; sample i has raw tensor bytes, an int64 label and
 // a UTF-8 key. Open() reads the manifest and opens every file, validating sizes and headers
 // against it: O(files), never a parse per sample.
-// Lifetimes: the Dataset owns its mappings; it must outlive every Loader built on it.
+// Lifetimes: the Dataset owns its mappings and descriptors; every view it returns (a
+// MappedRange, the manifest, the schema) is valid while it lives. A Loader holds it by
+// std::shared_ptr (Loader::Create in reader/loader.h) and so keeps it alive: the caller may
+// drop its own reference at once.
 // Thread safety: all const methods are safe to call concurrently from many threads, each thread
 // passing its own RecordDecoder.
 #ifndef KILN_FORMATS_DATASET_H_

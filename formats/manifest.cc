@@ -1,6 +1,7 @@
 #include "formats/manifest.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -228,6 +229,21 @@ Status Manifest::Write(const std::string& dir) const {
     }
   }
   return WriteFileAtomically(dir + "/" + kManifestFileName, ToJson());
+}
+
+Status CheckSingleDataFile(const std::string& dir, const Manifest& manifest,
+                           const std::string& file_name, const std::string& format) {
+  if (manifest.files.size() != 1 || manifest.files[0].file != file_name) {
+    return Status::Corruption(dir + "/" + kManifestFileName + ": an " + format +
+                              " dataset lists exactly one file, " + file_name);
+  }
+  const std::string path = dir + "/" + file_name;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::NotFound(path + ": no such file (dataset incomplete)");
+    return Status::FromErrno("cannot stat", path, errno);
+  }
+  return CheckSizeAgainstManifest(path, static_cast<uint64_t>(st.st_size), manifest.files[0].bytes);
 }
 
 }  // namespace kiln

@@ -71,6 +71,15 @@ std::optional<ManifestPart> PartOfPartitionedPack(const Manifest& manifest);
 // Errors: Corruption naming `origin` when the text is not a JSON object or not valid UTF-8.
 Result<uint64_t> ManifestChecksum(const std::string& text, const std::string& origin);
 
+// The open-time check of a backend whose dataset is one data file (HDF5's data.h5, LMDB's
+// data.mdb): `manifest` lists exactly `file_name`, the file exists in `dir` and has the size
+// the manifest records. Returns Ok, or Corruption naming the manifest ("an hdf5 dataset lists
+// exactly one file, data.h5", `format` being "hdf5") or the file and both sizes (truncated,
+// replaced or appended to); NotFound naming the file when it is missing ("dataset incomplete");
+// IOError when it cannot be stat'ed.
+Status CheckSingleDataFile(const std::string& dir, const Manifest& manifest,
+                           const std::string& file_name, const std::string& format);
+
 }  // namespace kiln
 
 #endif  // KILN_FORMATS_MANIFEST_H_

@@ -1,10 +1,12 @@
-// kiln::DirectFiles and kiln::DirectQueue: reading a dataset's records from its files without
-// the page cache, for data larger than memory (LoaderOptions::io, reader/loader.h).
+// kiln::DirectFiles, kiln::DirectQueue and kiln::UringRangeReader: reading a dataset's records
+// from its files without the page cache, for data larger than memory (LoaderOptions::io,
+// reader/loader.h).
 //
-//   DirectFiles  the dataset's data files (Dataset::data_file_count), each opened once more
-//                with O_DIRECT, and the alignment the kernel requires of direct reads of it
-//   DirectQueue  one fetch thread's io_uring (liburing) with `depth` aligned staging buffers:
-//                up to `depth` reads in flight, each into its own buffer
+//   DirectFiles       the dataset's data files (Dataset::data_file_count), each opened once
+//                     more with O_DIRECT, and the alignment the kernel requires of direct reads
+//   DirectQueue       one fetch thread's io_uring (liburing) with `depth` aligned staging
+//                     buffers: up to `depth` reads in flight, each into its own buffer
+//   UringRangeReader  the two as the fetch thread's RangeReader (reader/range_reader.h)
 //
 // A direct read must start at an offset and have a length that are multiples of the file's
 // alignment (the device's logical block size: statx STATX_DIOALIGN where the kernel reports it,
@@ -34,6 +36,7 @@
 
 #include "formats/dataset.h"
 #include "formats/status.h"
+#include "reader/range_reader.h"
 
 namespace kiln {
 
@@ -128,6 +131,33 @@ class DirectQueue {
   uint32_t depth_ = 0;
   uint64_t buffer_bytes_ = 0;
   uint32_t in_flight_ = 0;
+};
+
+// A RangeReader over local files: objects are `files`' files (shared: the files outlive the
+// reader), reads go through `queue` (owned). Thread safety: that of the queue, one thread.
+class UringRangeReader : public RangeReader {
+ public:
+  UringRangeReader(const DirectFiles& files, std::unique_ptr<DirectQueue> queue)
+      : files_(files), queue_(std::move(queue)) {}
+  // Leaves the queue alive (for a forked child's Loader, whose reads in flight were issued by
+  // the parent's threads: waiting for them could wait forever).
+  void Abandon() { (void)queue_.release(); }
+
+  const std::string& object_name(uint32_t object) const override { return files_.path(object); }
+  uint32_t alignment(uint32_t object) const override { return files_.alignment(object); }
+  uint32_t depth() const override { return queue_->depth(); }
+  uint64_t buffer_bytes() const override { return queue_->buffer_bytes(); }
+  uint8_t* buffer(uint32_t buffer) const override { return queue_->buffer(buffer); }
+  void Queue(uint32_t buffer, uint32_t object, uint64_t offset, uint32_t length) override {
+    queue_->Queue(buffer, files_.fd(object), offset, length);
+  }
+  Status Submit() override { return queue_->Submit(); }
+  Status Wait(uint32_t* buffer, int64_t* result) override { return queue_->Wait(buffer, result); }
+  uint32_t in_flight() const override { return queue_->in_flight(); }
+
+ private:
+  const DirectFiles& files_;
+  std::unique_ptr<DirectQueue> queue_;
 };
 
 }  // namespace kiln

@@ -1,6 +1,5 @@
 #include "reader/loader.h"
 
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,26 +10,17 @@
 #include <set>
 #include <system_error>
 
+#include "formats/byte_coding.h"
 #include "formats/fault_guard.h"
 #include "formats/manifest.h"
 #include "reader/device_ops.h"
+#include "reader/device_ring.h"
+#include "reader/fetch_schedule.h"
+#include "reader/loader_clock.h"
 
 namespace kiln {
 
 namespace {
-
-// CPU time of the calling thread (a vDSO-less syscall on some kernels: call it per chunk).
-uint64_t ThreadCpuNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
 
 constexpr uint64_t kSlotAlign = 4096;
 
@@ -52,51 +42,7 @@ std::string MiB(uint64_t bytes) {
   return buf;
 }
 
-constexpr uint32_t kMaxConsumerStreams = 4;  // distinct streams Batch::WaitOn accepts per batch
-
-// Device state of one slot (LoaderOptions::device >= 0). Touched only by the consumer thread
-// (Next, SetEpoch, Release, Batch::WaitOn) and the destructor, never under the loader's mutex.
-struct DeviceSlotState {
-  DeviceOps* ops = nullptr;
-  int device = -1;
-  void* memory = nullptr;        // data_bytes of samples, then the labels
-  cudaEvent_t copied = nullptr;  // recorded on the upload stream after the batch's copies
-  // Recorded on each consumer stream when the batch is released; the next upload into this
-  // device buffer waits for the first released_count of them.
-  cudaEvent_t released[kMaxConsumerStreams] = {};
-  uint32_t released_count = 0;
-  uint64_t uploaded_batch = UINT64_MAX;  // the batch whose copy was issued (this epoch)
-  bool copy_pending = false;  // copies may read the host slot: not yet seen complete on the host
-  uint64_t generation = 0;    // bumped at every upload; a Batch remembers the one it saw
-  cudaStream_t consumers[kMaxConsumerStreams] = {};  // from WaitOn, for the batch now held
-  uint32_t consumer_count = 0;
-};
-
 }  // namespace
-
-struct Loader::DeviceRing {
-  std::shared_ptr<DeviceOps> ops;
-  int device = -1;
-  uint64_t data_bytes = 0;        // offset of the labels in each slot's device memory
-  cudaStream_t stream = nullptr;  // the upload stream (non-blocking)
-  std::vector<DeviceSlotState> slots;
-  Status error;  // a failure at a release, returned by the next Next()
-  std::atomic<uint64_t> uploads{0}, upload_bytes{0}, upload_wait_ns{0};
-
-  // Frees every handle (the device must be current); safe on a half-built ring.
-  void Destroy() {
-    for (DeviceSlotState& st : slots) {
-      if (st.memory != nullptr) ops->Free(st.memory);
-      if (st.copied != nullptr) ops->DestroyEvent(st.copied);
-      for (cudaEvent_t e : st.released) {
-        if (e != nullptr) ops->DestroyEvent(e);
-      }
-      st = DeviceSlotState{};
-    }
-    if (stream != nullptr) ops->DestroyStream(stream);
-    stream = nullptr;
-  }
-};
 
 const char* IoModeName(IoMode mode) {
   switch (mode) {
@@ -162,167 +108,22 @@ void Loader::ChooseIoPath(uint32_t threads) {
   const uint64_t per_thread = options_.read_ahead_bytes / std::max<uint32_t>(1, threads);
   const uint32_t depth = static_cast<uint32_t>(
       std::clamp<uint64_t>(per_thread / AlignUp(buffer_bytes, 4096), 1, 1024));
-  std::vector<std::unique_ptr<DirectQueue>> queues;
+  std::vector<std::unique_ptr<UringRangeReader>> readers;
   for (uint32_t t = 0; t < threads; ++t) {
     Result<std::unique_ptr<DirectQueue>> q = DirectQueue::Create(depth, buffer_bytes);
     if (!q.ok()) return fall_back(q.status().message());
-    queues.push_back(std::move(*q));
+    readers.push_back(std::make_unique<UringRangeReader>(**files, std::move(*q)));
   }
-  direct_files_ = std::move(*files);
-  direct_queues_ = std::move(queues);
+  direct_files_ = std::move(*files);  // the readers refer to the files, which do not move
+  range_readers_ = std::move(readers);
   direct_depth_ = depth;
   io_reason_ = reason;
 }
 
-Status Batch::WaitOn(cudaStream_t consumer_stream) const {
-  auto* state = static_cast<DeviceSlotState*>(device_slot_);
-  if (state == nullptr || state->generation != device_generation_ ||
-      state->uploaded_batch == UINT64_MAX) {
-    return Status::InvalidArgument(
-        "Batch::WaitOn: batch " + std::to_string(index) + " of epoch " + std::to_string(epoch) +
-        (state == nullptr ? " has no device copy (LoaderOptions::device is -1, the loader fell "
-                            "back to host batches, or the batch failed)"
-                          : " was already released (by Next, SetEpoch or Release)"));
-  }
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceOps::Scope> scope,
-                        state->ops->EnterDevice(state->device));
-  for (uint32_t i = 0; i < state->consumer_count; ++i) {
-    if (state->consumers[i] == consumer_stream) {
-      return state->ops->StreamWaitEvent(consumer_stream, state->copied);
-    }
-  }
-  if (state->consumer_count == kMaxConsumerStreams) {
-    return Status::InvalidArgument(
-        "Batch::WaitOn: batch " + std::to_string(index) + " is already read on " +
-        std::to_string(kMaxConsumerStreams) +
-        " streams; join the others into one of them (cudaStreamWaitEvent) and pass that one");
-  }
-  KILN_RETURN_IF_ERROR(state->ops->StreamWaitEvent(consumer_stream, state->copied));
-  state->consumers[state->consumer_count++] = consumer_stream;
-  return Status::Ok();
-}
-
-Status Loader::CreateDeviceRing(std::shared_ptr<DeviceOps> ops, uint64_t data_bytes,
-                                uint64_t label_bytes) {
-  auto ring = std::make_unique<DeviceRing>();
-  ring->ops = std::move(ops);
-  ring->device = options_.device;
-  ring->data_bytes = data_bytes;
-  ring->slots.resize(slots_.size());
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceOps::Scope> scope,
-                        ring->ops->EnterDevice(options_.device));
-  Status status = [&]() -> Status {
-    KILN_ASSIGN_OR_RETURN(ring->stream, ring->ops->CreateStream());
-    for (DeviceSlotState& st : ring->slots) {
-      st.ops = ring->ops.get();
-      st.device = options_.device;
-      KILN_ASSIGN_OR_RETURN(st.memory, ring->ops->Allocate(data_bytes + label_bytes));
-      KILN_ASSIGN_OR_RETURN(st.copied, ring->ops->CreateEvent());
-      for (cudaEvent_t& e : st.released) {
-        KILN_ASSIGN_OR_RETURN(e, ring->ops->CreateEvent());
-      }
-    }
-    return Status::Ok();
-  }();
-  if (!status.ok()) {
-    ring->Destroy();
-    return status;
-  }
-  device_ = std::move(ring);
-  return Status::Ok();
-}
-
 Status Loader::UploadSlot(size_t slot_index, uint64_t batch, uint32_t size) {
-  DeviceSlotState& st = device_->slots[slot_index];
-  DeviceOps& ops = *device_->ops;
   const Slot& slot = slots_[slot_index];
-  const std::string what =
-      "uploading batch " + std::to_string(batch) + " (slot " + std::to_string(slot_index) + ")";
-  // Step 1: the device buffer's previous batch must be finished with on its consumer streams.
-  for (uint32_t i = 0; i < st.released_count; ++i) {
-    KILN_RETURN_IF_ERROR(ops.StreamWaitEvent(device_->stream, st.released[i]).WithContext(what));
-  }
-  // From the first copy on, the GPU may read the host slot until the copies complete.
-  st.copy_pending = true;
-  auto* memory = static_cast<uint8_t*>(st.memory);
-  const uint64_t data = uint64_t{size} * out_schema_.sample_bytes();
-  Status status = ops.CopyToDevice(memory, slot.data, data, device_->stream);
-  if (status.ok()) {
-    status = ops.CopyToDevice(memory + device_->data_bytes, slot.labels,
-                              uint64_t{size} * sizeof(int64_t), device_->stream);
-  }
-  if (status.ok()) status = ops.Record(st.copied, device_->stream);
-  if (!status.ok()) {
-    // A half-issued upload (the data copy enqueued, then a failure): without a recorded
-    // `copied` the release could not wait for it, so wait for the whole stream now, before the
-    // host slot can go back to the fetch threads.
-    (void)ops.StreamSynchronize(device_->stream);
-    st.copy_pending = false;
-    st.uploaded_batch = UINT64_MAX;
-    return status.WithContext(what);
-  }
-  st.uploaded_batch = batch;
-  st.consumer_count = 0;
-  ++st.generation;
-  device_->uploads.fetch_add(1, std::memory_order_relaxed);
-  device_->upload_bytes.fetch_add(data, std::memory_order_relaxed);
-  return Status::Ok();
-}
-
-void Loader::FinishCopy(size_t slot_index) {
-  DeviceSlotState& st = device_->slots[slot_index];
-  if (!st.copy_pending) return;
-  const uint64_t start = NowNs();
-  Status status = device_->ops->EventSynchronize(st.copied);
-  device_->upload_wait_ns.fetch_add(NowNs() - start, std::memory_order_relaxed);
-  if (!status.ok()) {
-    (void)device_->ops->StreamSynchronize(device_->stream);
-    status = status.WithContext("waiting for the upload of slot " + std::to_string(slot_index));
-    if (device_->error.ok()) device_->error = std::move(status);
-  }
-  st.copy_pending = false;
-}
-
-void Loader::ReleaseDeviceSlot(size_t slot_index) {
-  if (device_ == nullptr) return;
-  DeviceSlotState& st = device_->slots[slot_index];
-  if (st.uploaded_batch == UINT64_MAX) {
-    FinishCopy(slot_index);
-    return;
-  }
-  // Step 2: later uploads into this device buffer wait for the consumer's work enqueued so far
-  // on every stream that waited on the batch (the legacy default stream when none did).
-  const cudaStream_t legacy = nullptr;
-  const cudaStream_t* streams = st.consumer_count > 0 ? st.consumers : &legacy;
-  const uint32_t n = std::max<uint32_t>(1, st.consumer_count);
-  Status status;
-  st.released_count = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    Status recorded = device_->ops->Record(st.released[st.released_count], streams[i]);
-    if (recorded.ok()) {
-      ++st.released_count;
-    } else {
-      // Without the event, wait for the consumer's stream on the host instead.
-      if (status.ok()) {
-        status = recorded.WithContext("releasing batch slot " + std::to_string(slot_index));
-      }
-      (void)device_->ops->StreamSynchronize(streams[i]);
-    }
-  }
-  st.uploaded_batch = UINT64_MAX;
-  st.consumer_count = 0;
-  // Step 3: the host slot is refilled only after its copy has completed.
-  FinishCopy(slot_index);
-  if (!status.ok() && device_->error.ok()) device_->error = std::move(status);
-}
-
-void Loader::DrainDeviceUploads() {
-  if (device_ == nullptr) return;
-  for (size_t s = 0; s < device_->slots.size(); ++s) {
-    FinishCopy(s);
-    device_->slots[s].uploaded_batch = UINT64_MAX;
-    device_->slots[s].consumer_count = 0;
-  }
+  return device_->Upload(slot_index, batch, slot.data, uint64_t{size} * out_schema_.sample_bytes(),
+                         slot.labels, uint64_t{size} * sizeof(int64_t));
 }
 
 void Loader::ReleaseHeld() {
@@ -332,24 +133,24 @@ void Loader::ReleaseHeld() {
     if (!holding_) return;
     held = (next_batch_ - 1) % slots_.size();
   }
-  ReleaseDeviceSlot(held);  // without the mutex: the fetch threads go on meanwhile
+  if (device_ != nullptr) device_->Release(held);  // without the mutex: the fetch threads go on
   {
     std::lock_guard<std::mutex> lock(mu_);
     holding_ = false;
-    ++released_;
+    schedule_.Release();
   }
   work_cv_.notify_all();
 }
 
 Result<std::unique_ptr<DeviceOps::Scope>> Loader::EnterDevice() {
   if (device_ == nullptr) return std::unique_ptr<DeviceOps::Scope>();
-  return device_->ops->EnterDevice(device_->device);
+  return device_->Enter();
 }
 
 void Loader::Release() {
   if (Forked()) return;  // Next() reports it (CheckProcess)
   Result<std::unique_ptr<DeviceOps::Scope>> scope = EnterDevice();
-  if (!scope.ok() && device_ != nullptr && device_->error.ok()) device_->error = scope.status();
+  if (!scope.ok() && device_ != nullptr) device_->KeepError(scope.status());
   ReleaseHeld();
 }
 
@@ -431,44 +232,58 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
   return CreateWithDeviceOps(std::move(dataset), options, nullptr);
 }
 
-Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<const Dataset> dataset,
-                                                            const LoaderOptions& options,
-                                                            std::shared_ptr<DeviceOps> ops) {
-  if (!dataset) return Status::InvalidArgument("Loader::Create: null dataset");
-  KILN_RETURN_IF_ERROR(ValidateLoaderOptions(options));
+namespace {
+
+Result<Sampler> MakeSampler(const Dataset& dataset, const LoaderOptions& options) {
   SamplerOptions so;
-  so.num_samples = dataset->num_samples();
+  so.num_samples = dataset.num_samples();
   so.batch_size = options.batch_size;
   so.shuffle = options.shuffle;
-  so.block_samples = BlockSamples(dataset->schema(), options.block_bytes);
+  so.block_samples = BlockSamples(dataset.schema(), options.block_bytes);
   so.window_blocks = options.shuffle_window;
   so.seed = options.seed;
   so.drop_last = options.drop_last;
   so.tail = options.tail_policy;
   so.rank = options.rank;
   so.world_size = options.world_size;
-  KILN_ASSIGN_OR_RETURN(Sampler sampler, Sampler::Create(so));
-  KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
-                        AugmentedSchema(dataset->schema(), options.augment));
-  if (sampler.batches_per_epoch() == 0 && dataset->num_samples() > 0) {
+  return Sampler::Create(so);
+}
+
+// The warnings Create prints once about what it will read: no batches at all for this rank,
+// or one part of a partitioned pack.
+void WarnAboutShare(const Dataset& dataset, const LoaderOptions& options, const Sampler& sampler) {
+  if (sampler.batches_per_epoch() == 0 && dataset.num_samples() > 0) {
     const uint64_t share = sampler.own_samples();
     WarnOnce(options.drop_last
                  ? "the loader yields no batches: rank " + std::to_string(options.rank) +
-                       "'s share of the " + std::to_string(dataset->num_samples()) +
+                       "'s share of the " + std::to_string(dataset.num_samples()) +
                        " samples is smaller than batch size " + std::to_string(options.batch_size) +
                        " and drop_last is set"
                  : "the loader yields no batches: with " + std::to_string(options.world_size) +
                        " ranks and this tail policy, rank " + std::to_string(options.rank) +
                        " gets no samples (its own share would be " + std::to_string(share) + ")");
   }
-  if (const std::optional<ManifestPart> part = PartOfPartitionedPack(dataset->manifest());
+  if (const std::optional<ManifestPart> part = PartOfPartitionedPack(dataset.manifest());
       part && part->count > 1) {
-    WarnOnce(dataset->dir() + " is part " + std::to_string(part->index) + " of " +
+    WarnOnce(dataset.dir() + " is part " + std::to_string(part->index) + " of " +
              std::to_string(part->count) + " of a partitioned pack (kiln pack --part " +
              std::to_string(part->index) + " --of " + std::to_string(part->count) +
-             "): it holds only that part's " + std::to_string(dataset->num_samples()) +
+             "): it holds only that part's " + std::to_string(dataset.num_samples()) +
              " samples; `kiln merge` joins the parts into the whole dataset");
   }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<const Dataset> dataset,
+                                                            const LoaderOptions& options,
+                                                            std::shared_ptr<DeviceOps> ops) {
+  if (!dataset) return Status::InvalidArgument("Loader::Create: null dataset");
+  KILN_RETURN_IF_ERROR(ValidateLoaderOptions(options));
+  KILN_ASSIGN_OR_RETURN(Sampler sampler, MakeSampler(*dataset, options));
+  KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
+                        AugmentedSchema(dataset->schema(), options.augment));
+  WarnAboutShare(*dataset, options, sampler);
   KILN_ASSIGN_OR_RETURN(const uint64_t fingerprint,
                         ManifestChecksum(dataset->manifest().ToJson(), dataset->dir()));
   std::unique_ptr<Loader> loader(
@@ -479,97 +294,118 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
     KILN_ASSIGN_OR_RETURN(start_consumed, loader->CheckResume(*options.resume));
     start_epoch = options.resume->epoch;
   }
-
-  // A slot holds the largest batch this rank can get: never more than its share of samples.
-  const uint64_t slot_samples = std::max<uint64_t>(
-      1, std::min<uint64_t>(options.batch_size, loader->sampler_.samples_per_epoch()));
-  const uint64_t data_bytes = AlignUp(slot_samples * out_schema.sample_bytes(), kSlotAlign);
-  const uint64_t label_bytes = AlignUp(slot_samples * sizeof(int64_t), kSlotAlign);
-  const uint64_t slot_bytes = data_bytes + label_bytes;
-  const size_t slot_count = options.prefetch + 1;
-  Result<std::unique_ptr<HostBuffer>> buffer =
-      HostBuffer::Allocate(slot_bytes * slot_count, options.pin_memory,
-                           options.device >= 0 ? options.device : options.pin_device);
-  if (!buffer.ok()) {
-    return Status::OutOfRange(
-        "Loader over " + loader->dataset_->dir() + ": " + buffer.status().message() + " (" +
-        std::to_string(slot_count) + " slots = prefetch + 1, of " + std::to_string(slot_bytes) +
-        " bytes each); lower prefetch or batch_size (kiln bench: --prefetch, --batch-size)");
-  }
-  loader->buffer_ = std::move(buffer).value();
-  if (options.pin_memory && !loader->buffer_->pinned()) {
-    WarnOnce("pinned memory unavailable (" + loader->buffer_->fallback_reason() +
-             "); batch slots use page-aligned host memory");
-  }
-  try {
-    loader->slots_.resize(slot_count);
-    for (size_t s = 0; s < slot_count; ++s) {
-      Loader::Slot& slot = loader->slots_[s];
-      slot.data = loader->buffer_->data() + s * slot_bytes;
-      slot.labels = reinterpret_cast<int64_t*>(slot.data + data_bytes);
-      slot.indices.resize(slot_samples);
-      slot.is_padding.resize(slot_samples);
-    }
-  } catch (const std::bad_alloc&) {
-    return Status::OutOfRange(
-        "Loader over " + loader->dataset_->dir() + ": cannot allocate the sample lists of " +
-        std::to_string(slot_count) + " batch slots of " + std::to_string(slot_samples) +
-        " samples; lower prefetch or batch_size");
-  }
-  if (options.device >= 0) {
-    std::string reason;
-    if (ops != nullptr) {
-      KILN_RETURN_IF_ERROR(loader->CreateDeviceRing(std::move(ops), data_bytes, label_bytes));
-    } else if (CudaDeviceAvailable(&reason)) {
-      KILN_RETURN_IF_ERROR(CudaCheckDevice(options.device));
-      KILN_RETURN_IF_ERROR(loader->CreateDeviceRing(CudaDeviceOps(), data_bytes, label_bytes));
-      if (!loader->buffer_->pinned()) {
-        WarnOnce(
-            "device batches from unpinned (pageable) slots: each upload's cudaMemcpyAsync "
-            "blocks the consumer thread until the copy is done (pin_memory is off or "
-            "cudaHostAlloc failed)");
-      }
-    } else {
-      WarnOnce("device " + std::to_string(options.device) + " requested but " + reason +
-               "; the loader serves host batches");
-    }
-  }
+  KILN_ASSIGN_OR_RETURN(const SlotLayout layout, loader->AllocateSlots());
+  KILN_RETURN_IF_ERROR(loader->SetUpDevice(std::move(ops), layout));
   const uint32_t threads = options.num_threads != 0
                                ? options.num_threads
                                : std::max(1u, std::thread::hardware_concurrency());
-  // Split each batch into one chunk per thread so that even prefetch 1 keeps every thread busy.
-  loader->chunks_per_batch_ = std::min(threads, options.batch_size);
-  loader->chunk_samples_ =
-      (options.batch_size + loader->chunks_per_batch_ - 1) / loader->chunks_per_batch_;
-  loader->ChooseIoPath(threads);
-  if (options.shuffle == ShuffleMode::kBlock && loader->direct_files_ == nullptr) {
-    BlockMemoryFit fit;
-    fit.block_bytes = loader->sampler_.block_samples() * loader->dataset_->schema().sample_bytes();
-    fit.window_blocks = options.shuffle_window;
-    fit.read_ahead_bytes = options.read_ahead_bytes;
-    fit.slot_bytes = slot_bytes * slot_count;
-    fit.memory_limit_bytes = MemoryLimitBytes();
-    loader->block_memory_fit_ = fit;
-    if (!fit.fits()) WarnOnce(BlockMemoryFitWarning(fit));
-  }
-  // The direct path reads ahead with its queues; madvise read-ahead is for the mappings.
-  if (options.read_ahead_bytes > 0 && loader->direct_files_ == nullptr) {
-    loader->read_ahead_samples_window_ =
-        std::max<uint64_t>(1, options.read_ahead_bytes /
-                                  std::max<uint64_t>(1, loader->dataset_->schema().sample_bytes()));
-  }
+  loader->SetUpIo(threads, layout);
   {
     std::unique_lock<std::mutex> lock(loader->mu_);
     loader->StartEpochLocked(start_epoch, lock, start_consumed);
   }
+  // On an error the destructor (on return) stops and joins the threads already started.
+  KILN_RETURN_IF_ERROR(loader->StartThreads(threads));
+  return loader;
+}
+
+Result<Loader::SlotLayout> Loader::AllocateSlots() {
+  // A slot holds the largest batch this rank can get: never more than its share of samples.
+  SlotLayout layout;
+  layout.samples =
+      std::max<uint64_t>(1, std::min<uint64_t>(options_.batch_size, sampler_.samples_per_epoch()));
+  layout.data_bytes = AlignUp(layout.samples * out_schema_.sample_bytes(), kSlotAlign);
+  layout.label_bytes = AlignUp(layout.samples * sizeof(int64_t), kSlotAlign);
+  layout.count = options_.prefetch + 1;
+  const uint64_t slot_bytes = layout.slot_bytes();
+  const size_t slot_count = layout.count;
+  Result<std::unique_ptr<HostBuffer>> buffer =
+      HostBuffer::Allocate(slot_bytes * slot_count, options_.pin_memory,
+                           options_.device >= 0 ? options_.device : options_.pin_device);
+  if (!buffer.ok()) {
+    return Status::OutOfRange(
+        "Loader over " + dataset_->dir() + ": " + buffer.status().message() + " (" +
+        std::to_string(slot_count) + " slots = prefetch + 1, of " + std::to_string(slot_bytes) +
+        " bytes each); lower prefetch or batch_size (kiln bench: --prefetch, --batch-size)");
+  }
+  buffer_ = std::move(buffer).value();
+  if (options_.pin_memory && !buffer_->pinned()) {
+    WarnOnce("pinned memory unavailable (" + buffer_->fallback_reason() +
+             "); batch slots use page-aligned host memory");
+  }
+  try {
+    slots_.resize(slot_count);
+    for (size_t s = 0; s < slot_count; ++s) {
+      Slot& slot = slots_[s];
+      slot.data = buffer_->data() + s * slot_bytes;
+      slot.labels = reinterpret_cast<int64_t*>(slot.data + layout.data_bytes);
+      slot.indices.resize(layout.samples);
+      slot.is_padding.resize(layout.samples);
+    }
+  } catch (const std::bad_alloc&) {
+    return Status::OutOfRange(
+        "Loader over " + dataset_->dir() + ": cannot allocate the sample lists of " +
+        std::to_string(slot_count) + " batch slots of " + std::to_string(layout.samples) +
+        " samples; lower prefetch or batch_size");
+  }
+  return layout;
+}
+
+Status Loader::SetUpDevice(std::shared_ptr<DeviceOps> ops, const SlotLayout& layout) {
+  if (options_.device < 0) return Status::Ok();
+  std::string reason;
+  if (ops != nullptr) {
+    KILN_ASSIGN_OR_RETURN(device_, DeviceRing::Create(std::move(ops), options_.device, layout.count,
+                                                      layout.data_bytes, layout.label_bytes));
+  } else if (CudaDeviceAvailable(&reason)) {
+    KILN_RETURN_IF_ERROR(CudaCheckDevice(options_.device));
+    KILN_ASSIGN_OR_RETURN(device_,
+                          DeviceRing::Create(CudaDeviceOps(), options_.device, layout.count,
+                                             layout.data_bytes, layout.label_bytes));
+    if (!buffer_->pinned()) {
+      WarnOnce(
+          "device batches from unpinned (pageable) slots: each upload's cudaMemcpyAsync "
+          "blocks the consumer thread until the copy is done (pin_memory is off or "
+          "cudaHostAlloc failed)");
+    }
+  } else {
+    WarnOnce("device " + std::to_string(options_.device) + " requested but " + reason +
+             "; the loader serves host batches");
+  }
+  return Status::Ok();
+}
+
+void Loader::SetUpIo(uint32_t threads, const SlotLayout& layout) {
+  // Split each batch into one chunk per thread so that even prefetch 1 keeps every thread busy.
+  chunks_per_batch_ = std::min(threads, options_.batch_size);
+  chunk_samples_ = (options_.batch_size + chunks_per_batch_ - 1) / chunks_per_batch_;
+  schedule_.Configure(slots_.size(), chunks_per_batch_);
+  ChooseIoPath(threads);
+  if (options_.shuffle == ShuffleMode::kBlock && direct_files_ == nullptr) {
+    BlockMemoryFit fit;
+    fit.block_bytes = sampler_.block_samples() * dataset_->schema().sample_bytes();
+    fit.window_blocks = options_.shuffle_window;
+    fit.read_ahead_bytes = options_.read_ahead_bytes;
+    fit.slot_bytes = layout.slot_bytes() * layout.count;
+    fit.memory_limit_bytes = MemoryLimitBytes();
+    block_memory_fit_ = fit;
+    if (!fit.fits()) WarnOnce(BlockMemoryFitWarning(fit));
+  }
+  // The direct path reads ahead with its queues; madvise read-ahead is for the mappings.
+  if (options_.read_ahead_bytes > 0 && direct_files_ == nullptr) {
+    read_ahead_samples_window_ = std::max<uint64_t>(
+        1, options_.read_ahead_bytes / std::max<uint64_t>(1, dataset_->schema().sample_bytes()));
+  }
+}
+
+Status Loader::StartThreads(uint32_t threads) {
   for (uint32_t t = 0; t < threads; ++t) {
-    DirectQueue* queue = loader->direct_queues_.empty() ? nullptr : loader->direct_queues_[t].get();
+    RangeReader* reader = range_readers_.empty() ? nullptr : range_readers_[t].get();
     try {
-      loader->threads_.emplace_back([l = loader.get(), queue] { l->WorkerLoop(queue); });
+      threads_.emplace_back([this, reader] { WorkerLoop(reader); });
     } catch (const std::system_error& e) {
-      // The destructor (on return) stops and joins the threads already started.
       return Status::IOError(
-          "Loader over " + loader->dataset_->dir() + ": cannot start fetch thread " +
+          "Loader over " + dataset_->dir() + ": cannot start fetch thread " +
           std::to_string(t + 1) + " of " + std::to_string(threads) + " (" + e.what() +
           "): the process or user thread limit (RLIMIT_NPROC, `ulimit -u`, a container's pids "
           "limit) or the address-space limit (RLIMIT_AS) is reached; lower num_threads (kiln "
@@ -577,7 +413,7 @@ Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<cons
           std::to_string(t) + " started)");
     }
   }
-  return loader;
+  return Status::Ok();
 }
 
 Loader::Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
@@ -615,7 +451,7 @@ Loader::~Loader() {
     if (buffer_ != nullptr && buffer_->pinned()) (void)buffer_.release();
     // The direct queues' reads in flight were issued by the parent's threads: waiting for them
     // here could wait forever.
-    for (std::unique_ptr<DirectQueue>& queue : direct_queues_) (void)queue.release();
+    for (std::unique_ptr<UringRangeReader>& reader : range_readers_) reader->Abandon();
     return;
   }
   {
@@ -625,25 +461,29 @@ Loader::~Loader() {
   work_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
   if (device_ != nullptr) {
-    // Device memory is freed only after the uploads and the consumer's work on it finished.
-    // The fetch threads are gone: no lock is needed.
+    // The fetch threads are gone: no lock is needed. The ring's destructor waits for the
+    // uploads and the consumer's work before it frees device memory.
     Result<std::unique_ptr<DeviceOps::Scope>> scope = EnterDevice();
-    if (holding_) ReleaseDeviceSlot((next_batch_ - 1) % slots_.size());
+    if (holding_) device_->Release((next_batch_ - 1) % slots_.size());
     holding_ = false;
-    DrainDeviceUploads();
-    (void)device_->ops->StreamSynchronize(device_->stream);
-    for (DeviceSlotState& st : device_->slots) {
-      for (uint32_t i = 0; i < st.released_count; ++i) {
-        (void)device_->ops->EventSynchronize(st.released[i]);
-      }
-    }
-    device_->Destroy();
     device_.reset();
   }
 }
 
 Result<uint64_t> Loader::CheckResume(const ReaderState& state) const {
   const std::string what = "cannot resume from the saved reader state (" + state.ToString() + "): ";
+  KILN_RETURN_IF_ERROR(CheckResumeOrder(state, what));
+  KILN_RETURN_IF_ERROR(CheckResumeAugment(state, what));
+  if (options_.shuffle == ShuffleMode::kBlock) return ResumeBlockPosition(state, what);
+  const uint64_t n = dataset_->num_samples();
+  if (state.samples_consumed > n) {
+    return Status::OutOfRange(what + "its position is past the end of the epoch (" +
+                              std::to_string(n) + " samples)");
+  }
+  return state.samples_consumed;
+}
+
+Status Loader::CheckResumeOrder(const ReaderState& state, const std::string& what) const {
   if (state.order_version != kSamplerOrderVersion) {
     return Status::NotSupported(what + "it refers to sampler order version " +
                                 std::to_string(state.order_version) +
@@ -689,6 +529,10 @@ Result<uint64_t> Loader::CheckResume(const ReaderState& state) const {
         " blocks; the loader options give " + std::to_string(asked_block) +
         " samples per block and a window of " + std::to_string(options_.shuffle_window));
   }
+  return Status::Ok();
+}
+
+Status Loader::CheckResumeAugment(const ReaderState& state, const std::string& what) const {
   if (state.crop_height != options_.augment.crop_height ||
       state.crop_width != options_.augment.crop_width || state.flip != options_.augment.flip) {
     return Status::InvalidArgument(
@@ -698,14 +542,11 @@ Result<uint64_t> Loader::CheckResume(const ReaderState& state) const {
         std::to_string(options_.augment.crop_width) + " flip " +
         (options_.augment.flip ? "on" : "off"));
   }
-  const uint64_t n = dataset_->num_samples();
-  if (!block) {
-    if (state.samples_consumed > n) {
-      return Status::OutOfRange(what + "its position is past the end of the epoch (" +
-                                std::to_string(n) + " samples)");
-    }
-    return state.samples_consumed;
-  }
+  return Status::Ok();
+}
+
+Result<uint64_t> Loader::ResumeBlockPosition(const ReaderState& state,
+                                             const std::string& what) const {
   // kBlock: the position counts steps of the saved configuration.
   SamplerOptions saved = sampler_.options();
   saved.batch_size = state.batch_size;
@@ -786,9 +627,9 @@ uint64_t Loader::batches_in_epoch() const {
 void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock,
                               uint64_t consumed) {
   // The caller released the held batch and drained the device uploads (ReleaseHeld,
-  // DrainDeviceUploads) before taking the lock: every slot is free to be refilled.
+  // DeviceRing::Drain) before taking the lock: every slot is free to be refilled.
   // No new claims, then wait for chunks in flight: they write slots and read the permutation.
-  total_tasks_ = 0;
+  schedule_.Stop();
   idle_cv_.wait(lock, [this] { return busy_ == 0; });
   // `consumed` was checked by CheckResume (0 is always valid).
   if (!sampler_.SetEpoch(epoch, consumed).ok()) (void)sampler_.SetEpoch(epoch, 0);
@@ -798,9 +639,7 @@ void Loader::StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock
   }
   epoch_ = epoch;
   epoch_started_ = true;
-  next_task_ = 0;
-  total_tasks_ = sampler_.batches_in_epoch() * chunks_per_batch_;
-  released_ = 0;
+  schedule_.Start(sampler_.batches_in_epoch());
   next_batch_ = 0;
   holding_ = false;
   const uint64_t batches = sampler_.batches_in_epoch();
@@ -817,11 +656,11 @@ void Loader::SetEpoch(uint64_t epoch) {
     if (epoch_started_ && epoch_ == epoch && next_batch_ == 0) return;
   }
   Result<std::unique_ptr<DeviceOps::Scope>> scope = EnterDevice();
-  if (!scope.ok() && device_ != nullptr && device_->error.ok()) device_->error = scope.status();
+  if (!scope.ok() && device_ != nullptr) device_->KeepError(scope.status());
   // The abandoned batch the consumer holds, and uploads issued ahead: their host slots are
   // about to be refilled. Waited for without the mutex.
   ReleaseHeld();
-  DrainDeviceUploads();
+  if (device_ != nullptr) device_->Drain();
   std::unique_lock<std::mutex> lock(mu_);
   StartEpochLocked(epoch, lock);
 }
@@ -852,9 +691,9 @@ LoaderStats Loader::stats() const {
     st = stats_;
   }
   if (device_ != nullptr) {
-    st.uploads = device_->uploads.load(std::memory_order_relaxed);
-    st.upload_bytes = device_->upload_bytes.load(std::memory_order_relaxed);
-    st.upload_wait_ns = device_->upload_wait_ns.load(std::memory_order_relaxed);
+    st.uploads = device_->uploads();
+    st.upload_bytes = device_->upload_bytes();
+    st.upload_wait_ns = device_->upload_wait_ns();
   }
   return st;
 }
@@ -867,14 +706,10 @@ Result<bool> Loader::Next(Batch* batch, const std::function<bool()>& interrupted
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceOps::Scope> scope, EnterDevice());
   ReleaseHeld();  // the device release (an event wait) runs without the mutex
   std::unique_lock<std::mutex> lock(mu_);
-  if (device_ != nullptr && !device_->error.ok()) {
-    Status error = std::move(device_->error);
-    device_->error = Status::Ok();
-    return error;
-  }
+  if (device_ != nullptr) KILN_RETURN_IF_ERROR(device_->TakeError());
   if (!epoch_started_) {
     lock.unlock();
-    DrainDeviceUploads();  // nothing is in flight at an epoch's end; kept for certainty
+    if (device_ != nullptr) device_->Drain();  // nothing is in flight at an epoch's end
     lock.lock();
     StartEpochLocked(epoch_ + 1, lock);
   }
@@ -945,33 +780,20 @@ Result<bool> Loader::Next(Batch* batch, const std::function<bool()>& interrupted
   const uint32_t size = slot.size;
   lock.unlock();
   const size_t s = b % slots_.size();
-  DeviceSlotState& st = device_->slots[s];
-  if (st.uploaded_batch != b) KILN_RETURN_IF_ERROR(UploadSlot(s, b, size));
-  batch->device_data = st.memory;
-  batch->device_labels =
-      reinterpret_cast<const int64_t*>(static_cast<uint8_t*>(st.memory) + device_->data_bytes);
-  batch->ready_event = st.copied;
-  batch->device = device_->device;
-  batch->device_slot_ = &st;
-  batch->device_generation_ = st.generation;
+  if (!device_->uploaded(s, b)) KILN_RETURN_IF_ERROR(UploadSlot(s, b, size));
+  device_->Describe(s, batch);
   for (size_t i = 0; i < n_ahead; ++i) {
-    if (device_->slots[ahead[i].slot].uploaded_batch == ahead[i].batch) continue;
+    if (device_->uploaded(ahead[i].slot, ahead[i].batch)) continue;
     // A failure here is not this batch's: Next() of that batch issues the upload again.
     if (!UploadSlot(ahead[i].slot, ahead[i].batch, ahead[i].size).ok()) break;
   }
   return true;
 }
 
-bool Loader::TaskClaimableLocked() const {
-  // A task is claimable when its batch's slot is free: batch b reuses the slot of batch
-  // b - slots, which the consumer must have released.
-  return next_task_ < total_tasks_ && next_task_ / chunks_per_batch_ < released_ + slots_.size();
-}
+bool Loader::TaskClaimableLocked() const { return schedule_.claimable(); }
 
 void Loader::ClaimTaskLocked(uint64_t* batch, uint32_t* chunk) {
-  const uint64_t task = next_task_++;
-  *batch = task / chunks_per_batch_;
-  *chunk = static_cast<uint32_t>(task % chunks_per_batch_);
+  schedule_.Claim(batch, chunk);
   Slot& slot = slots_[*batch % slots_.size()];
   if (*chunk == 0) {  // Tasks are claimed in order: chunk 0 prepares the slot.
     slot.batch = *batch;
@@ -987,268 +809,6 @@ void Loader::FinishTaskLocked(Slot& slot, Status status) {
   if (!status.ok() && slot.status.ok()) slot.status = std::move(status);
   if (--slot.pending == 0) ready_cv_.notify_all();
   if (busy_ == 0) idle_cv_.notify_all();
-}
-
-void Loader::WorkerLoop(DirectQueue* queue) {
-  if (queue != nullptr) return DirectWorkerLoop(queue);
-  RecordDecoder decoder;
-  std::vector<uint8_t> scratch;
-  std::vector<uint64_t> ahead_indices;
-  std::vector<uint8_t> ahead_padding;
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    const uint64_t wait_start = NowNs();
-    work_cv_.wait(lock, [this] { return stop_ || TaskClaimableLocked(); });
-    if (stop_) return;
-    stats_.slot_wait_ns += NowNs() - wait_start;
-    uint64_t b = 0;
-    uint32_t chunk = 0;
-    ClaimTaskLocked(&b, &chunk);
-    Slot& slot = slots_[b % slots_.size()];
-    uint64_t ahead_begin = 0, ahead_end = 0;
-    ExtendReadAheadLocked(b, chunk, &ahead_begin, &ahead_end);
-    ++busy_;
-    lock.unlock();
-    ReadAheadResult ahead;
-    uint64_t ahead_ns = 0;
-    if (ahead_end > ahead_begin) {
-      const uint64_t ahead_start = NowNs();
-      ahead = ReadAhead(ahead_begin, ahead_end, &ahead_indices, &ahead_padding);
-      ahead_ns = NowNs() - ahead_start;
-    }
-    const uint64_t fetch_start = NowNs();
-    const uint64_t cpu_start = ThreadCpuNs();
-    const uint64_t zstd_ns_before = decoder.zstd_ns();
-    const uint64_t zstd_records_before = decoder.zstd_records();
-    uint64_t augment_ns = 0;
-    Status status;
-    try {
-      status = FillChunk(slot, b, chunk, &decoder, &scratch, &augment_ns);
-    } catch (const std::bad_alloc&) {
-      status =
-          Status::OutOfRange("Loader over " + dataset_->dir() + ": out of memory filling batch " +
-                             std::to_string(b) + " of epoch " + std::to_string(sampler_.epoch()) +
-                             " (augmentation or decompression buffers of " +
-                             std::to_string(dataset_->schema().sample_bytes()) +
-                             " bytes a thread); lower num_threads or raise the memory limit");
-    }
-    const uint64_t cpu_ns = ThreadCpuNs() - cpu_start;
-    const uint64_t fetch_ns = NowNs() - fetch_start;
-    lock.lock();
-    stats_.fetch_ns += fetch_ns;
-    stats_.fetch_cpu_ns += cpu_ns;
-    stats_.decompress_ns += decoder.zstd_ns() - zstd_ns_before;
-    stats_.zstd_records += decoder.zstd_records() - zstd_records_before;
-    stats_.augment_ns += augment_ns;
-    stats_.read_ahead_samples += ahead.samples;
-    stats_.read_ahead_bytes += ahead.bytes;
-    stats_.read_ahead_ns += ahead_ns;
-    if (ahead.probed) {
-      ++stats_.residency_probes;
-      stats_.residency_misses += ahead.missed;
-    }
-    FinishTaskLocked(slot, std::move(status));
-  }
-}
-
-void Loader::ExtendReadAheadLocked(uint64_t b, uint32_t chunk, uint64_t* ahead_begin,
-                                   uint64_t* ahead_end) {
-  // The claiming thread advises what it adds. The frontier only moves forward, so each sample
-  // is advised at most once a pass.
-  if (read_ahead_samples_window_ == 0) return;
-  if (options_.shuffle == ShuffleMode::kBlock) {
-    // Block order reads the samples of a window of blocks in random order: advise whole
-    // blocks (one sequential run each): the window(s) the batch reads from, which must be
-    // in memory anyway, and read_ahead_bytes of blocks past them.
-    uint64_t first = 0, end = 0;
-    sampler_.BatchBlocks(b, &first, &end);
-    const uint64_t block = std::max<uint64_t>(1, sampler_.block_samples());
-    const uint64_t target =
-        std::min(sampler_.rank_blocks(), end + (read_ahead_samples_window_ + block - 1) / block);
-    if (target > read_ahead_until_) {
-      *ahead_begin = read_ahead_until_;
-      *ahead_end = target;
-      read_ahead_until_ = target;
-      stats_.read_ahead_max_lead_samples =
-          std::max(stats_.read_ahead_max_lead_samples, (target - first) * block);
-    }
-    return;
-  }
-  const uint64_t start =
-      std::min(epoch_positions_, b * options_.batch_size + uint64_t{chunk} * chunk_samples_);
-  // The window covers at least this chunk, so no position is skipped when it is narrower
-  // than a chunk.
-  const uint64_t target = std::min(
-      epoch_positions_, start + std::max<uint64_t>(read_ahead_samples_window_, chunk_samples_));
-  if (target > read_ahead_until_) {
-    *ahead_begin = read_ahead_until_;
-    *ahead_end = target;
-    read_ahead_until_ = target;
-    stats_.read_ahead_max_lead_samples =
-        std::max(stats_.read_ahead_max_lead_samples, target - start);
-  }
-}
-
-Loader::ReadAheadResult Loader::ReadAhead(uint64_t ahead_begin, uint64_t ahead_end,
-                                          std::vector<uint64_t>* ahead_indices,
-                                          std::vector<uint8_t>* ahead_padding) {
-  ReadAheadResult ahead = ProbeAhead(ahead_begin, ahead_end);
-  uint64_t history = miss_history_.load(std::memory_order_relaxed);
-  if (ahead.probed) {
-    uint64_t next;
-    do {
-      next = (history << 1) | (ahead.missed ? 1 : 0);
-    } while (!miss_history_.compare_exchange_weak(history, next, std::memory_order_relaxed));
-    history = next;
-  }
-  if (history == 0) return ahead;  // none of the last 64 probes missed: reads stay in memory
-  // Random or sequential advice turns off the kernel's read-around of each fault and stops
-  // reclaim from favouring pages already read through the mapping over pages read ahead and not
-  // yet used (formats/mapped_file.h). Given once, when reads first miss, so data in memory
-  // keeps the kernel's defaults.
-  std::call_once(access_advised_, [this] {
-    dataset_->AdviseAccess(options_.shuffle == ShuffleMode::kExact ? AccessAdvice::kRandom
-                                                                   : AccessAdvice::kSequential);
-  });
-  try {
-    if (options_.shuffle == ShuffleMode::kBlock) {
-      ahead_indices->clear();
-      for (uint64_t j = ahead_begin; j < ahead_end; ++j) {
-        const SampleRange r = sampler_.RankBlock(j);
-        for (uint64_t i = 0; i < r.count; ++i) ahead_indices->push_back(r.begin + i);
-      }
-    } else {
-      PositionIndices(ahead_begin, ahead_end, ahead_indices, ahead_padding);
-    }
-    const ReadAheadResult advised = AdviseAhead(*ahead_indices);
-    ahead.samples = advised.samples;
-    ahead.bytes = advised.bytes;
-  } catch (const std::bad_alloc&) {
-    ahead_indices->clear();  // advice is an optimisation: go without it
-  }
-  return ahead;
-}
-
-void Loader::PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
-                             std::vector<uint8_t>* padding) const {
-  const uint64_t batch_size = options_.batch_size;
-  indices->resize(end - begin);
-  padding->resize(end - begin);
-  uint64_t p = begin;
-  while (p < end) {
-    const uint64_t b = p / batch_size;
-    const uint32_t k = static_cast<uint32_t>(p % batch_size);
-    const uint32_t k_end = static_cast<uint32_t>(std::min<uint64_t>(
-        std::min<uint64_t>(batch_size, end - b * batch_size), sampler_.BatchSize(b)));
-    if (k_end <= k) break;
-    sampler_.BatchSamples(b, k, k_end, indices->data() + (p - begin),
-                          padding->data() + (p - begin));
-    p += k_end - k;
-  }
-  indices->resize(p - begin);
-}
-
-Loader::ReadAheadResult Loader::ProbeAhead(uint64_t begin, uint64_t end) const {
-  // Up to 4 samples spread over the extension, found one by one (O(1) each), so that an
-  // extension that is not advised costs a few lookups and mincore calls, not one per sample.
-  // Spread, because in dataset order the first samples of a shard are often resident: the
-  // kernel read around its header at open.
-  constexpr uint64_t kProbes = 4;
-  const uint64_t units = end - begin;
-  const uint64_t probes = std::min(units, kProbes);
-  uint64_t idx[kProbes];
-  uint8_t padding = 0;
-  uint64_t found = 0;
-  for (uint64_t p = 0; p < probes; ++p) {
-    const uint64_t u = begin + p * units / probes;
-    if (options_.shuffle == ShuffleMode::kBlock) {
-      const SampleRange r = sampler_.RankBlock(u);
-      if (r.count > 0) idx[found++] = r.begin + r.count / 2;
-    } else {
-      const uint64_t b = u / options_.batch_size;
-      const uint32_t k = static_cast<uint32_t>(u % options_.batch_size);
-      if (k < sampler_.BatchSize(b)) sampler_.BatchSamples(b, k, k + 1, &idx[found++], &padding);
-    }
-  }
-  ReadAheadResult result;
-  // StoredRange reads index entries from the mapping: a shrunken file faults here. Stop then;
-  // the fetch of that sample reports the error by name.
-  MappedReadFaultScope fault_scope;
-  if (KILN_MAPPED_READ_FAULTED(fault_scope)) return {};  // `result` is not volatile: drop it
-  for (uint64_t p = 0; p < found && !result.missed; ++p) {
-    const MappedRange r = dataset_->StoredRange(idx[p]);
-    if (r.empty()) continue;
-    result.probed = true;
-    result.missed = !IsResident(r);
-  }
-  return result;
-}
-
-Loader::ReadAheadResult Loader::AdviseAhead(const std::vector<uint64_t>& indices) const {
-  ReadAheadResult result;
-  if (indices.empty()) return result;
-  MappedReadFaultScope fault_scope;  // as in ProbeAhead
-  if (KILN_MAPPED_READ_FAULTED(fault_scope)) return {};
-  const uint64_t* idx = indices.data();
-  const uint64_t count = indices.size();
-  // Neighbouring records (block or sequential order) are advised as one run: fewer calls and
-  // one large read for the kernel to issue.
-  MappedRange run;
-  for (uint64_t i = 0; i < count; ++i) {
-    const MappedRange r = dataset_->StoredRange(idx[i]);
-    if (r.empty()) continue;
-    ++result.samples;
-    result.bytes += r.size;
-    if (!run.empty() && r.data >= run.data + run.size && r.data - (run.data + run.size) < 4096) {
-      run.size = static_cast<uint64_t>(r.data + r.size - run.data);
-      continue;
-    }
-    AdviseWillNeed(run);
-    run = r;
-  }
-  AdviseWillNeed(run);
-  return result;
-}
-
-Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
-                         std::vector<uint8_t>* scratch, uint64_t* augment_ns) {
-  const uint32_t begin = std::min(slot.size, chunk * chunk_samples_);
-  const uint32_t end = std::min(slot.size, begin + chunk_samples_);
-  if (begin == end) return Status::Ok();
-  sampler_.BatchSamples(batch, begin, end, slot.indices.data() + begin,
-                        slot.is_padding.data() + begin);
-  const TensorSchema& stored = dataset_->schema();
-  const uint64_t out_bytes = out_schema_.sample_bytes();
-  const bool augment = options_.augment.enabled();
-  if (augment) scratch->resize(stored.sample_bytes());
-  // Random reads miss the CPU cache: prefetch the index entry kEntryAhead samples ahead and the
-  // payload kPayloadAhead samples ahead (its entry is in cache by then).
-  constexpr uint32_t kEntryAhead = 8, kPayloadAhead = 4;
-  // A mapped file that shrinks or fails under us raises SIGBUS: report it against the sample
-  // being read instead of dying (field case B27).
-  MappedReadFaultScope fault_scope;
-  volatile uint32_t current = begin;
-  if (KILN_MAPPED_READ_FAULTED(fault_scope)) {
-    const uint64_t index = slot.indices[current];
-    return Status::IOError(
-               "the mapped file could not be read (SIGBUS): it was truncated or "
-               "replaced while open, or its storage failed")
-        .WithLocation(dataset_->SampleErrorLocation(index), dataset_->SampleLocation(index));
-  }
-  for (uint32_t k = begin; k < std::min(end, begin + kEntryAhead); ++k) {
-    dataset_->Prefetch(slot.indices[k], k < begin + kPayloadAhead);
-  }
-  for (uint32_t k = begin; k < end; ++k) {
-    current = k;
-    if (k + kEntryAhead < end) dataset_->Prefetch(slot.indices[k + kEntryAhead], false);
-    if (k + kPayloadAhead < end) dataset_->Prefetch(slot.indices[k + kPayloadAhead], true);
-    const uint64_t index = slot.indices[k];
-    uint8_t* out = slot.data + k * out_bytes;
-    KILN_RETURN_IF_ERROR(
-        dataset_->ReadSample(index, decoder, augment ? scratch->data() : out, &slot.labels[k]));
-    if (augment) AugmentIntoSlot(slot, k, scratch->data(), augment_ns);
-  }
-  return Status::Ok();
 }
 
 void Loader::AugmentIntoSlot(Slot& slot, uint32_t k, const uint8_t* decoded,

@@ -1,117 +1,34 @@
 // kiln::Loader: streams shuffled batches of a packed dataset into a fixed ring of host batch
-// slots with a pool of fetch threads.
+// slots with a pool of fetch threads (and, with LoaderOptions::device, into device buffers).
 //
-//   dataset (mapped) -> sampler (seed, epoch, rank) -> fetch threads -> batch slots -> Next()
-//   (or, with LoaderOptions::io kDirect, the files read by each fetch thread's io_uring)
+//   dataset -> sampler (seed, epoch, rank) -> fetch threads -> batch slots -> Next()
 //
-// A Loader owns `num_threads` fetch threads (persistent across epochs) and `prefetch + 1` batch
-// slots allocated once at Create(): pinned memory when a CUDA device is present and pin_memory
-// is set, page-aligned host memory otherwise. Each sample's bytes are copied once, from the
-// mapping or a direct read's staging buffer (or the zstd decoder) into its slot. Fetch threads fill
-// up to `prefetch` batches ahead of the one the consumer holds.
+// The design (its parts, the read path, the device upload protocol, resume, processes, memory
+// bounds) is reader/loader.md; this header keeps the contract.
 //
-// Guarantees: batches arrive in sampler order; an epoch's batches are byte-identical whatever
-// num_threads and prefetch are; the order depends only on (seed, epoch); every rank gets
-// batches_per_epoch() batches (see TailPolicy in reader/sampler.h).
-//
-// Errors: a fetch thread's failure (a corrupt record, say) is stored with its batch and returned
-// by the Next() call that reaches that batch, naming file, record and offset. The next call
-// continues with the following batch.
-//
-// Checkpoint and resume: state() returns the loader's position as a ReaderState
-// (reader/reader_state.h: epoch, global samples consumed in it, the options that fix the order,
-// the dataset's fingerprint; 96 bytes encoded). A loader created with LoaderOptions::resume set
-// to a saved state starts there in O(1) (no replay) and serves exactly the batches the loader
-// that saved it would have served next (data bytes, labels, sample indices, padding flags,
-// crops and flips), provided the world size and batch size are the same. Elastic restore
-// (kExact and kNone): another world size, batch size, rank, tail policy or drop_last splits the
-// epoch's remaining global positions by the rule of reader/sampler.h ("Resuming mid-epoch").
-// num_threads and prefetch never matter. kBlock restores mid-epoch only with the world size and
-// batch size it was saved with (at an epoch boundary or the end of an epoch, with any).
-// Create() refuses, naming what differs: InvalidArgument for a state of another dataset
-// (fingerprint or sample count), another seed, shuffle mode, block size or window, other
-// augmentation settings, another sampler order version (NotSupported), a kBlock state
-// restored with another world size or batch size mid-epoch, or a start_epoch other than 0 or
-// the state's epoch; OutOfRange for a position past the end of its epoch.
-//
-// Processes: a Loader belongs to the process that created it. fork() copies its memory but
-// not its fetch threads, and the batch slots of the copy hold the parent's batches, so a
-// forked child cannot use it: in a child, Next() returns NotSupported at once (naming both
-// processes and the cures: create the Loader in the process that reads from it, e.g. in a
-// PyTorch DataLoader worker's worker_init_fn or lazily on its first use there; start
-// workers with the `spawn` or `forkserver` method; or read in the parent, whose fetch threads
-// already read in parallel), SetEpoch() does nothing, state()/epoch()/stats() return the copy's
-// values without waiting, and the destructor releases nothing it would have to wait for (the
-// threads, their mutex and condition variables, pinned and device memory stay as the copy
-// holds them; the parent's Loader is unaffected). CheckProcess() tells a caller beforehand.
-// Never hang, never serve the parent's batches: the check is a getpid() per Next().
-//
-// Threads and memory: Create() returns an error instead of aborting when a fetch thread cannot
-// be started (IOError naming the thread, the OS error and the limits that cause it:
-// RLIMIT_NPROC / `ulimit -u`, a container's pids limit, RLIMIT_AS; lower num_threads) or when
-// slot memory cannot be allocated (OutOfRange naming the bytes; lower prefetch or
-// batch_size). The threads already started are stopped and joined first. Memory a fetch
-// thread cannot allocate later (augmentation scratch, read-ahead lists) is that batch's error.
-//
+// Ownership: a Loader holds its Dataset by shared_ptr (keeping it alive), and owns its
+// `num_threads` fetch threads, its `prefetch + 1` batch slots (allocated once at Create: pinned
+// when a CUDA device is present and pin_memory is set, page-aligned host memory otherwise), and
+// on the direct path one RangeReader per thread; with device batches also its DeviceRing (an
+// upload stream, one device buffer per slot, events).
+// Guarantees: batches arrive in sampler order, byte-identical whatever num_threads, prefetch and
+// the io path are; the order depends only on (seed, epoch); every rank gets
+// batches_per_epoch() batches (TailPolicy in reader/sampler.h). Memory does not grow with the
+// number of samples.
 // Thread safety: one consumer thread calls SetEpoch/Next/Release/state; the fetch threads are
-// internal.
+// internal. A Loader belongs to the process that created it: in a forked child, Next() returns
+// NotSupported (CheckProcess), never the parent's batches ("Processes" in reader/loader.md).
 // Lifetimes: a Batch's pointers stay valid until the next call to Next(), SetEpoch() or
 // Release(), or the Loader's destruction, whichever comes first. Copy what you keep. For device
 // batches "valid" means: GPU work that reads the batch must be *enqueued* (on a stream given to
-// WaitOn) before that call; it may run later, the loader waits for it on the GPU. Work enqueued
-// after the call (the common prefetcher pattern: fetch batch b + 1, then run the backward pass
-// whose first layer still reads batch b) reads a buffer that is being reused.
-//
-// Device batches (LoaderOptions::device >= 0, kiln built with the CUDA runtime, a device
-// present): the loader also owns one non-blocking CUDA stream (the upload stream), one device
-// buffer per slot (the same ring: batch b uses host slot and device buffer b % (prefetch + 1)),
-// and per slot a `copied` event and up to 4 `released` events (blocking-sync events: host waits
-// sleep instead of spinning a core). An upload is cudaMemcpyAsync of data and labels, host
-// slot -> device buffer, on the upload stream, then `copied` recorded on it; nothing
-// synchronises the host with the copy. Uploads are issued as soon as the consumer thread sees a
-// batch filled: Next(b) issues b's upload if it was not issued yet, then those of the filled
-// batches after b (in order), so a copy overlaps the step on the batch before it even when the
-// training loop synchronises the host every step (loss.item()). The consumer orders its work
-// after the copy with Batch::WaitOn(stream) (cudaStreamWaitEvent: no host synchronisation) and
-// enqueues kernels that read batch.device_data on that stream.
-//
-// The protocol that keeps a slow training step correct (steps are enqueued asynchronously, so
-// the GPU may still be reading batch b when the host asks for batch b + 1):
-//   1. Upload of batch b, on the upload stream: wait (on the GPU) for the `released` events of
-//      the batch that last used device buffer s, copy, record `copied[s]`. If a copy or the
-//      record fails after the first copy was enqueued, the upload stream is synchronised
-//      before Next() returns the error, so the host slot is never refilled under a copy.
-//   2. Release of batch b (the next Next(), SetEpoch() or Release(), or the Loader's
-//      destruction): the loader records a `released` event on every stream given to WaitOn for
-//      b (up to 4 distinct streams; the legacy default stream when WaitOn was not called), so
-//      the device buffer is overwritten only after every kernel the consumer enqueued on b, on
-//      any of those streams, before releasing it has finished. NormalizeKernel::Run's WaitOn
-//      adds its stream; it never replaces one given before.
-//   3. The host slot goes back to the fetch threads only after `copied[s]` has completed: the
-//      release waits for it on the host (cudaEventSynchronize; never with the loader's mutex
-//      held, so the fetch threads go on). That copy was issued at least one step earlier and
-//      has usually finished; when it has not, the wait is backpressure: the host can run at most
-//      prefetch + 1 batches ahead of the GPU, never over a batch still in flight.
-//      LoaderStats::upload_wait_ns is this wait: the copy time not hidden.
-// Streams given to WaitOn must stay alive until the batch is released: destroy such a stream
-// only after the next Next(), SetEpoch() or Release() (or the Loader's destruction), e.g.
-// declare the stream before the loader. A stream destroyed earlier makes the release's
-// cudaEventRecord act on a dead handle (an error the release reports through the next Next()
-// and answers by synchronising that stream, at best; undefined behaviour in CUDA at worst).
-// Devices: every entry point (Next, SetEpoch, Release, Batch::WaitOn, NormalizeKernel::Run, the
-// destructor) makes `device` current for the call with a CudaDeviceGuard and restores the
-// caller's device, so a consumer thread with another device current (a DDP rank without
-// torch.cuda.set_device, a garbage-collector thread running the destructor) works and creates
-// no context on another GPU; the pinned slots are allocated with `device` current too.
-// Streams given to WaitOn must belong to `device`.
-// Without a usable device (no CUDA runtime in this build, no driver, no device) a loader with
-// device >= 0 prints one warning per process and serves host batches exactly as with
-// device = -1 (device_data null). The Loader's destructor waits for the consumer's work on the
-// batch it holds (its `released` events) and for every copy before freeing device memory.
-// Padding flags and sample indices stay on the host (TailPolicy::kPad users on the GPU upload
-// is_padding themselves). The protocol runs on DeviceOps (reader/device_ops.h), so it is tested
-// without a GPU on a simulated device (tests/reader/device_protocol_test.cc) and on the GPU by
-// tests/reader/gpu_upload_test.cc (scripts/gpu-check.sh).
+// WaitOn) before that call; it may run later, the loader waits for it on the GPU. Streams given
+// to WaitOn must stay alive until the batch is released, and must belong to `device`.
+// Errors: Create returns InvalidArgument for options out of range, OutOfRange for slot memory
+// it cannot allocate, IOError for a fetch thread it cannot start (threads already started are
+// joined first), and the resume refusals listed at LoaderOptions::resume. A fetch thread's
+// failure (a corrupt record, say) is stored with its batch and returned by the Next() that
+// reaches it, naming file, record and byte offset; the next call continues with the following
+// batch.
 #ifndef KILN_READER_LOADER_H_
 #define KILN_READER_LOADER_H_
 
@@ -129,12 +46,13 @@
 #include <vector>
 
 #include "formats/dataset.h"
-#include "formats/shards/shard_format.h"
 #include "formats/status.h"
 #include "reader/augmenter.h"
 #include "reader/cuda_handles.h"
 #include "reader/device_ops.h"
+#include "reader/device_ring.h"
 #include "reader/direct_reader.h"
+#include "reader/fetch_schedule.h"
 #include "reader/host_buffer.h"
 #include "reader/reader_state.h"
 #include "reader/sampler.h"
@@ -248,14 +166,19 @@ struct LoaderOptions {
   // io_uring. io_path() says which path a loader uses and why. Batches are byte-identical whichever
   // path reads them. Default kAuto.
   IoMode io = IoMode::kAuto;
-  // A state saved by Loader::state() (see "Checkpoint and resume" above): the first Next()
+  // A state saved by Loader::state() ("Checkpoint and resume" in reader/loader.md): Create
+  // refuses, naming what differs, InvalidArgument for a state of another dataset (fingerprint
+  // or sample count), seed, shuffle mode, block size or window, augmentation, a kBlock state
+  // restored mid-epoch with another world size or batch size, or a start_epoch other than 0 or
+  // the state's epoch; NotSupported for another sampler order version; OutOfRange for a
+  // position past the end of its epoch. The first Next()
   // serves the batch after the saved position, in the saved epoch (start_epoch must then be 0
   // or that epoch). SetEpoch() with the state's epoch before the first Next() keeps the
   // position; SetEpoch() with another epoch starts that epoch from its beginning, and later
   // epochs always start from their beginning. Default none.
   std::optional<ReaderState> resume;
-  // CUDA device that receives every batch (see "Device batches" above); -1 for host batches
-  // only. Falls back to host batches, with one warning, where no usable device exists.
+  // CUDA device that receives every batch ("Device batches" in reader/loader.md); -1 for host
+  // batches only. Falls back to host batches, with one warning, where no usable device exists.
   // Range [-1, device count). Default -1.
   int device = -1;
   // With device == -1 and pin_memory: the CUDA device made current while the pinned slots are
@@ -296,9 +219,9 @@ struct Batch {
 
   // Makes `consumer_stream` (nullptr: the legacy default stream) wait for this batch's upload
   // without blocking the host (cudaStreamWaitEvent), and names it as the stream whose work the
-  // loader waits for before reusing the device buffer (step 2 above). Call it before enqueueing
-  // work that reads device_data. Errors: InvalidArgument for a batch without a device copy;
-  // CudaStatus("cudaStreamWaitEvent").
+  // loader waits for before reusing the device buffer (step 2 of the protocol, reader/loader.md).
+  // Call it before enqueueing work that reads device_data. Errors: InvalidArgument for a batch
+  // without a device copy; CudaStatus("cudaStreamWaitEvent").
   Status WaitOn(cudaStream_t consumer_stream) const;
 
   void* device_slot_ = nullptr;     // internal: the loader's per-slot device state
@@ -383,7 +306,7 @@ class Loader {
   // previous batch). Returns true with a batch, false at the end of the epoch; the call after
   // the end starts epoch + 1. Errors: the stored failure of a fetch thread for this batch
   // (Corruption naming file, record and offset; IOError; OutOfRange for memory it could not
-  // allocate); NotSupported in a process forked after Create() (see "Processes" above).
+  // allocate); NotSupported in a process forked after Create() ("Processes" in reader/loader.md).
   // `*batch` is untouched by an error of CheckProcess().
   Result<bool> Next(Batch* batch);
 
@@ -396,9 +319,9 @@ class Loader {
   Result<bool> Next(Batch* batch, const std::function<bool()>& interrupted, uint32_t poll_ms = 100);
 
   // Releases the batch the consumer holds now, as the next Next() would (steps 2 and 3 of the
-  // protocol below): its pointers become invalid, and its `released` events are recorded on
-  // the streams given to WaitOn. Call it before destroying a stream passed to WaitOn while the
-  // loader still holds that batch. No-op when nothing is held.
+  // protocol in reader/loader.md): its pointers become invalid, and its `released` events are
+  // recorded on the streams given to WaitOn. Call it before destroying a stream passed to WaitOn
+  // while the loader still holds that batch. No-op when nothing is held.
   void Release();
 
   // Returns the position of the batch the next Next() serves: the current epoch and the
@@ -452,11 +375,32 @@ class Loader {
 
   Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
          TensorSchema out_schema);
+  // The batch slots' sizes, fixed at Create.
+  struct SlotLayout {
+    uint64_t samples = 1;      // samples a slot holds
+    uint64_t data_bytes = 0;   // sample bytes, rounded up to 4096; the labels follow
+    uint64_t label_bytes = 0;  // int64 labels, rounded up to 4096
+    size_t count = 0;          // prefetch + 1
+    uint64_t slot_bytes() const { return data_bytes + label_bytes; }
+  };
+  // The steps of Create, in order: the host slots (buffer_, slots_); the device ring (device_,
+  // for options.device >= 0 and a usable device or `ops`); the chunking and the io path
+  // (ChooseIoPath, the block memory fit, the read-ahead window); the fetch threads.
+  Result<SlotLayout> AllocateSlots();
+  Status SetUpDevice(std::shared_ptr<DeviceOps> ops, const SlotLayout& layout);
+  void SetUpIo(uint32_t threads, const SlotLayout& layout);
+  Status StartThreads(uint32_t threads);
   // Starts `epoch` after `consumed` global positions (validated by the caller).
   void StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock, uint64_t consumed = 0);
   // Returns the `consumed` to start the state's epoch with, or why it cannot be honoured.
   Result<uint64_t> CheckResume(const ReaderState& state) const;
-  void WorkerLoop(DirectQueue* queue);  // queue: this thread's, null on the mmap path
+  // Its parts, each returning the error CheckResume returns, prefixed with `what`: the order
+  // (sampler version, dataset, start epoch, seed, shuffle mode, blocks); the augmentation; and
+  // the position of a kBlock state.
+  Status CheckResumeOrder(const ReaderState& state, const std::string& what) const;
+  Status CheckResumeAugment(const ReaderState& state, const std::string& what) const;
+  Result<uint64_t> ResumeBlockPosition(const ReaderState& state, const std::string& what) const;
+  void WorkerLoop(RangeReader* reader);  // reader: this thread's, null on the mmap path
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
                    std::vector<uint8_t>* scratch, uint64_t* augment_ns);
   // Crops and flips sample k of `slot`, decoded (stored schema) at `decoded`, into its place.
@@ -471,21 +415,24 @@ class Loader {
   // The direct path's worker (reader/direct_reader.h): keeps its queue full across chunks by
   // claiming the next chunk while the reads of the current one are finishing. Its state and steps
   // are a DirectWorker (reader/loader_direct.cc).
-  void DirectWorkerLoop(DirectQueue* queue);
+  void DirectWorkerLoop(RangeReader* reader);
   class DirectWorker;
-  // Chooses the io path (options_.io) and sets up direct_files_ and direct_queues_.
+  // Chooses the io path (options_.io) and sets up direct_files_ and range_readers_.
   void ChooseIoPath(uint32_t threads);
   // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.
   void PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
                        std::vector<uint8_t>* padding) const;
   // Read-ahead. ProbeAhead checks up to 4 samples of the extension [begin, end) (positions;
-  // kBlock: dealt blocks) for residency; AdviseAhead advises samples `indices`.
+  // kBlock: dealt blocks) for residency; AdviseAhead advises samples `indices`, extending `*run`
+  // (the run of neighbouring records not yet advised) and adding to `*result`; false when the
+  // mapping faulted (advice stops there).
   struct ReadAheadResult {
     uint64_t samples = 0, bytes = 0;
     bool probed = false, missed = false;
   };
   ReadAheadResult ProbeAhead(uint64_t begin, uint64_t end) const;
-  ReadAheadResult AdviseAhead(const std::vector<uint64_t>& indices) const;
+  bool AdviseAhead(const std::vector<uint64_t>& indices, MappedRange* run,
+                   ReadAheadResult* result) const;
   // Moves the read-ahead frontier past chunk `chunk` of batch `batch` (requires mu_) and sets
   // [*begin, *end) to what it added, for the caller to advise; leaves them alone when nothing
   // was added (the window covers it already, or read-ahead is off).
@@ -494,18 +441,8 @@ class Loader {
   // `indices` and `padding` are the calling worker's scratch. Runs without mu_.
   ReadAheadResult ReadAhead(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
                             std::vector<uint8_t>* padding);
-  struct DeviceRing;  // upload stream, device buffers and events (loader.cc)
-  Status CreateDeviceRing(std::shared_ptr<DeviceOps> ops, uint64_t data_bytes,
-                          uint64_t label_bytes);
-  // The device state below is the consumer thread's: these run without mu_.
-  // Step 1: issues batch `batch`'s upload from host slot `slot_index`.
+  // Issues batch `batch`'s upload (step 1) from host slot `slot_index`, on the consumer thread.
   Status UploadSlot(size_t slot_index, uint64_t batch, uint32_t size);
-  // Waits on the host for slot `slot_index`'s copy, when one is pending.
-  void FinishCopy(size_t slot_index);
-  // Steps 2 and 3 of the protocol for the batch the consumer holds in slot `slot_index`.
-  void ReleaseDeviceSlot(size_t slot_index);
-  // Waits for every pending copy (uploads issued ahead) before the slots are reset.
-  void DrainDeviceUploads();
   // Releases the held batch: the device slot, then the host slot (takes mu_ briefly).
   void ReleaseHeld();
   // Makes the ring's device current for the scope (none for host batches).
@@ -519,13 +456,13 @@ class Loader {
   uint32_t chunks_per_batch_ = 1;
   uint32_t chunk_samples_ = 1;
   std::unique_ptr<HostBuffer> buffer_;
-  std::unique_ptr<DeviceRing> device_;  // null for host batches; used by the consumer thread
+  std::unique_ptr<DeviceRing> device_;  // null for host batches; the consumer thread's
   std::vector<Slot> slots_;
   std::vector<std::thread> threads_;
-  // Direct path: the data files opened for direct reads and one queue per fetch thread; null
+  // Direct path: the data files opened for direct reads and one reader per fetch thread; null
   // and empty on the mmap path. Set by Create() before the threads start.
   std::unique_ptr<DirectFiles> direct_files_;
-  std::vector<std::unique_ptr<DirectQueue>> direct_queues_;
+  std::vector<std::unique_ptr<UringRangeReader>> range_readers_;
   uint32_t direct_depth_ = 0;
   std::string io_reason_;
   std::optional<BlockMemoryFit> block_memory_fit_;
@@ -549,9 +486,7 @@ class Loader {
   std::condition_variable& idle_cv_ = sync_->idle_cv;
   uint64_t epoch_ = 0;          // guarded by mu_
   bool epoch_started_ = false;  // guarded by mu_: tasks of epoch_ are being handed out
-  uint64_t next_task_ = 0;      // guarded by mu_
-  uint64_t total_tasks_ = 0;    // guarded by mu_
-  uint64_t released_ = 0;       // guarded by mu_: batches the consumer has released
+  FetchSchedule schedule_;      // guarded by mu_: the tasks claimed, the batches released
   uint64_t next_batch_ = 0;     // guarded by mu_: the batch Next() returns next
   bool holding_ = false;        // guarded by mu_: the consumer holds batch next_batch_ - 1
   uint32_t busy_ = 0;           // guarded by mu_: workers filling a chunk

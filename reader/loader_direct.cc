@@ -1,27 +1,17 @@
 // Loader's direct io path (LoaderOptions::io = kDirect): the fetch-thread loop that reads
-// records through the thread's DirectQueue (reader/direct_reader.h) instead of the mappings.
+// records through the thread's RangeReader (reader/range_reader.h; UringRangeReader today)
+// instead of the mappings.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
+#include "formats/byte_coding.h"
 #include "formats/fault_guard.h"
 #include "reader/loader.h"
+#include "reader/loader_clock.h"
 
 namespace kiln {
 
 namespace {
-
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-uint64_t ThreadCpuNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 Status SigbusError(const Dataset& dataset, uint64_t index) {
   return Status::IOError(dataset.SampleLocation(index) +
@@ -63,16 +53,15 @@ Status GuardedReadSample(const Dataset& dataset, uint64_t index, RecordDecoder* 
 // Loader's shared state only with mu_ held (the *Locked functions and `lock`).
 class Loader::DirectWorker {
  public:
-  DirectWorker(Loader& loader, DirectQueue* queue)
+  DirectWorker(Loader& loader, RangeReader* reader)
       : loader_(loader),
         dataset_(*loader.dataset_),
-        files_(*loader.direct_files_),
-        queue_(*queue),
+        reader_(*reader),
         augment_(loader.options_.augment.enabled()),
         out_bytes_(loader.out_schema_.sample_bytes()),
         scratch_(augment_ ? dataset_.schema().sample_bytes() : 0),
-        pending_(queue->depth()) {
-    for (uint32_t i = queue->depth(); i-- > 0;) free_buffers_.push_back(i);
+        pending_(reader->depth()) {
+    for (uint32_t i = reader->depth(); i-- > 0;) free_buffers_.push_back(i);
   }
 
   // Fills chunks until the loader stops: claims a chunk, issues its reads, claims the next while
@@ -92,7 +81,7 @@ class Loader::DirectWorker {
         lock.lock();
         continue;  // issue its reads
       }
-      if (!FinishDoneTasks(lock) && queue_.in_flight() != 0) WaitForOneRead();
+      if (!FinishDoneTasks(lock) && reader_.in_flight() != 0) WaitForOneRead();
       lock.lock();
     }
   }
@@ -129,7 +118,7 @@ class Loader::DirectWorker {
   };
 
   Span AlignedSpan(const Dataset::StoredLocation& loc) const {
-    const uint32_t align = files_.alignment(loc.file);
+    const uint32_t align = reader_.alignment(loc.file);
     const uint64_t start = loc.offset / align * align;
     return {start, AlignUp(loc.offset + loc.size, align) - start};
   }
@@ -218,7 +207,7 @@ class Loader::DirectWorker {
       t.Fail(k, SigbusError(dataset_, index));
       return;
     }
-    if (found && AlignedSpan(loc).length <= queue_.buffer_bytes()) {
+    if (found && AlignedSpan(loc).length <= reader_.buffer_bytes()) {
       t.order.push_back(k);
       return;
     }
@@ -264,13 +253,13 @@ class Loader::DirectWorker {
     const uint32_t buffer = free_buffers_.back();
     free_buffers_.pop_back();
     pending_[buffer] = Pending{id, k, span.start};
-    queue_.Queue(buffer, files_.fd(loc.file), span.start, static_cast<uint32_t>(span.length));
+    reader_.Queue(buffer, loc.file, span.start, static_cast<uint32_t>(span.length));
     ++t.outstanding;
   }
 
   void Submit() {
-    max_in_flight_ = std::max<uint64_t>(max_in_flight_, queue_.in_flight());
-    Status s = queue_.Submit();
+    max_in_flight_ = std::max<uint64_t>(max_in_flight_, reader_.in_flight());
+    Status s = reader_.Submit();
     // io_uring_submit fails only for a broken ring: fail every task held, so no batch waits for
     // reads that will not come.
     if (!s.ok()) FailHeld(s);
@@ -336,7 +325,7 @@ class Loader::DirectWorker {
   void WaitForOneRead() {
     uint32_t buffer = 0;
     int64_t result = 0;
-    Status waited = queue_.Wait(&buffer, &result);
+    Status waited = reader_.Wait(&buffer, &result);
     if (waited.ok()) {
       CompleteRead(buffer, result);
       return;
@@ -368,7 +357,7 @@ class Loader::DirectWorker {
       return;
     }
     if (p.k >= t.error_k) return;  // positions past a failure are not needed
-    Status s = GuardedDecode(dataset_, index, queue_.buffer(buffer) + (loc.offset - p.start),
+    Status s = GuardedDecode(dataset_, index, reader_.buffer(buffer) + (loc.offset - p.start),
                              loc.size, &decoder_, Output(*t.slot, p.k), &t.slot->labels[p.k]);
     Place(t, p.k, std::move(s));
   }
@@ -380,7 +369,7 @@ class Loader::DirectWorker {
     if (result < 0) {
       return Status::IOError(dataset_.SampleLocation(index) + ": read of " + std::to_string(need) +
                              " bytes at offset " + std::to_string(start) + " of " +
-                             files_.path(loc.file) +
+                             reader_.object_name(loc.file) +
                              " failed: " + std::strerror(static_cast<int>(-result)));
     }
     return Status::IOError(dataset_.SampleLocation(index) + ": the file could not be read (" +
@@ -391,8 +380,7 @@ class Loader::DirectWorker {
 
   Loader& loader_;
   const Dataset& dataset_;
-  const DirectFiles& files_;
-  DirectQueue& queue_;
+  RangeReader& reader_;
   const bool augment_;
   const uint64_t out_bytes_;
   RecordDecoder decoder_;
@@ -409,6 +397,6 @@ class Loader::DirectWorker {
   uint64_t augment_ns_ = 0, reads_ = 0, read_bytes_ = 0, max_in_flight_ = 0;
 };
 
-void Loader::DirectWorkerLoop(DirectQueue* queue) { DirectWorker(*this, queue).Run(); }
+void Loader::DirectWorkerLoop(RangeReader* reader) { DirectWorker(*this, reader).Run(); }
 
 }  // namespace kiln

@@ -1,9 +1,6 @@
 #include "formats/hdf5/hdf5_dataset.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "formats/byte_coding.h"
@@ -27,17 +24,7 @@ Result<std::unique_ptr<Hdf5Dataset>> Hdf5Dataset::Open(const std::string& dir, M
   std::unique_ptr<Hdf5Dataset> ds(new Hdf5Dataset(dir, std::move(manifest)));
   const Manifest& m = ds->manifest();
   const std::string& path = ds->path_;
-  if (m.files.size() != 1 || m.files[0].file != kHdf5DataFileName) {
-    return Status::Corruption(dir + "/" + kManifestFileName +
-                              ": an hdf5 dataset lists exactly one file, data.h5");
-  }
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return Status::NotFound(path + ": no such file (dataset incomplete)");
-    return Status::FromErrno("cannot stat", path, errno);
-  }
-  KILN_RETURN_IF_ERROR(
-      CheckSizeAgainstManifest(path, static_cast<uint64_t>(st.st_size), m.files[0].bytes));
+  KILN_RETURN_IF_ERROR(CheckSingleDataFile(dir, m, kHdf5DataFileName, "hdf5"));
   KILN_ASSIGN_OR_RETURN(Hdf5Layout layout,
                         Hdf5Inspector::Inspect(path, m.schema, m.samples, false));
   ds->layout_ = std::make_unique<Hdf5Layout>(std::move(layout));

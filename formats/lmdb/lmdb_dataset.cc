@@ -1,10 +1,7 @@
 #include "formats/lmdb/lmdb_dataset.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cinttypes>
 #include <cstdlib>
 #include <mutex>
@@ -119,17 +116,7 @@ Result<std::unique_ptr<LmdbDataset>> LmdbDataset::Open(const std::string& dir, M
   std::unique_ptr<LmdbDataset> ds(new LmdbDataset(dir, std::move(manifest)));
   const Manifest& m = ds->manifest();
   const std::string path = dir + "/" + kLmdbDataFileName;
-  if (m.files.size() != 1 || m.files[0].file != kLmdbDataFileName) {
-    return Status::Corruption(dir + "/" + kManifestFileName +
-                              ": an lmdb dataset lists exactly one file, data.mdb");
-  }
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return Status::NotFound(path + ": no such file (dataset incomplete)");
-    return Status::FromErrno("cannot stat", path, errno);
-  }
-  KILN_RETURN_IF_ERROR(
-      CheckSizeAgainstManifest(path, static_cast<uint64_t>(st.st_size), m.files[0].bytes));
+  KILN_RETURN_IF_ERROR(CheckSingleDataFile(dir, m, kLmdbDataFileName, "lmdb"));
   State& s = *ds->state_;
   s.data_bytes = m.files[0].bytes;
   if (m.samples > 0) {

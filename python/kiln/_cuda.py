@@ -56,18 +56,39 @@ def pin_device(torch):
 _TORCH_DTYPES = {"uint8": "uint8", "float16": "float16", "float32": "float32"}
 
 
-def setup(loader, normalize, crop_h, crop_w, flip, seed):
+def plan(loader, normalize):
+    """Before the core loader is opened on the device: when the fused kernel will apply
+    (normalize on uint8 HWC data), moves the crop and flip out of the CPU loader's options into
+    the kernel, so that the core loader is opened once, with the options it keeps. Returns the
+    (crop_h, crop_w, flip) asked for, which setup() hands to the kernel when it applies.
+
+    Only a crop or flip makes the choice matter before the open; then the dataset's stored
+    schema (a crop keeps its dtype and layout) is read from a ``_core.Dataset``, which opens the
+    files but starts no threads and allocates no batch slots."""
+    options = loader._options
+    augment = (options.crop_height, options.crop_width, options.flip)
+    if normalize is None or not any(augment):
+        return augment
+    if not _kernel_applies(_core.Dataset(loader.path).sample_schema):
+        return augment  # the CPU loader crops and flips
+    options = options.copy()
+    options.crop_height, options.crop_width, options.flip = 0, 0, False  # in the kernel
+    loader._options = options
+    return augment
+
+
+def _kernel_applies(schema):
+    return schema["dtype"] == "uint8" and schema["layout"] == "hwc"
+
+
+def setup(loader, normalize, augment, seed):
     """After the core loader is open on the device: the fused kernel when it applies (normalize
-    on uint8 HWC data; the crop and flip then move from the CPU loader to the kernel), and the
-    shape and dtype of the tensors each step writes."""
+    on uint8 HWC data, with the crop and flip ``augment`` that plan() took from the CPU loader),
+    and the shape and dtype of the tensors each step writes."""
     torch = loader._torch
     schema = loader._core.sample_schema
-    if normalize is not None and schema["dtype"] == "uint8" and schema["layout"] == "hwc":
-        if crop_h or crop_w or flip:
-            options = loader._options.copy()
-            options.crop_height, options.crop_width, options.flip = 0, 0, False  # in the kernel
-            loader._options = options
-            loader._core = _core.Loader(loader.path, options)
+    if normalize is not None and _kernel_applies(schema):
+        crop_h, crop_w, flip = augment
         mean, std = loader._normalize_values
         loader._kernel = (mean, std, loader._out_dtype, crop_h, crop_w, flip, seed)
         shape = loader._core.set_normalize(*loader._kernel)

@@ -306,6 +306,7 @@ class Loader:
         self._device = self._check_device(device)
         if self._device is not None:
             self._options.device = self._device_index
+            kernel_augment = _cuda.plan(self, normalize)
         elif pin_memory:
             self._options.pin_device = _cuda.pin_device(self._torch)
         self._core = _core.Loader(self.path, self._options)
@@ -318,8 +319,7 @@ class Loader:
         self.rank: int = self._options.rank
         self.world_size: int = self._options.world_size
         if self._device is not None:
-            _cuda.setup(self, normalize, self._options.crop_height, self._options.crop_width,
-                        self._options.flip, self._options.seed)
+            _cuda.setup(self, normalize, kernel_augment, self._options.seed)
         # The epoch counter is the C++ loader's (Loader::BeginEpoch); Python keeps only a
         # set_epoch() request for the next loop and which iterator is the current one.
         self._requested_epoch: Optional[int] = None

@@ -1,0 +1,67 @@
+// kiln::RangeReader: the one place a fetch thread gets bytes of a dataset's files that it does
+// not read through a mapping: "read this byte range of this object into this staging buffer,
+// asynchronously, and tell me when it is done and how it ended". The design (contract, buffer
+// ownership, O_DIRECT alignment, completion model, errors, and how a remote driver plugs in) is
+// reader/loader.md, "The read path".
+//
+//   UringRangeReader (reader/direct_reader.h)  local files, O_DIRECT through one io_uring
+//   (a remote driver: S3 / HTTP range GETs)    the same interface; no loader change
+//
+// The mmap path (IoMode::kMmap) does not use it: it decodes each record in place from the
+// file mapping (Dataset::ReadSample), one copy, with page faults doing the I/O and madvise
+// doing the read-ahead; a RangeReader over a mapping would add a copy per record.
+//
+// Objects are a dataset's data files, numbered as Dataset::StoredLocation::file numbers them
+// (0 to Dataset::data_file_count() - 1). Staging buffers belong to the reader: depth() of them,
+// buffer_bytes() each, aligned to alignment() of every object; a read names the buffer it fills
+// and the caller keeps at most one read per buffer in flight.
+// Ownership: the reader owns its buffers and its connection to the objects (descriptors, a
+// ring, sockets); the objects' list belongs to what created it.
+// Thread safety: one fetch thread uses a reader at a time; readers of different threads share
+// nothing mutable.
+#ifndef KILN_READER_RANGE_READER_H_
+#define KILN_READER_RANGE_READER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "formats/status.h"
+
+namespace kiln {
+
+class RangeReader {
+ public:
+  virtual ~RangeReader() = default;
+
+  // The name errors give object `object` (a path; a URL for a remote driver).
+  virtual const std::string& object_name(uint32_t object) const = 0;
+  // Bytes that the offset and length of a read of `object` must be multiples of: the file's
+  // direct-I/O alignment (a power of two in [512, 4096]) for O_DIRECT, 1 where any range is
+  // allowed (buffered files, remote objects).
+  virtual uint32_t alignment(uint32_t object) const = 0;
+  // Staging buffers: depth() of buffer_bytes() each, valid while the reader lives; a buffer's
+  // contents are those of the last read completed into it.
+  virtual uint32_t depth() const = 0;
+  virtual uint64_t buffer_bytes() const = 0;
+  virtual uint8_t* buffer(uint32_t buffer) const = 0;
+
+  // Queues a read of `length` bytes (<= buffer_bytes(), a multiple of alignment(object)) at
+  // `offset` (likewise) of `object` into staging buffer `buffer`, reported by Wait() with
+  // `buffer` as its identity. Nothing needs to start before Submit(). Never fails: an error of
+  // the read is its completion's.
+  virtual void Queue(uint32_t buffer, uint32_t object, uint64_t offset, uint32_t length) = 0;
+  // Starts the queued reads. Errors: IOError naming the reader's failure (not a read's).
+  virtual Status Submit() = 0;
+  // Blocks until one read finishes; sets `*buffer` to its staging buffer and `*result` to the
+  // bytes read (short past the end of the object) or -errno (a remote driver maps its failures
+  // onto errno: EIO, ENOENT for a missing object, ESTALE for an object that changed). Requires
+  // a read in flight. Errors: IOError when waiting itself fails (not the read: that is
+  // `*result`), after which the reads in flight are lost.
+  virtual Status Wait(uint32_t* buffer, int64_t* result) = 0;
+  // Reads queued or started and not yet returned by Wait().
+  virtual uint32_t in_flight() const = 0;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_READER_RANGE_READER_H_
