@@ -27,7 +27,8 @@ bool HeaderIs(std::string_view line, std::string_view name) {
 std::string HeaderValue(std::string_view line, size_t name_size) {
   std::string_view v = line.substr(name_size + 1);
   while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
+  while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' '))
+    v.remove_suffix(1);
   return std::string(v);
 }
 
@@ -110,9 +111,9 @@ size_t WriteBody(char* data, size_t size, size_t count, void* user) {
     r->received += len;
     return len;
   }
-  r->body.append(data, std::min(len, RemoteClient::Request::kMaxBody - std::min(
-                                                                          r->body.size(),
-                                                                          RemoteClient::Request::kMaxBody)));
+  r->body.append(data,
+                 std::min(len, RemoteClient::Request::kMaxBody -
+                                   std::min(r->body.size(), RemoteClient::Request::kMaxBody)));
   return len;
 }
 
@@ -275,7 +276,8 @@ void RemoteClient::Finish(Request* r, int curl_code) {
   std::unique_ptr<Request> owned = std::move(running_[r->easy]);
   running_.erase(r->easy);
   if (Retryable(*r, curl_code) && r->attempt < options_.max_retries) {
-    int64_t cap = std::min(options_.backoff_max_ms, options_.backoff_base_ms << std::min(r->attempt, 20u));
+    int64_t cap =
+        std::min(options_.backoff_max_ms, options_.backoff_base_ms << std::min(r->attempt, 20u));
     rng_ ^= rng_ << 13;
     rng_ ^= rng_ >> 7;
     rng_ ^= rng_ << 17;
@@ -291,7 +293,8 @@ void RemoteClient::Finish(Request* r, int curl_code) {
       r->attempt == 0 ? std::string() : " after " + std::to_string(r->attempt + 1) + " attempts";
   Status status;
   if (curl_code != CURLE_OK && !(curl_code == CURLE_WRITE_ERROR && r->overflow)) {
-    std::string detail = r->errbuf[0] != '\0' ? r->errbuf : curl_easy_strerror(static_cast<CURLcode>(curl_code));
+    std::string detail =
+        r->errbuf[0] != '\0' ? r->errbuf : curl_easy_strerror(static_cast<CURLcode>(curl_code));
     status = Status::IOError(r->name + ": " + detail + attempts + " (" + r->What() + ")");
   } else if (r->overflow) {
     status = Status::IOError(r->name + ": HTTP " + std::to_string(code) +
@@ -350,7 +353,8 @@ Status RemoteClient::Drive(int timeout_ms) {
   }
   int still = 0;
   CURLMcode mc = curl_multi_perform(multi_, &still);
-  if (mc != CURLM_OK) return Status::Internal(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
+  if (mc != CURLM_OK)
+    return Status::Internal(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
   size_t before = done_.size();
   int left = 0;
   while (CURLMsg* msg = curl_multi_info_read(multi_, &left)) {
@@ -364,7 +368,8 @@ Status RemoteClient::Drive(int timeout_ms) {
     wait = static_cast<int>(std::clamp<int64_t>(delayed_.begin()->first - NowUs() / 1000, 0, wait));
   }
   mc = curl_multi_poll(multi_, nullptr, 0, wait, nullptr);
-  if (mc != CURLM_OK) return Status::Internal(std::string("curl_multi_poll: ") + curl_multi_strerror(mc));
+  if (mc != CURLM_OK)
+    return Status::Internal(std::string("curl_multi_poll: ") + curl_multi_strerror(mc));
   return Status::Ok();
 }
 

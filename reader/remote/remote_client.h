@@ -49,7 +49,7 @@ struct RemoteOptions {
 
 // An object as Stat saw it.
 struct ObjectInfo {
-  std::string url;   // as given (s3://... or http(s)://...)
+  std::string url;  // as given (s3://... or http(s)://...)
   uint64_t size = 0;
   std::string etag;  // as the server sent it, quotes included; empty if the server sent none
 };
@@ -115,8 +115,8 @@ class RemoteClient {
   bool Retryable(const Request& request, int curl_code) const;
 
   RemoteOptions options_;
-  void* multi_ = nullptr;  // CURLM*
-  std::map<void*, std::unique_ptr<Request>> running_;  // by CURL* handle
+  void* multi_ = nullptr;                                     // CURLM*
+  std::map<void*, std::unique_ptr<Request>> running_;         // by CURL* handle
   std::multimap<int64_t, std::unique_ptr<Request>> delayed_;  // by due time (steady ms)
   std::deque<RemoteCompletion> done_;
   RemoteStats stats_;

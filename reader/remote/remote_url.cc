@@ -71,12 +71,14 @@ Result<RemoteUrl> ParseRemoteUrl(std::string_view url) {
   }
   size_t slash = rest.find('/');
   std::string first(rest.substr(0, slash));
-  std::string tail = slash == std::string_view::npos ? std::string() : std::string(rest.substr(slash));
+  std::string tail =
+      slash == std::string_view::npos ? std::string() : std::string(rest.substr(slash));
   if (first.empty()) return Status::InvalidArgument(out.text + ": no bucket or host in the URL");
   if (out.scheme == RemoteUrl::Scheme::kS3) {
     out.bucket = first;
     out.key = tail.empty() ? std::string() : tail.substr(1);
-    if (out.key.empty()) return Status::InvalidArgument(out.text + ": no object key after the bucket");
+    if (out.key.empty())
+      return Status::InvalidArgument(out.text + ": no object key after the bucket");
   } else {
     out.host = first;
     out.key = tail.empty() ? "/" : tail;
@@ -182,9 +184,8 @@ std::string RequestUrl(const RemoteUrl& url, const AwsSettings& aws) {
   if (url.scheme == RemoteUrl::Scheme::kHttp) return "http://" + url.host + url.key;
   if (url.scheme == RemoteUrl::Scheme::kHttps) return "https://" + url.host + url.key;
   std::string key = PercentEncodeKey(url.key);
-  std::string endpoint = aws.endpoint_url.empty()
-                             ? "https://s3." + aws.region + ".amazonaws.com"
-                             : aws.endpoint_url;
+  std::string endpoint =
+      aws.endpoint_url.empty() ? "https://s3." + aws.region + ".amazonaws.com" : aws.endpoint_url;
   if (!aws.virtual_host) return endpoint + "/" + url.bucket + "/" + key;
   size_t host_at = endpoint.find("://");
   host_at = host_at == std::string::npos ? 0 : host_at + 3;

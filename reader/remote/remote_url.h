@@ -42,12 +42,12 @@ Result<IniFile> ParseIni(std::string_view text, const std::string& path);
 
 // Where requests go and how they are signed.
 struct AwsSettings {
-  std::string access_key_id;      // empty: requests are not signed
+  std::string access_key_id;  // empty: requests are not signed
   std::string secret_access_key;
-  std::string session_token;      // sent as x-amz-security-token when set
+  std::string session_token;  // sent as x-amz-security-token when set
   std::string region = "us-east-1";
-  std::string endpoint_url;       // e.g. "http://127.0.0.1:8080"; empty: AWS itself
-  bool virtual_host = false;      // bucket in the host name instead of the path
+  std::string endpoint_url;   // e.g. "http://127.0.0.1:8080"; empty: AWS itself
+  bool virtual_host = false;  // bucket in the host name instead of the path
   std::string profile = "default";
 };
 
@@ -63,10 +63,8 @@ struct AwsSettings {
 // file is no error. `getenv` is injectable for tests.
 // Errors: InvalidArgument naming the file of a malformed INI line, or a profile named by
 // AWS_PROFILE that neither file has.
-Result<AwsSettings> LoadAwsSettings(
-    const std::function<const char*(const char*)>& getenv = [](const char* n) {
-      return std::getenv(n);
-    });
+Result<AwsSettings> LoadAwsSettings(const std::function<const char*(const char*)>& getenv =
+                                        [](const char* n) { return std::getenv(n); });
 
 // The HTTP(S) URL a request for `url` goes to under `aws` (path-style or virtual-host for s3://,
 // the URL itself for http(s)://). Keys are percent-encoded except '/'.

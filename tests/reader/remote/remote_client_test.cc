@@ -39,7 +39,8 @@ std::vector<uint8_t> Pattern(size_t n, uint32_t seed) {
 void WriteFile(const fs::path& path, const std::vector<uint8_t>& bytes) {
   fs::create_directories(path.parent_path());
   std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
 }
 
 std::vector<uint8_t> ReadFile(const fs::path& path) {
@@ -80,11 +81,12 @@ class RemoteServers : public ::testing::Environment {
   }
   // rclone with a remote `ks3:` for the Swift S3 endpoint, configured by environment.
   int Rclone(const std::string& args) const {
-    std::string env = "env -u AWS_CA_BUNDLE RCLONE_CONFIG_KS3_TYPE=s3 RCLONE_CONFIG_KS3_PROVIDER=Other"
-                      " RCLONE_CONFIG_KS3_ACCESS_KEY_ID=test:tester"
-                      " RCLONE_CONFIG_KS3_SECRET_ACCESS_KEY=testing RCLONE_CONFIG_KS3_REGION=us-east-1"
-                      " RCLONE_CONFIG_KS3_FORCE_PATH_STYLE=true RCLONE_CONFIG_KS3_ENDPOINT=" +
-                      vars_.at("S3_ENDPOINT");
+    std::string env =
+        "env -u AWS_CA_BUNDLE RCLONE_CONFIG_KS3_TYPE=s3 RCLONE_CONFIG_KS3_PROVIDER=Other"
+        " RCLONE_CONFIG_KS3_ACCESS_KEY_ID=test:tester"
+        " RCLONE_CONFIG_KS3_SECRET_ACCESS_KEY=testing RCLONE_CONFIG_KS3_REGION=us-east-1"
+        " RCLONE_CONFIG_KS3_FORCE_PATH_STYLE=true RCLONE_CONFIG_KS3_ENDPOINT=" +
+        vars_.at("S3_ENDPOINT");
     return Shell(env + " rclone --config /dev/null -q " + args);
   }
   static std::string Script() {
@@ -208,8 +210,8 @@ TEST_F(RemoteClientTest, MissingBucketAndKeyAreNotFoundWithTheServersCode) {
 
 TEST_F(RemoteClientTest, ObjectReplacedAfterStatFailsWith412NamingIt) {
   WriteFile(servers->dir() + "/replace/v.bin", Pattern(5000, 2));
-  ASSERT_EQ(servers->Rclone("copyto " + Quote(servers->dir() + "/replace/v.bin") + " ks3:" +
-                            kBucket + "/replaced.bin"),
+  ASSERT_EQ(servers->Rclone("copyto " + Quote(servers->dir() + "/replace/v.bin") +
+                            " ks3:" + kBucket + "/replaced.bin"),
             0);
   auto c = Client(S3Options());
   Result<ObjectInfo> obj = c->Stat(S3Url("replaced.bin"));
@@ -217,8 +219,8 @@ TEST_F(RemoteClientTest, ObjectReplacedAfterStatFailsWith412NamingIt) {
   std::vector<uint8_t> got;
   ASSERT_TRUE(ReadOne(*c, *obj, 0, 100, &got).status.ok());
   WriteFile(servers->dir() + "/replace/v.bin", Pattern(5000, 3));
-  ASSERT_EQ(servers->Rclone("copyto " + Quote(servers->dir() + "/replace/v.bin") + " ks3:" +
-                            kBucket + "/replaced.bin"),
+  ASSERT_EQ(servers->Rclone("copyto " + Quote(servers->dir() + "/replace/v.bin") +
+                            " ks3:" + kBucket + "/replaced.bin"),
             0);
   RemoteCompletion done = ReadOne(*c, *obj, 0, 100, &got);
   ASSERT_FALSE(done.status.ok());
@@ -285,7 +287,8 @@ TEST_F(RemoteClientTest, ManyRangesInFlightReturnTheRightBytes) {
       seen[done.tag] = true;
       const auto& b = bufs[done.tag];
       ASSERT_EQ(done.bytes, b.size());
-      EXPECT_TRUE(std::equal(b.begin(), b.end(), want.begin() + static_cast<long>(offsets[done.tag])))
+      EXPECT_TRUE(
+          std::equal(b.begin(), b.end(), want.begin() + static_cast<long>(offsets[done.tag])))
           << "range " << done.tag;
     }
     EXPECT_EQ(c->in_flight(), 0u);

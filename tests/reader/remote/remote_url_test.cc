@@ -23,7 +23,8 @@ TEST(RemoteUrlTest, ParsesS3AndHttp) {
   EXPECT_EQ(https->scheme, RemoteUrl::Scheme::kHttps);
   EXPECT_EQ(https->host, "host:8443");
   EXPECT_EQ(https->key, "/a/b?X-Amz-Signature=1");
-  for (const char* bad : {"s3://", "s3://bkt", "s3://bkt/", "ftp://x/y", "/local/path", "http:///x"}) {
+  for (const char* bad :
+       {"s3://", "s3://bkt", "s3://bkt/", "ftp://x/y", "/local/path", "http:///x"}) {
     Result<RemoteUrl> r = ParseRemoteUrl(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {
