@@ -49,6 +49,10 @@ KILN_DEBIAN_PACKAGES=(
   python3-h5py python3-hdf5plugin hdf5-tools
   # scale tests (tests/scale/): a one-node Slurm cluster on 127.0.0.1 and Open MPI's mpirun
   slurmctld slurmd slurm-client munge openmpi-bin
+  # remote reading (reader/remote/): libcurl signs S3 requests; the tests run a real one-node
+  # OpenStack Swift with s3api (+ memcached) and nginx on 127.0.0.1; rclone uploads a dataset
+  libcurl4-openssl-dev swift-proxy swift-object swift-container swift-account memcached nginx
+  rclone
 )
 
 # KILN_SETUP_EXTRA_PACKAGES: more packages for one caller (bench/run.sh adds the peers' own).

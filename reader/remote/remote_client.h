@@ -1,0 +1,129 @@
+// kiln::remote::RemoteClient: many byte-range reads of S3 (SigV4) and HTTP(S) objects in flight
+// from one thread, through one curl_multi handle (reader/remote/remote.md).
+//
+//   RemoteClient client = *RemoteClient::Create(options);
+//   ObjectInfo obj = *client.Stat("s3://bucket/ds/data-00000.kiln");   // size + ETag
+//   client.QueueRange(/*tag=*/1, obj, offset, length, dest);            // dest: caller's bytes
+//   RemoteCompletion done; client.Wait(&done);                          // done.tag == 1
+//
+// Bytes land straight in the caller's buffer (the write callback copies into `dest`, no
+// staging copy). Every range read of an object sends `If-Match: <ETag recorded by Stat>`, so an
+// object replaced after Stat fails with 412 PreconditionFailed instead of mixing versions.
+// Retries: 5xx (503 SlowDown included), 429, timeouts, refused and reset connections, short
+// bodies; up to `max_retries` more attempts, exponential backoff with jitter. Never retried:
+// other 4xx. Every request has a timeout, so nothing waits forever.
+//
+// Errors name the URL as given, the HTTP status and the server's error code and message
+// (e.g. "s3://b/k: HTTP 403 SignatureDoesNotMatch: The request signature ..."); location().file
+// is the URL. Status codes: NotFound for 404, IOError for everything else (403, 412, 5xx after
+// the retries, transport failures).
+//
+// Thread safety: one thread uses a client at a time; clients share nothing mutable.
+// Lifetime: a queued read's `dest` must stay valid until its completion is returned by Wait()
+// or the client is destroyed (which abandons reads in flight).
+#ifndef KILN_READER_REMOTE_REMOTE_CLIENT_H_
+#define KILN_READER_REMOTE_REMOTE_CLIENT_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/status.h"
+#include "reader/remote/remote_url.h"
+
+namespace kiln::remote {
+
+struct RemoteOptions {
+  AwsSettings aws;                     // signing, region, endpoint, addressing (LoadAwsSettings)
+  std::string ca_file;                 // PEM bundle to trust for https (empty: the system's)
+  uint32_t max_connections = 64;       // connections per host; reads beyond this wait in curl
+  int64_t connect_timeout_ms = 5000;   // per attempt
+  int64_t request_timeout_ms = 60000;  // per attempt, whole transfer
+  uint32_t max_retries = 4;            // attempts after the first
+  int64_t backoff_base_ms = 50;        // first retry waits in [base/2, base], doubling up to max
+  int64_t backoff_max_ms = 2000;
+};
+
+// An object as Stat saw it.
+struct ObjectInfo {
+  std::string url;  // as given (s3://... or http(s)://...)
+  uint64_t size = 0;
+  std::string etag;  // as the server sent it, quotes included; empty if the server sent none
+};
+
+struct RemoteCompletion {
+  uint64_t tag = 0;
+  uint64_t bytes = 0;        // bytes written to dest (short past the end of the object)
+  uint64_t object_size = 0;  // total size from Content-Range when the server sent it, else 0
+  int http_status = 0;       // last attempt's status, 0 when no response came
+  std::string etag;          // the response's ETag header, if any
+  Status status;             // OK, or the error described in the header comment
+};
+
+// Counters since Create. Latencies are per attempt, first byte sent to last byte received.
+struct RemoteStats {
+  uint64_t requests = 0;  // attempts sent, retries included
+  uint64_t bytes = 0;     // body bytes received into callers' buffers
+  uint64_t retries = 0;
+  uint64_t failures = 0;  // reads that completed with an error
+  std::vector<int64_t> latency_us;
+  // The `q`-quantile (0..1) of latency_us in microseconds; 0 when there are none.
+  int64_t LatencyQuantileUs(double q) const;
+};
+
+class RemoteClient {
+ public:
+  // Errors: Internal when libcurl cannot be initialised.
+  static Result<std::unique_ptr<RemoteClient>> Create(RemoteOptions options);
+  ~RemoteClient();
+  RemoteClient(const RemoteClient&) = delete;
+  RemoteClient& operator=(const RemoteClient&) = delete;
+
+  // Size and ETag of `url` (a HEAD; on an error answer a one-byte GET fetches the server's error
+  // code, which HEAD answers lack). Completions of queued reads that finish meanwhile are kept
+  // for Wait(). Errors: InvalidArgument for a malformed URL, else as in the header comment.
+  Result<ObjectInfo> Stat(const std::string& url);
+
+  // Queues a read of [offset, offset + length) of `object` into `dest` (length bytes), sending
+  // If-Match: object.etag when it is set. Starts at once; reported by Wait() with `tag`.
+  void QueueRange(uint64_t tag, const ObjectInfo& object, uint64_t offset, uint64_t length,
+                  uint8_t* dest);
+  // Queues a read of the last `length` bytes (all of a smaller object) into `dest`, without
+  // needing the size (a footer); the completion's object_size gives where they start.
+  void QueueSuffix(uint64_t tag, const ObjectInfo& object, uint64_t length, uint8_t* dest);
+
+  // Blocks until one queued read finishes (retries done) and returns it in `*done`.
+  // Errors: InvalidArgument when nothing is in flight; Internal when curl_multi fails.
+  Status Wait(RemoteCompletion* done);
+  // Queued reads not yet returned by Wait().
+  uint32_t in_flight() const;
+
+  const RemoteStats& stats() const { return stats_; }
+
+  struct Request;  // one queued read (internal; public for libcurl's C callbacks)
+
+ private:
+  explicit RemoteClient(RemoteOptions options);
+  void Enqueue(std::unique_ptr<Request> request);
+  Status Start(Request* request);
+  Status Drive(int timeout_ms);
+  void Finish(Request* request, int curl_code);
+  void Complete(Request* request, Status status);
+  bool Retryable(const Request& request, int curl_code) const;
+
+  RemoteOptions options_;
+  void* multi_ = nullptr;                                     // CURLM*
+  std::map<void*, std::unique_ptr<Request>> running_;         // by CURL* handle
+  std::multimap<int64_t, std::unique_ptr<Request>> delayed_;  // by due time (steady ms)
+  std::deque<RemoteCompletion> done_;
+  RemoteStats stats_;
+  uint64_t rng_ = 0x9e3779b97f4a7c15ULL;
+  uint64_t next_internal_tag_ = 1ULL << 63;
+};
+
+}  // namespace kiln::remote
+
+#endif  // KILN_READER_REMOTE_REMOTE_CLIENT_H_
