@@ -75,6 +75,11 @@ bool IsFormatSupported(const std::string& format) {
   return row != nullptr && row->compiled_in;
 }
 
+bool HasSelfContainedFiles(std::string_view format) {
+  const StorageFormat* row = FindStorageFormat(format);
+  return row != nullptr && row->self_contained_files;
+}
+
 bool CanResumeFormat(std::string_view format) {
   const StorageFormat* row = FindStorageFormat(format);
   return row != nullptr && row->compiled_in && row->resume_writer != nullptr;

@@ -53,6 +53,12 @@ struct StorageFormat {
   bool compiled_in = false;
   // Why it is absent and how to get it, when compiled_in is false (an error message).
   const char* missing = "";
+  // True when a dataset of this format is several self-contained data files (shards: each with
+  // its own header, index and footer): a writer can close a file after any sample, so
+  // `kiln pack --of N` cuts files at the parts' boundaries, and `kiln merge` joins parts by moving
+  // their files (headers rewritten) instead of copying records. False for single-file backends
+  // (one LMDB environment, one HDF5 file), whose parts are merged by copying records.
+  bool self_contained_files = false;
 
   // Opens the dataset in `dir` whose manifest is `manifest` (its format is this row's name).
   // Errors: as Dataset::Open.
@@ -86,6 +92,9 @@ std::string StorageFormatNamesText();
 
 // Returns true when this build can write and read datasets of storage `format`.
 bool IsFormatSupported(const std::string& format);
+
+// Returns true when `format` is a known format whose row has self_contained_files.
+bool HasSelfContainedFiles(std::string_view format);
 
 // Returns true when this build has `format` and its writer can continue an interrupted write
 // (the row's resume_writer is set): `kiln pack --resume` keeps and continues such runs.

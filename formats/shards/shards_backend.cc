@@ -21,6 +21,7 @@ ShardSetWriterOptions ShardOptions(const StoreWriterOptions& options) {
 StorageFormat ShardsStorageFormat() {
   StorageFormat row;
   row.name = "shards";
+  row.self_contained_files = true;
   row.description = "kiln's shard files, zero-copy reads (formats/shards/shard_format.md)";
   row.compiled_in = true;
   row.open = [](const std::string& dir, Manifest manifest) -> Result<std::unique_ptr<Dataset>> {

@@ -406,6 +406,18 @@ TEST(DatasetWriterTest, AddRejectsRecordOfWrongSize) {
   EXPECT_EQ((*writer)->samples(), 0u);
 }
 
+// Cutting files at part boundaries and merging parts by moving files is a capability of a row
+// (self_contained_files), read by the packer and the part merger instead of the name "shards".
+TEST(DatasetWriterTest, SelfContainedFilesIsARegistryCapability) {
+  EXPECT_TRUE(HasSelfContainedFiles("shards"));
+  EXPECT_FALSE(HasSelfContainedFiles("lmdb"));
+  EXPECT_FALSE(HasSelfContainedFiles("hdf5"));
+  EXPECT_FALSE(HasSelfContainedFiles("no-such-format"));
+  for (const StorageFormat& f : StorageFormats()) {
+    EXPECT_EQ(HasSelfContainedFiles(f.name), f.self_contained_files) << f.name;
+  }
+}
+
 // Resuming is a capability of a backend's registry row (its resume_writer), not of its name:
 // the shard format has one, LMDB and HDF5 have none, and Resume refuses those with the message
 // that `kiln pack --format lmdb --resume` prints after "--resume: ".

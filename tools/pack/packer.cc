@@ -880,7 +880,8 @@ std::string SourceJson(const PackOptions& options, const PackInput& input,
     source.skipped_list = report.skipped > 0;
   }
   // Shards cut at the parts' boundaries: `kiln pack --of N`, as `kiln merge` writes it.
-  if (!options.part_index && options.format == "shards") source.parts = options.part_count;
+  if (!options.part_index && HasSelfContainedFiles(options.format))
+    source.parts = options.part_count;
   source.partition = report.partition;
   return PackSourceJson(source);
 }
@@ -1060,7 +1061,7 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
     effective.output = out + ".parts/" + PartDirectoryName(*options.part_index, options.part_count);
     report->output = effective.output;
     KILN_ASSIGN_OR_RETURN(lock, PreparePart(options, effective.output));
-  } else if (options.part_count > 1 && options.format == "shards" &&
+  } else if (options.part_count > 1 && HasSelfContainedFiles(options.format) &&
              (input.is_tar || input.is_tfrecord)) {
     // As the parts split tar and TFRecord input: by file, each part's first item its first
     // file's.
@@ -1071,7 +1072,7 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
           [](const SourceItem& item, uint64_t shard) { return item.tar_shard < shard; });
       boundaries.push_back(static_cast<uint64_t>(it - input.items.begin()));
     }
-  } else if (options.part_count > 1 && options.format == "shards") {
+  } else if (options.part_count > 1 && HasSelfContainedFiles(options.format)) {
     for (uint32_t i = 1; i < options.part_count; ++i) {
       boundaries.push_back(PartRange(input.items.size(), i, options.part_count).begin);
     }

@@ -18,6 +18,7 @@
 #include "formats/dataset.h"
 #include "formats/dataset_writer.h"
 #include "formats/file_util.h"
+#include "formats/format_registry.h"
 #include "formats/record_codec.h"
 #include "formats/shards/shard_renumbering.h"
 #include "formats/shards/shard_set_writer.h"
@@ -659,7 +660,7 @@ Status CopyRecords(const std::vector<Part>& parts, const std::string& output, Ma
 Status CheckBeforeCopying(const std::vector<Part>& parts, const std::string& staging,
                           MergeReport* report) {
   for (const Part& p : parts) {
-    if (p.manifest.format == "shards") {
+    if (HasSelfContainedFiles(p.manifest.format)) {
       std::vector<Move> unused_moves;
       std::vector<DataFileInfo> unused_files;
       KILN_RETURN_IF_ERROR(
@@ -770,7 +771,7 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
       KILN_RETURN_IF_ERROR(PartLock::CheckFree(p.dir + ".lock", p.name));
     }
     KILN_RETURN_IF_ERROR(CheckParts(&parts, roots));
-    const bool copy_mode = options.reshard || parts.front().manifest.format != "shards";
+    const bool copy_mode = options.reshard || !HasSelfContainedFiles(parts.front().manifest.format);
     uint64_t samples_total = 0, samples_done = 0;
     for (const Part& p : parts) samples_total += p.manifest.samples;
     const auto step = [&](uint64_t samples) {
