@@ -8,10 +8,9 @@
 #   bench/sampler_scaling.sh OLD_KILN NEW_KILN [WORKDIR=/tmp/kiln-scaling] [ROUNDS=3] [SHUFFLE_FLAG]
 #
 # The datasets are made once with build/bench/make_synthetic_dataset (the new build's).
-set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
 old=$1 new=$2 work=${3:-/tmp/kiln-scaling} rounds=${4:-3}
-synth=${KILN_BUILD_DIR:-build}/bench/make_synthetic_dataset
 mkdir -p "$work"
 sizes=(1000 10000 100000 1000000 10000000)
 for n in "${sizes[@]}"; do
