@@ -7,6 +7,7 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
+sys.dont_write_bytecode = True  # no __pycache__ in python/packaging: the tree may be read-only
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "python", "packaging"))
 import setup_cmake  # noqa: E402
 
@@ -26,8 +27,9 @@ class CMakeBuildExt(build_ext):
             shutil.copyfile(built[name], dest)
 
 
-# setuptools' scratch space lives beside CMake's, never in the source tree's root.
-os.makedirs(os.path.join("build", "setuptools"), exist_ok=True)
+# setuptools' scratch space (egg-info, build/lib, bdist) lives beside CMake's, never in the
+# source tree's root: under KILN_BUILD_DIR where it is set, so a read-only tree stays untouched.
+scratch = setup_cmake.scratch_dir()
 setup(
     version=setup_cmake.version(),
     packages=["kiln"],
@@ -35,7 +37,6 @@ setup(
     package_data={"kiln": ["py.typed", "*.pyi"]},
     ext_modules=[Extension("kiln._core", sources=[]), Extension("kiln._tools", sources=[])],
     cmdclass={"build_ext": CMakeBuildExt},
-    options={"build": {"build_base": os.path.join("build", "setuptools")},
-             "egg_info": {"egg_base": os.path.join("build", "setuptools")}},
+    options={"build": {"build_base": scratch}, "egg_info": {"egg_base": scratch}},
     zip_safe=False,
 )

@@ -13,8 +13,8 @@
 #   twice with --read-ahead-mib 0 on one side isolates read-ahead, say).
 # verify: each run is bench/verify_rate.py (kiln verify --deep --json, then cat) and prints the
 #   process rate, verification's own rate and cat's rate, in MB/s.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
 mode=$1 old=$2 new=$3 target=$4
 rounds=${5:-$([[ $mode == verify ]] && echo 5 || echo 6)}
 shift $(($# < 5 ? $# : 5))
@@ -26,8 +26,7 @@ if ! ((${#flags[@]})); then
     flags=(--size 224 --channels 3 --layout chw --threads 2)
   fi
 fi
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+bench_tmpdir out
 for ((r = 1; r <= rounds; r++)); do
   for v in before after; do
     bin=$old

@@ -2,16 +2,11 @@
 # Packs the 70,000-image Fashion-MNIST tree as shards and as HDF5 (plain and zstd) and reads them back with
 # `kiln bench` (shuffled, 2 threads, 5 epochs), in one run: the HDF5 numbers in BENCHMARKS.md.
 # Usage: bench/hdf5_vs_shards.sh [WORKDIR]   (default /tmp/kiln-bench; KILN_BUILD_DIR: build)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
 work=${1:-/tmp/kiln-bench}
-kiln=${KILN_BUILD_DIR:-build}/tools/kiln
-mkdir -p "$work"
-if [ ! -f "$work/fashion-mnist/.complete" ]; then
-  /usr/bin/python3 samples/make_fashion_mnist.py "$work/fashion-mnist" --split both
-  touch "$work/fashion-mnist/.complete"
-fi
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+bench_fashion_mnist "$work"
+bench_machine
 # name format compression
 variants=("shards shards none" "hdf5 hdf5 none" "hdf5-zstd hdf5 zstd")
 for v in "${variants[@]}"; do

@@ -2,16 +2,11 @@
 # Packs the 70,000-image Fashion-MNIST tree as shards and as LMDB and reads both back with
 # `kiln bench` (shuffled, 2 threads, 5 epochs), in one run: the LMDB numbers in BENCHMARKS.md.
 # Usage: bench/lmdb_vs_shards.sh [WORKDIR]   (default /tmp/kiln-bench; KILN_BUILD_DIR: build)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
 work=${1:-/tmp/kiln-bench}
-kiln=${KILN_BUILD_DIR:-build}/tools/kiln
-mkdir -p "$work"
-if [ ! -f "$work/fashion-mnist/.complete" ]; then
-  /usr/bin/python3 samples/make_fashion_mnist.py "$work/fashion-mnist" --split both
-  touch "$work/fashion-mnist/.complete"
-fi
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+bench_fashion_mnist "$work"
+bench_machine
 for format in shards lmdb; do
   out="$work/fmnist-$format"
   rm -rf "$out"

@@ -1,16 +1,11 @@
 #!/usr/bin/env bash
 # Packs the full 70,000-file Fashion-MNIST tree and reads it back: the numbers in BENCHMARKS.md.
 # Usage: bench/pack_and_read_fashion_mnist.sh [WORKDIR]   (default /tmp/kiln-bench)
-set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
 work=${1:-/tmp/kiln-bench}
-kiln=${KILN_BUILD_DIR:-build}/tools/kiln
-mkdir -p "$work"
-if [ ! -f "$work/fashion-mnist/.complete" ]; then
-  /usr/bin/python3 samples/make_fashion_mnist.py "$work/fashion-mnist" --split both
-  touch "$work/fashion-mnist/.complete"
-fi
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -m)"
+bench_fashion_mnist "$work"
+bench_machine
 # Drop nothing from the page cache: the files were just written, so this is a warm-cache pack.
 for compress in none zstd; do
   out="$work/fmnist-$compress"

@@ -5,17 +5,11 @@
 # "1 part vs 4 parts" table in BENCHMARKS.md. Also times `cat` of the merged shards, the floor
 # for the merge's one sequential read.
 #   bench/partitioned_pack.sh [WORKDIR] [ROUNDS]     (defaults /tmp/kiln-bench, 3)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-repo=$(pwd)
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
 work=${1:-/tmp/kiln-bench}
 rounds=${2:-3}
-kiln=${KILN:-$repo/${KILN_BUILD_DIR:-build}/tools/kiln}
-mkdir -p "$work"
-if [[ ! -f $work/fashion-mnist/.complete ]]; then
-  /usr/bin/python3 samples/make_fashion_mnist.py "$work/fashion-mnist" --split both
-  touch "$work/fashion-mnist/.complete"
-fi
+bench_fashion_mnist "$work"
 [[ -d $work/tiles ]] || samples/make_photo_tiles.sh "$work/tiles"
 source tests/scale/slurm_cluster.sh
 slurm_start "$work/slurm"

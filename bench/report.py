@@ -128,6 +128,12 @@ if goals:
         w("| %s | %s | %s |" % (label, v, "yes" if ok else "no"))
     w("")
 charts = {}
+def _sweep_cell(s):
+    """One `kiln bench --sweep` cell: rate (bottleneck), * where too short to compare."""
+    return "%s (%s)%s" % (format(round(s.get("samples_per_s") or 0), ","), s.get("bottleneck", "?"),
+                          "" if s.get("comparable", True) else " *")
+
+
 for d in ("fm", "tiles"):
     w("### Reader: %s" % DS[d])
     w("")
@@ -161,8 +167,13 @@ for d in ("fm", "tiles"):
     sw = R.get("sweep/%s" % d)
     if sw:
         w("")
-        w("`kiln bench --sweep` on kiln shards raw (2 epochs each): recommended `--threads %d "
-          "--prefetch %d`." % (sw["recommended"]["threads"], sw["recommended"]["prefetch"]))
+        rec = sw.get("recommended")
+        if rec:
+            w("`kiln bench --sweep` on kiln shards raw (2 epochs each): recommended `--threads %d "
+              "--prefetch %d`." % (rec["threads"], rec["prefetch"]))
+        else:  # null: no cell ran long enough to compare (kiln bench says so)
+            w("`kiln bench --sweep` on kiln shards raw (2 epochs each): no recommendation, every "
+              "cell was too short to compare (* marks such cells).")
         w("")
         w("| threads | prefetch 1 | prefetch 2 | prefetch 4 | prefetch 8 |")
         w("| --- | ---: | ---: | ---: | ---: |")
@@ -170,8 +181,7 @@ for d in ("fm", "tiles"):
         for s in sw["sweep"]:
             by.setdefault(s["threads"], {})[s["prefetch"]] = s
         for t, ps in sorted(by.items()):
-            w("| %d | %s |" % (t, " | ".join("%s (%s)" % (format(round(ps[p]["samples_per_s"]), ","),
-                                                          ps[p]["bottleneck"]) for p in sorted(ps))))
+            w("| %d | %s |" % (t, " | ".join(_sweep_cell(ps[p]) for p in sorted(ps))))
     w("")
     for f in ("shards-none", "shards-zstd", "lmdb-none", "hdf5-none"):
         r = R.get("read/%s/kiln-%s" % (d, f))

@@ -13,10 +13,9 @@
 # reads one epoch per run with the dataset's files dropped from the page cache first (`kiln
 # bench --cold`: posix_fadvise DONTNEED), through the mappings (--io mmap), the cold case of
 # BENCHMARKS.md "Loader restructure: before/after"; default warm.
-set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=bench/bench_lib.sh
+source "$(dirname "$0")/bench_lib.sh"
 old=$1 new=$2 work=${3:-/tmp/kiln-scaling} rounds=${4:-3}
-synth=${KILN_BUILD_DIR:-build}/bench/make_synthetic_dataset
 shape=${KILN_SCALING_SHAPE:-8x8x1}
 cache=${KILN_SCALING_CACHE:-warm}
 cache_flags=()

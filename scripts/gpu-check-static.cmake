@@ -4,6 +4,7 @@
 # which the static CUDA runtime opens at run time). Build-time only; never installed.
 set(KILN_STATIC_ZSTD "/usr/lib/x86_64-linux-gnu/libzstd.a" CACHE FILEPATH "static zstd")
 set(KILN_STATIC_XXHASH "/usr/lib/x86_64-linux-gnu/libxxhash.a" CACHE FILEPATH "static xxHash")
+set(KILN_STATIC_URING "/usr/lib/x86_64-linux-gnu/liburing.a" CACHE FILEPATH "static liburing")
 
 function(kiln_gpu_check_static_deps)
   foreach(lib IN ITEMS "${KILN_STATIC_ZSTD}" "${KILN_STATIC_XXHASH}")
@@ -21,6 +22,15 @@ function(kiln_gpu_check_static_deps)
   endforeach()
   set_property(TARGET zstd::libzstd_shared PROPERTY IMPORTED_LOCATION "${KILN_STATIC_ZSTD}")
   set_property(TARGET xxHash::xxhash PROPERTY IMPORTED_LOCATION "${KILN_STATIC_XXHASH}")
+  # liburing (io_uring direct reads) where the build found it: pkg-config's target names the
+  # shared library, which a bare GPU node does not have.
+  if(TARGET PkgConfig::KILN_LIBURING)
+    if(NOT EXISTS "${KILN_STATIC_URING}")
+      message(FATAL_ERROR "gpu-check: ${KILN_STATIC_URING} is missing (Debian: liburing-dev)")
+    endif()
+    set_property(TARGET PkgConfig::KILN_LIBURING PROPERTY INTERFACE_LINK_LIBRARIES
+      "${KILN_STATIC_URING}")
+  endif()
   # The static CUDA runtime (dlopens libcuda.so.1 at run time).
   if(TARGET CUDA::cudart AND TARGET CUDA::cudart_static)
     get_target_property(_static CUDA::cudart_static IMPORTED_LOCATION)
@@ -29,7 +39,7 @@ function(kiln_gpu_check_static_deps)
     set_property(TARGET CUDA::cudart APPEND PROPERTY INTERFACE_LINK_LIBRARIES
       Threads::Threads ${CMAKE_DL_LIBS} rt)
   endif()
-  message(STATUS "gpu-check: zstd, xxHash and the CUDA runtime linked statically")
+  message(STATUS "gpu-check: zstd, xxHash, liburing and the CUDA runtime linked statically")
 endfunction()
 
 cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL kiln_gpu_check_static_deps)

@@ -7,6 +7,9 @@
 # Environment:
 #   KILN_BUILD_DIR    build folder (default: build), relative to the repository root
 #   KILN_CMAKE_ARGS   extra arguments for the first cmake configure (e.g. -DKILN_WITH_CUDA=OFF)
+#   KILN_BUILD_TARGETS  the CMake targets to build, space-separated (e.g. "kiln" for the CLI and
+#                     the libraries it links; samples/quickstart.sh builds only that). Default:
+#                     all, the test suite included.
 set -euo pipefail
 
 # Everything kiln needs to build, test and run its samples and benchmarks. Extend here.
@@ -99,6 +102,12 @@ elif [[ ! -f $build_dir/build.ninja && ! -f $build_dir/Makefile ]]; then
 fi
 
 # --- 3. build ----------------------------------------------------------------------------------
-echo "setup: building $build_dir"
-cmake --build "$build_dir" -j"$(nproc)"
+read -r -a targets <<<"${KILN_BUILD_TARGETS:-}"
+if ((${#targets[@]} == 0)); then
+  echo "setup: building $build_dir"
+  cmake --build "$build_dir" -j"$(nproc)"
+else
+  echo "setup: building $build_dir, targets: ${targets[*]}"
+  cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}"
+fi
 echo "setup: done"

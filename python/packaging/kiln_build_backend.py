@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 from setuptools import build_meta as _orig
 from setuptools.build_meta import *  # noqa: F401,F403  (the PEP 517 hooks we do not override)
 
+sys.dont_write_bytecode = True  # no __pycache__ for setup_cmake: the tree may be read-only
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import setup_cmake  # noqa: E402
 

@@ -5,7 +5,10 @@ Environment:
     KILN_BUILD_DIR     an existing or new CMake build folder to build in (absolute, or relative
                        to the repository root), e.g. the build/ of scripts/setup.sh: only the
                        two extension targets are (re)built there, so an installed package is
-                       the same binary as the build tree's. Default: build/python-package.
+                       the same binary as the build tree's; setuptools' scratch files go to its
+                       setuptools/ subfolder. Nothing else is written under the source tree, so
+                       a read-only tree installs with KILN_BUILD_DIR set to a writable folder.
+                       Default: build/python-package.
     KILN_CMAKE_ARGS    extra arguments for the first configure of a new build folder.
     CMAKE_BUILD_PARALLEL_LEVEL   jobs for the build (default: CMake's).
 """
@@ -48,6 +51,22 @@ def version() -> str:
 def build_dir() -> str:
     d = os.environ.get("KILN_BUILD_DIR", os.path.join("build", "python-package"))
     return d if os.path.isabs(d) else os.path.join(ROOT, d)
+
+
+def scratch_dir() -> str:
+    """setuptools' build folder (egg-info, build/lib, bdist): BUILD_DIR/setuptools, created.
+    Raises SystemExit naming the tree and KILN_BUILD_DIR when it cannot be created (a read-only
+    source tree without KILN_BUILD_DIR)."""
+    d = os.path.join(build_dir(), "setuptools")
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError as e:
+        where = "KILN_BUILD_DIR" if "KILN_BUILD_DIR" in os.environ else \
+            f"the source tree {ROOT} (no KILN_BUILD_DIR set)"
+        raise SystemExit(f"kiln: cannot create the build folder {d} in {where}: {e.strerror}. "
+                         "To install from a read-only source tree, set KILN_BUILD_DIR to a "
+                         "writable folder (e.g. KILN_BUILD_DIR=/tmp/kiln-build pip install ...)")
+    return d
 
 
 def build_extensions() -> List[str]:
