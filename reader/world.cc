@@ -65,6 +65,8 @@ Result<World> ReadSource(const Environment& env, const Source& s) {
   w.rank = *rank;
   w.world_size = *size;
   w.source = std::string(s.rank) + "/" + size_name + " (" + s.launcher + ")";
+  w.values = std::string(s.rank) + "=" + rank_text + ", " + size_name + "=" + *size_text + " (" +
+             s.launcher + ")";
   if (std::optional<std::string> local = env(s.local)) {
     const std::optional<uint32_t> l = ParseEnvironmentNumber(*local);
     if (!l) {
@@ -74,6 +76,17 @@ Result<World> ReadSource(const Environment& env, const Source& s) {
     w.local_rank = *l;
   }
   return w;
+}
+
+// Returns whether source `s` is present: its rank variable set, and for Slurm inside a step.
+bool Present(const Environment& env, const Source& s) {
+  if (!env(s.rank)) return false;
+  if (std::string(s.rank) != "SLURM_PROCID") return true;
+  // Only a job step runs one copy per task; a batch script's SLURM_PROCID is always 0. Slurm
+  // numbers its batch and extern steps 0xfffffffe and 0xfffffffd; neither is a step of N copies.
+  const std::optional<std::string> step = env("SLURM_STEP_ID");
+  const std::optional<uint32_t> id = step ? ParseEnvironmentNumber(*step) : std::nullopt;
+  return id && *id < 0xfffffff0u;
 }
 
 }  // namespace
@@ -86,17 +99,29 @@ Result<World> WorldFromEnvironment(const Environment& env) {
       {"PMI_RANK", "PMI_SIZE", nullptr, "MPI_LOCALRANKID", "MPICH or Intel MPI"},
       {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_LOCALID", "srun step"},
   };
-  for (const Source& s : kSources) {
-    if (!env(s.rank)) continue;
-    if (std::string(s.rank) == "SLURM_PROCID") {
-      // Only a job step runs one copy per task; a batch script's SLURM_PROCID is always 0.
-      const std::optional<std::string> step = env("SLURM_STEP_ID");
-      // Slurm numbers its batch and extern steps 0xfffffffe and 0xfffffffd; neither is a step of
-      // N copies.
-      const std::optional<uint32_t> id = step ? ParseEnvironmentNumber(*step) : std::nullopt;
-      if (!id || *id >= 0xfffffff0u) continue;
+  const size_t n = sizeof(kSources) / sizeof(kSources[0]);
+  for (size_t i = 0; i < n; ++i) {
+    const Source& s = kSources[i];
+    if (!Present(env, s)) continue;
+    KILN_ASSIGN_OR_RETURN(World w, ReadSource(env, s));
+    w.from_launcher = true;
+    // The innermost launcher wins (each one starts the next: srun -> mpirun -> torchrun). Only
+    // real torchrun marks its RANK (TORCHELASTIC_RUN_ID): a RANK/WORLD_SIZE exported by a batch
+    // script or `mpirun -x` reaches every copy alike, so when it disagrees with a launcher
+    // outside it, nobody can tell which one numbers this copy.
+    if (i != 0 || env("TORCHELASTIC_RUN_ID")) return w;
+    for (size_t j = 1; j < n; ++j) {
+      if (!Present(env, kSources[j])) continue;
+      Result<World> outer = ReadSource(env, kSources[j]);
+      if (!outer.ok() || (outer->rank == w.rank && outer->world_size == w.world_size)) break;
+      return Status::InvalidArgument(
+          "ambiguous launcher environment: " + w.values + " but " + outer->values +
+          ", and TORCHELASTIC_RUN_ID is not set (so RANK/WORLD_SIZE are not torchrun's own; a "
+          "RANK exported by a batch script or mpirun -x reaches every copy alike): unset RANK "
+          "and WORLD_SIZE, or pass rank and world_size explicitly (kiln.Loader(rank=, "
+          "world_size=); kiln pack: --part I --of N)");
     }
-    return ReadSource(env, s);
+    return w;
   }
   return World{};
 }

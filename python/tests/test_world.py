@@ -7,7 +7,7 @@ from kiln import _core
 LAUNCHER_VARS = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
                  "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE",
                  "SLURM_PROCID", "SLURM_STEP_ID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS",
-                 "SLURM_LOCALID"]
+                 "SLURM_LOCALID", "TORCHELASTIC_RUN_ID"]
 
 
 @pytest.fixture
@@ -43,6 +43,7 @@ def test_srun_step_counts_but_a_batch_script_does_not(packed, clean_env):
     # torchrun's RANK wins over the step's SLURM_PROCID; explicit arguments win over both.
     clean_env.setenv("RANK", "0")
     clean_env.setenv("WORLD_SIZE", "2")
+    clean_env.setenv("TORCHELASTIC_RUN_ID", "none")
     assert kiln.Loader(packed, num_threads=1).rank == 0
     assert kiln.Loader(packed, num_threads=1, rank=1, world_size=3).world_size == 3
 

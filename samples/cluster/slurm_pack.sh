@@ -16,8 +16,10 @@ input=$1 out=$2 n=$3
 shift 3
 kiln=$(printf %q "${KILN:-kiln}") cpus=${KILN_CPUS:-8}
 flags=$(printf ' %q' "$@")
-array=$(sbatch --parsable --array=0-$((n - 1)) --cpus-per-task="$cpus" -J kiln-pack \
+# Each task is one copy on one node (--nodes=1 --ntasks=1, whatever SBATCH_* defaults say): a
+# task of several copies would have them all pack its one part, which --part auto refuses.
+array=$(sbatch --parsable --array=0-$((n - 1)) --nodes=1 --ntasks=1 --cpus-per-task="$cpus" -J kiln-pack \
   --wrap "$kiln pack $(printf %q "$input") $(printf %q "$out")$flags --threads $cpus --part auto")
-merge=$(sbatch --parsable --dependency=afterok:"$array" --kill-on-invalid-dep=yes -J kiln-merge \
+merge=$(sbatch --parsable --nodes=1 --ntasks=1 --dependency=afterok:"$array" --kill-on-invalid-dep=yes -J kiln-merge \
   --wrap "$kiln merge $(printf %q "$out.parts") $(printf %q "$out") && $kiln verify $(printf %q "$out")")
 echo "pack array: $array (tasks 0-$((n - 1))), merge: $merge (after the array succeeds)"

@@ -42,6 +42,7 @@ TEST(WorldTest, RankWinsOverSlurmProcidInsideAStep) {
   // torchrun inside `srun -N2`: SLURM_PROCID is the node's index, RANK the worker's.
   const World w = Expect({{"RANK", "3"},
                           {"WORLD_SIZE", "4"},
+                          {"TORCHELASTIC_RUN_ID", "none"},
                           {"SLURM_PROCID", "1"},
                           {"SLURM_STEP_NUM_TASKS", "2"},
                           {"SLURM_STEP_ID", "0"}});
@@ -135,6 +136,14 @@ TEST(WorldTest, HalfSetOrBrokenSourcesAreErrorsNotGuesses) {
       {{{"PMI_RANK", "2"}}, "PMI_SIZE is not"},
       {{{"SLURM_PROCID", "2"}, {"SLURM_STEP_ID", "0"}}, "SLURM_STEP_NUM_TASKS is not"},
       {{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "one"}}, "LOCAL_RANK=one"},
+      // RANK without torchrun's TORCHELASTIC_RUN_ID, against the step it runs in: ambiguous.
+      {{{"RANK", "0"},
+        {"WORLD_SIZE", "4"},
+        {"SLURM_PROCID", "2"},
+        {"SLURM_STEP_ID", "0"},
+        {"SLURM_STEP_NUM_TASKS", "4"}},
+       "RANK=0, WORLD_SIZE=4 (torchrun) but SLURM_PROCID=2, SLURM_STEP_NUM_TASKS=4 (srun step), "
+       "and TORCHELASTIC_RUN_ID is not set"},
   };
   for (const auto& c : kCases) {
     Result<World> w = WorldFromEnvironment(Table(c.vars));

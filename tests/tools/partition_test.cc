@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -129,6 +130,22 @@ TEST(PartFromEnvironmentTest, EachEngineOnItsOwn) {
       {ArrayTask(2, 2, 2), 4u, 2, 4, "not used"},
       // A re-run of a subset (--array=1-2): same.
       {ArrayTask(1, 1, 2), 4u, 1, 4, "not used"},
+      // Tasks 0-3 re-run in an 8-part job (--of 8): the raw ids.
+      {ArrayTask(3, 0, 3), 8u, 3, 8, "not used"},
+      // --array=1-8 --of 8 and --array=0-15:4 --of 4: the task's position in the array.
+      {ArrayTask(8, 1, 8), 8u, 7, 8, "SLURM_ARRAY_TASK_ID=8 = position 7 in the array"},
+      {ArrayTask(12, 0, 12, 4), 4u, 3, 4, "position 3 in the array (SLURM_ARRAY_TASK_MIN=0"},
+      // torchrun inside an srun step: the reader's rank, not the node's SLURM_PROCID.
+      {{{"RANK", "3"},
+        {"WORLD_SIZE", "4"},
+        {"TORCHELASTIC_RUN_ID", "j1"},
+        {"SLURM_PROCID", "1"},
+        {"SLURM_STEP_ID", "0"},
+        {"SLURM_STEP_NUM_TASKS", "2"}},
+       std::nullopt,
+       3,
+       4,
+       "RANK=3, WORLD_SIZE=4 (torchrun)"},
       {{{"JOB_COMPLETION_INDEX", "6"}},
        8u,
        6,
@@ -194,32 +211,201 @@ TEST(PartFromEnvironmentTest, RefusesWhatItCannotKnowOrWhatDisagrees) {
       // A batch script's SLURM_PROCID / SLURM_NTASKS outside a step mean nothing.
       {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}, std::nullopt, "no part index"},
       {ArrayTask(2, 2, 2), std::nullopt, "pass --of N"},
-      {ArrayTask(1, 1, 3), std::nullopt, "pass --of N"},
-      {ArrayTask(2, 0, 6, 2), std::nullopt, "pass --of N"},  // --array=0-6:2
+      // --array=1-3 and --array=0-6:2 without --of: position or raw id? The flag settles it.
+      {ArrayTask(1, 1, 3), std::nullopt, "pass --of 3 to pack part 0 of 3 (the task's position"},
+      {ArrayTask(2, 0, 6, 2), std::nullopt, "SLURM_ARRAY_TASK_STEP=2, SLURM_ARRAY_TASK_COUNT=4"},
       {{{"JOB_COMPLETION_INDEX", "3"}},
        std::nullopt,
        "JOB_COMPLETION_INDEX=3 (Kubernetes Indexed Job) gives the index but not the number"},
       {{{"KILN_PARTS", "4"}}, std::nullopt, "KILN_PARTS=4 is set but KILN_PART is not"},
       {{{"KILN_PART", "x"}}, 4u, "KILN_PART=x is not a decimal number"},
-      {ArrayTask(3, 0, 3), 8u,
-       "disagrees on the number of parts: --of 8 but SLURM_ARRAY_TASK_ID=3"},
       {[] {
          auto v = ArrayTask(1, 0, 3);
          v["OMPI_COMM_WORLD_RANK"] = "2";
          v["OMPI_COMM_WORLD_SIZE"] = "4";
          return v;
        }(),
-       std::nullopt, "disagrees on the part index"},
+       std::nullopt, "names one part for this job, but OMPI_COMM_WORLD_RANK=2"},
+      // srun -n4 inside an array task: even rank 2 of task 2 is refused (a coincidence).
+      {[] {
+         auto v = ArrayTask(2, 0, 3);
+         v["SLURM_STEP_ID"] = "0";
+         v["SLURM_PROCID"] = "2";
+         v["SLURM_STEP_NUM_TASKS"] = "4";
+         return v;
+       }(),
+       std::nullopt, "runs 4 copies in it; pass --part I --of N"},
       {{{"KILN_PART", "1"}, {"KILN_PARTS", "4"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}},
        std::nullopt,
        "disagrees on the number of parts"},
       {{{"KILN_PART", "4"}, {"KILN_PARTS", "4"}}, std::nullopt, "--part 4 must be below --of 4"},
-      {{{"OMPI_COMM_WORLD_RANK", "1"}}, std::nullopt, "pass --of N"},
+      {{{"OMPI_COMM_WORLD_RANK", "1"}},
+       std::nullopt,
+       "--part auto: OMPI_COMM_WORLD_RANK=1 is set but OMPI_COMM_WORLD_SIZE is not"},
+      // --array=1-8 with --of 8: task 8 is at position 7; a list (0,1,3) has no position.
+      {ArrayTask(3, 0, 3), 5u, "--part 3 must be below --of 5"},
   };
   for (const auto& c : kCases) {
     const Found f = Auto(c.vars, c.of);
     ASSERT_FALSE(f.ok) << c.message_part << " -> part " << f.index << " of " << f.count;
     EXPECT_NE(f.text.find(c.message_part), std::string::npos) << f.text;
+  }
+}
+
+// Launcher combinations users run, each as its environment: what the reader (WorldFromEnvironment)
+// and `--part auto` (PartFromEnvironment) make of it. Rows "real" were measured under the real
+// daemons by tests/scale (SlurmRanks, MpiRanks); the others only model the launchers'
+// documentation (reader/world.md).
+struct LaunchRow {
+  const char* name;
+  std::map<std::string, std::string> vars;
+  const char* world;  // "R/W", or a fragment of the error
+  const char* part;   // "I/N", or a fragment of the error
+};
+
+std::string Slash(uint32_t a, uint32_t b) { return std::to_string(a) + "/" + std::to_string(b); }
+
+std::map<std::string, std::string> With(std::map<std::string, std::string> base,
+                                        const std::map<std::string, std::string>& more) {
+  for (const auto& [k, v] : more) base[k] = v;
+  return base;
+}
+
+const std::map<std::string, std::string> kStep = {
+    {"SLURM_JOB_ID", "9"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "2"}};
+
+std::vector<LaunchRow> LaunchRows() {
+  return {
+      {"no launcher", {{"HOME", "/root"}}, "0/1", "no part index"},
+      {"mpirun (Open MPI, real)",
+       {{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}},
+       "2/4",
+       "2/4"},
+      {"mpirun (MPICH Hydra / Intel MPI)",
+       {{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "1"}},
+       "1/4",
+       "1/4"},
+      {"torchrun",
+       {{"RANK", "3"},
+        {"WORLD_SIZE", "4"},
+        {"LOCAL_RANK", "1"},
+        {"GROUP_RANK", "1"},
+        {"TORCHELASTIC_RUN_ID", "none"}},
+       "3/4",
+       "3/4"},
+      {"srun -n4 step (real)", With(kStep, {{"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "4"}}),
+       "3/4", "3/4"},
+      {"sbatch -n4 script, no step (real)",
+       {{"SLURM_JOB_ID", "9"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}},
+       "0/1",
+       "no part index"},
+      // Open MPI started inside `srun -n1`: SLURM_PROCID 0 of 1, OMPI rank 3 of 4.
+      {"mpirun inside srun -n1",
+       With(kStep, {{"SLURM_PROCID", "0"},
+                    {"SLURM_STEP_NUM_TASKS", "1"},
+                    {"OMPI_COMM_WORLD_RANK", "3"},
+                    {"OMPI_COMM_WORLD_SIZE", "4"}}),
+       "3/4", "3/4"},
+      // mpirun (Open MPI, Hydra, Intel MPI) of 2 nodes starts its daemons with srun: the ranks
+      // on the second node see the daemons' step (SLURM_PROCID 1 of 2).
+      {"mpirun across 2 nodes under sbatch (Hydra)",
+       With(kStep, {{"SLURM_PROCID", "1"},
+                    {"SLURM_STEP_NUM_TASKS", "2"},
+                    {"PMI_RANK", "6"},
+                    {"PMI_SIZE", "8"}}),
+       "6/8", "6/8"},
+      {"srun --mpi=pmi2 (PMI_RANK = SLURM_PROCID)",
+       With(kStep, {{"SLURM_PROCID", "1"},
+                    {"SLURM_STEP_NUM_TASKS", "2"},
+                    {"PMI_RANK", "1"},
+                    {"PMI_SIZE", "2"}}),
+       "1/2", "1/2"},
+      {"torchrun inside srun -N2",
+       With(kStep, {{"SLURM_PROCID", "1"},
+                    {"SLURM_STEP_NUM_TASKS", "2"},
+                    {"RANK", "3"},
+                    {"WORLD_SIZE", "4"},
+                    {"TORCHELASTIC_RUN_ID", "j"}}),
+       "3/4", "3/4"},
+      {"torchrun inside sbatch, no step",
+       {{"SLURM_JOB_ID", "9"},
+        {"SLURM_PROCID", "0"},
+        {"SLURM_NTASKS", "1"},
+        {"RANK", "1"},
+        {"WORLD_SIZE", "2"},
+        {"TORCHELASTIC_RUN_ID", "j"}},
+       "1/2",
+       "1/2"},
+      {"torchrun inside mpirun",
+       {{"OMPI_COMM_WORLD_RANK", "1"},
+        {"OMPI_COMM_WORLD_SIZE", "2"},
+        {"RANK", "2"},
+        {"WORLD_SIZE", "4"},
+        {"TORCHELASTIC_RUN_ID", "j"}},
+       "2/4",
+       "2/4"},
+      // RANK exported by a batch script (or mpirun -x) reaches every task alike: ambiguous.
+      {"RANK exported into srun -n4",
+       With(kStep, {{"SLURM_PROCID", "2"},
+                    {"SLURM_STEP_NUM_TASKS", "4"},
+                    {"RANK", "0"},
+                    {"WORLD_SIZE", "4"}}),
+       "RANK=0, WORLD_SIZE=4 (torchrun) but SLURM_PROCID=2, SLURM_STEP_NUM_TASKS=4 (srun step)",
+       "--part I --of N"},
+      {"RANK set to the step's own (agrees)",
+       With(kStep, {{"SLURM_PROCID", "2"},
+                    {"SLURM_STEP_NUM_TASKS", "4"},
+                    {"RANK", "2"},
+                    {"WORLD_SIZE", "4"}}),
+       "2/4", "2/4"},
+      {"RANK exported into mpirun -x (real)",
+       {{"OMPI_COMM_WORLD_RANK", "0"},
+        {"OMPI_COMM_WORLD_SIZE", "2"},
+        {"RANK", "1"},
+        {"WORLD_SIZE", "2"}},
+       "TORCHELASTIC_RUN_ID is not set",
+       "unset RANK and WORLD_SIZE"},
+      {"job array --array=0-3 (real)", ArrayTask(2, 0, 3), "0/1", "2/4"},
+      {"srun -n1 inside an array task",
+       With(ArrayTask(1, 0, 3),
+            With(kStep, {{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}})),
+       "0/1", "1/4"},
+      {"srun -n2 inside an array task",
+       With(ArrayTask(1, 0, 3),
+            With(kStep, {{"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}})),
+       "1/2", "runs 2 copies in it"},
+      {"array --array=1-8", ArrayTask(4, 1, 8), "0/1", "pass --of 8 to pack part 3 of 8"},
+      {"array --array=0-15:4", ArrayTask(8, 0, 12, 4), "0/1", "part 2 of 4"},
+      {"broken torchrun", {{"RANK", "1"}}, "WORLD_SIZE is not", "WORLD_SIZE is not"},
+  };
+}
+
+// Each row gives the documented world and part; where both succeed and the part comes from a
+// launcher, it is the reader's rank of its world; where the reader refuses, so does the pack.
+TEST(LaunchCombinationTest, ReaderAndPartAutoAgreeOnEveryRow) {
+  for (const LaunchRow& row : LaunchRows()) {
+    SCOPED_TRACE(row.name);
+    Result<World> w = WorldFromEnvironment(Table(row.vars));
+    Result<PartChoice> p = PartFromEnvironment(std::nullopt, Table(row.vars));
+    const std::string world = w.ok() ? Slash(w->rank, w->world_size) : w.status().message();
+    const std::string part = p.ok() ? Slash(p->index, p->count) : p.status().message();
+    if (std::string(row.world).find('/') == 1 && std::string(row.world).size() == 3) {
+      EXPECT_EQ(world, row.world);
+    } else {
+      EXPECT_NE(world.find(row.world), std::string::npos) << world;
+    }
+    if (std::string(row.part).size() == 3 && row.part[1] == '/') {
+      EXPECT_EQ(part, row.part);
+    } else {
+      EXPECT_NE(part.find(row.part), std::string::npos) << part;
+    }
+    if (!w.ok()) {
+      EXPECT_FALSE(p.ok()) << "the reader refuses, --part auto gave " << part;
+    }
+    if (w.ok() && p.ok() && w->world_size > 1) {
+      EXPECT_EQ(p->index, w->rank);
+      EXPECT_EQ(p->count, w->world_size);
+    }
   }
 }
 

@@ -57,6 +57,8 @@ struct Candidate {
   uint32_t index = 0;
   std::optional<uint32_t> count;
   std::string source;
+  bool launcher = false;   // from the launcher of N copies (WorldFromEnvironment)
+  bool job_index = false;  // a job array's or Indexed Job's index: one per job, not per copy
   bool trivial() const { return index == 0 && count && *count == 1; }
 };
 
@@ -76,7 +78,8 @@ std::string Show(const std::string& name, uint32_t value) {
   return name + "=" + std::to_string(value);
 }
 
-Status CollectCandidates(const Environment& env, std::vector<Candidate>* out) {
+Status CollectCandidates(std::optional<uint32_t> of, const Environment& env,
+                         std::vector<Candidate>* out) {
   // KILN_PART / KILN_PARTS.
   KILN_ASSIGN_OR_RETURN(std::optional<uint32_t> kiln_part, NumberVariable(env, "KILN_PART"));
   KILN_ASSIGN_OR_RETURN(std::optional<uint32_t> kiln_parts, NumberVariable(env, "KILN_PARTS"));
@@ -97,9 +100,32 @@ Status CollectCandidates(const Environment& env, std::vector<Candidate>* out) {
     KILN_ASSIGN_OR_RETURN(std::optional<uint32_t> step,
                           NumberVariable(env, "SLURM_ARRAY_TASK_STEP"));
     Candidate c{*task, std::nullopt, Show("SLURM_ARRAY_TASK_ID", *task)};
-    if (n && lo && hi && step && *n >= 2 && *lo == 0 && *hi == *n - 1 && *step == 1) {
-      c.count = n;
+    c.job_index = true;
+    // The array's ids are lo, lo+step, ..., hi (COUNT of them) unless it is a list (0,1,3).
+    const bool arithmetic = n && lo && hi && step && *n >= 1 && *step >= 1 && *hi >= *lo &&
+                            *task >= *lo && *task <= *hi && (*task - *lo) % *step == 0 &&
+                            uint64_t{*hi - *lo} == uint64_t{*n - 1} * *step;
+    const std::string array = Show("SLURM_ARRAY_TASK_MIN", lo ? *lo : 0) + ", " +
+                              Show("SLURM_ARRAY_TASK_MAX", hi ? *hi : 0) + ", " +
+                              Show("SLURM_ARRAY_TASK_STEP", step ? *step : 0) + ", " +
+                              Show("SLURM_ARRAY_TASK_COUNT", n ? *n : 0);
+    if (arithmetic && *lo == 0 && *step == 1 && *n >= 2 && (!of || *of == *n)) {
+      c.count = n;  // the whole array 0..COUNT-1
       c.source += ", " + Show("SLURM_ARRAY_TASK_COUNT", *n);
+    } else if (arithmetic && of && *of == *n) {
+      // --array=1-8 or 0-15:4 with --of COUNT: the part is the task's position in the array
+      // (raw ids could not all be below COUNT).
+      c.index = (*task - *lo) / *step;
+      c.count = n;
+      c.source += " = position " + std::to_string(c.index) + " in the array (" + array + ")";
+    } else if (!of && arithmetic && *n >= 2) {
+      return Status::InvalidArgument(
+          "--part auto: SLURM_ARRAY_TASK_ID=" + std::to_string(*task) +
+          " is ambiguous in an array that does not run tasks 0..COUNT-1 (" + array +
+          "): pass --of " + std::to_string(*n) + " to pack part " +
+          std::to_string((*task - *lo) / *step) + " of " + std::to_string(*n) +
+          " (the task's position in the array), or --of N to pack part " + std::to_string(*task) +
+          " of N (a re-run of some tasks of an N-part job)");
     } else {
       c.source += " (the array's count is not used: it does not run tasks 0.." +
                   std::string("COUNT-1 with step 1, as a re-run of some tasks does)");
@@ -110,41 +136,18 @@ Status CollectCandidates(const Environment& env, std::vector<Candidate>* out) {
   KILN_ASSIGN_OR_RETURN(std::optional<uint32_t> job_index,
                         NumberVariable(env, "JOB_COMPLETION_INDEX"));
   if (job_index) {
-    out->push_back({*job_index, std::nullopt,
-                    Show("JOB_COMPLETION_INDEX", *job_index) + " (Kubernetes Indexed Job)"});
+    Candidate c{*job_index, std::nullopt,
+                Show("JOB_COMPLETION_INDEX", *job_index) + " (Kubernetes Indexed Job)"};
+    c.job_index = true;
+    out->push_back(std::move(c));
   }
-  // Launchers of N copies: rank and size variables.
-  struct Launcher {
-    const char* rank;
-    const char* size;
-    const char* size_fallback;
-    const char* name;
-  };
-  static const Launcher kLaunchers[] = {
-      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", nullptr, "Open MPI"},
-      {"PMI_RANK", "PMI_SIZE", nullptr, "MPICH or Intel MPI"},
-      {"SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "srun step"},
-      {"RANK", "WORLD_SIZE", nullptr, "torchrun"},
-  };
-  for (const Launcher& l : kLaunchers) {
-    if (std::string(l.rank) == "SLURM_PROCID") {
-      // Outside a step (a batch script, an array task) SLURM_PROCID is 0 and SLURM_NTASKS is
-      // what the job may start, not how many copies run.
-      const std::optional<std::string> step = env("SLURM_STEP_ID");
-      const std::optional<uint32_t> id = step ? ParseEnvironmentNumber(*step) : std::nullopt;
-      if (!id || *id >= 0xfffffff0u) continue;
-    }
-    KILN_ASSIGN_OR_RETURN(std::optional<uint32_t> rank, NumberVariable(env, l.rank));
-    if (!rank) continue;
-    std::string size_name = l.size;
-    KILN_ASSIGN_OR_RETURN(std::optional<uint32_t> size, NumberVariable(env, l.size));
-    if (!size && l.size_fallback != nullptr) {
-      size_name = l.size_fallback;
-      KILN_ASSIGN_OR_RETURN(size, NumberVariable(env, l.size_fallback));
-    }
-    Candidate c{*rank, size, Show(l.rank, *rank)};
-    if (size) c.source += ", " + Show(size_name, *size);
-    c.source += std::string(" (") + l.name + ")";
+  // Launchers of N copies: the reader's own resolution (reader/world.h), so that the part of a
+  // copy is always its reader rank.
+  Result<World> world = WorldFromEnvironment(env);
+  if (!world.ok()) return world.status().WithContext("--part auto");
+  if (world->from_launcher) {
+    Candidate c{world->rank, world->world_size, world->values};
+    c.launcher = true;
     out->push_back(std::move(c));
   }
   return Status::Ok();
@@ -154,7 +157,7 @@ Status CollectCandidates(const Environment& env, std::vector<Candidate>* out) {
 
 Result<PartChoice> PartFromEnvironment(std::optional<uint32_t> of, const Environment& env) {
   std::vector<Candidate> all;
-  KILN_RETURN_IF_ERROR(CollectCandidates(env, &all));
+  KILN_RETURN_IF_ERROR(CollectCandidates(of, env, &all));
   if (all.empty()) {
     return Status::InvalidArgument(
         "--part auto: no part index in the environment (looked for KILN_PART, "
@@ -166,6 +169,18 @@ Result<PartChoice> PartFromEnvironment(std::optional<uint32_t> of, const Environ
     if (!c.trivial()) used.push_back(c);
   }
   if (used.empty()) used.push_back(all.front());
+  // A job's index names one part for the whole job; a launcher of N copies inside it (srun -n4,
+  // mpirun -np 4 in an array task) would have all N copies pack that one part.
+  for (const Candidate& job : used) {
+    for (const Candidate& copies : used) {
+      if (job.job_index && copies.launcher) {
+        return Status::InvalidArgument(
+            "--part auto: " + job.source + " names one part for this job, but " + copies.source +
+            " runs " + std::to_string(copies.count.value_or(0)) +
+            " copies in it; pass --part I --of N explicitly, or run one copy per task");
+      }
+    }
+  }
   const Candidate& first = used.front();
   std::optional<uint32_t> count = of;
   std::string count_source = of ? "--of " + std::to_string(*of) : "";

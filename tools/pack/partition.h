@@ -68,28 +68,24 @@ struct PartChoice {
 };
 
 // Finds this copy's part index (and, where the engine tells it, the count) for `--part auto`.
-// The sources, in order (SCALE-OUT.md, "Partition rule"):
+// The sources (reader/world.md has the tables, with arrays that do not start at 0):
 //
-//   | engine                  | index                 | count |
-//   |-------------------------|-----------------------|------------------------------------------------|
-//   | any (set by the user)   | KILN_PART             | KILN_PARTS | | Slurm job array         |
-//   SLURM_ARRAY_TASK_ID   | SLURM_ARRAY_TASK_COUNT, only when the whole    | | | | array runs: _MIN
-//   = 0, _MAX = COUNT-1, _STEP = 1 | |                         |                       | and COUNT
-//   >= 2 (a re-run of one task reports   | |                         |                       | a
-//   count of 1)                                  | | Kubernetes Indexed Job  | JOB_COMPLETION_INDEX
-//   | (none)                                         | | Open MPI                |
-//   OMPI_COMM_WORLD_RANK  | OMPI_COMM_WORLD_SIZE                           | | MPICH, Intel MPI |
-//   PMI_RANK              | PMI_SIZE                                       | | srun, inside a step
-//   | SLURM_PROCID          | SLURM_STEP_NUM_TASKS, else SLURM_NTASKS        | |   (SLURM_STEP_ID
-//   set)   |                       |                                                | | torchrun |
-//   RANK                  | WORLD_SIZE                                     |
+//   KILN_PART / KILN_PARTS (set by the user); a Slurm job array (SLURM_ARRAY_TASK_ID, its count
+//   SLURM_ARRAY_TASK_COUNT only when the array runs 0..COUNT-1; with --of COUNT an arithmetic
+//   array such as 1-8 or 0-15:4 gives the task's position (ID-MIN)/STEP; with another --of N
+//   the raw ID, a re-run of some tasks); JOB_COMPLETION_INDEX (Kubernetes Indexed Job, no
+//   count); and the launcher of N copies that WorldFromEnvironment (reader/world.h) resolves,
+//   its rank of its world size, so that a part is always the copy's reader rank.
 //
 // Every source present is read. A source that says "index 0 of 1" (a launcher of one process,
 // such as `srun -n1` inside an array task) is ignored when another source says more. All the
 // others must agree on the index, and every count they know must agree with each other and with
 // `of` (--of, when given); the count is `of` or theirs. Errors (InvalidArgument, naming the
-// variables and values): no source at all; two sources that disagree; a count that nobody
-// knows ("pass --of N"); a value that is not a decimal number; an index not below the count.
+// variables and values, and the flag that settles it): no source at all; two sources that
+// disagree; a job's index (array, Indexed Job) with a launcher of several copies inside it; an
+// array that does not start at 0 without --of (position or raw id?); a count that nobody knows
+// ("pass --of N"); a value that is not a decimal number; an index not below the count; the
+// errors of WorldFromEnvironment.
 Result<PartChoice> PartFromEnvironment(std::optional<uint32_t> of,
                                        const Environment& env = ProcessEnvironment());
 
