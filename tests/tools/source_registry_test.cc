@@ -109,7 +109,7 @@ for s in range(3):
     }
     testing::RunTFRecordWriter(dir, files);
     return {dir + "/train-{00000..00002}-of-00003", "train-00001-of-00003",
-            ":" + std::to_string(files[1]["records"].size() - 1)};
+            "record " + std::to_string(files[1]["records"].size() - 1)};
   }
   ADD_FAILURE() << "no fixture for source kind " << kind << ": add one to MakeInput";
   return {};
