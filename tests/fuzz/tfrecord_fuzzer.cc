@@ -78,9 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool first = true;
   kiln::TFRecordSampleReader reader({path}, lo);
   for (const kiln::SourceItem& item : listing->items) {
-    Require(first || item.tar_member > last_record, "items in record order", item.path);
+    Require(first || item.member_index > last_record, "items in record order", item.path);
     first = false;
-    last_record = item.tar_member;
+    last_record = item.member_index;
     Require(keys.insert(item.key).second, "keys are distinct", item.key);
     if (!gzip) {  // a gzip file's offsets are in the decompressed stream
       Require(item.record_offset + kiln::kTFRecordHeaderBytes <= file.size(),
@@ -89,7 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Require(length <= kiln::kMaxTFRecordBytes, "a listed record is within the limit", item.path);
     }
     std::string image;
-    const kiln::Status s = reader.Read(0, item.tar_member, item.record_offset, &image);
+    const kiln::Status s = reader.Read(0, item.member_index, item.record_offset, &image);
     Require(s.ok(), "a listed item reads back", s.ToString());
     Require(!image.empty(), "a listed item's image is not empty", item.path);
   }

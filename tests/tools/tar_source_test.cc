@@ -206,6 +206,52 @@ os.truncate(path, cut)
   EXPECT_NE(x.reason.find("runcated"), std::string::npos) << x.reason;
 }
 
+// Bytes after a tar's end-of-archive marker (and its zero padding) are named as junk after the
+// marker, with the marker's and the junk's byte offsets; the marker is not called missing. A
+// shard whose marker is followed by zeros only gets no warning.
+TEST(TarSourceTest, JunkAfterTheEndOfArchiveMarkerIsNamedWithItsOffset) {
+  const TempDir tmp;
+  const std::string& dir = tmp.path();
+  ASSERT_EQ(RunPython(dir, R"PY(
+import io, os, tarfile
+dir = ")PY" + dir + R"PY("
+for name in ("clean.tar", "junk.tar"):
+    with tarfile.open(os.path.join(dir, name), "w", format=tarfile.GNU_FORMAT) as t:
+        data = open(")PY" + kPhotos +
+                               R"PY(/fruit/apple.jpg", "rb").read()
+        for member, body in (("k0.jpg", data), ("k0.cls", b"3")):
+            info = tarfile.TarInfo(member); info.size = len(body); t.addfile(info, io.BytesIO(body))
+    with tarfile.open(os.path.join(dir, name)) as t:
+        last = t.getmembers()[-1]
+        print(last.offset_data + (last.size + 511) // 512 * 512, file=open(os.path.join(dir, name + ".marker"), "w"))
+)PY"),
+            0);
+  const uint64_t padded = fs::file_size(dir + "/junk.tar");
+  {
+    std::ofstream out(dir + "/junk.tar", std::ios::binary | std::ios::app);
+    out << "not a tar member";
+  }
+  const std::string marker = testing::ReadFileString(dir + "/junk.tar.marker");
+  TarListOptions options;
+  Result<SourceListing> clean = ListTarShards({dir + "/clean.tar"}, options);
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  EXPECT_TRUE(clean->warnings.empty()) << clean->warnings[0];
+  Result<SourceListing> junk = ListTarShards({dir + "/junk.tar"}, options);
+  ASSERT_TRUE(junk.ok()) << junk.status().ToString();
+  EXPECT_EQ(junk->items.size(), 1u);
+  ASSERT_EQ(junk->warnings.size(), 1u);
+  const std::string& w = junk->warnings[0];
+  EXPECT_EQ(w.rfind(dir +
+                        "/junk.tar: 16 bytes of junk after the end-of-archive marker (at byte "
+                        "offset " +
+                        marker.substr(0, marker.find('\n')) + "), from byte offset " +
+                        std::to_string(padded),
+                    0),
+            0u)
+      << w;
+  EXPECT_EQ(w.find("no end-of-archive marker"), std::string::npos) << w;
+}
+
 TEST(TarSourceTest, BadLabelSourceAndShuffleAreRefused) {
   TarListOptions t;
   t.label_from = "json:";

@@ -167,7 +167,15 @@ TEST(TFRecordReaderTest, TruncatedTailIsOneProblem) {
   EXPECT_EQ(got[2].kind, TFRecordRead::kBadStream);
   EXPECT_NE(got[2].problem.find("record 2 at byte offset " + std::to_string(last) +
                                 ": truncated: the file ends after 600 of the record's 1003 data "
-                                "bytes and 4 CRC bytes"),
+                                "bytes (its 4 CRC bytes missing)"),
+            std::string::npos)
+      << got[2].problem;
+  // Inside the CRC: every data byte is there, 2 of the 4 CRC bytes (not "1005 of 1003").
+  fs::resize_file(path, last + 12 + 1003 + 2);
+  got = ReadEverything(path);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_NE(got[2].problem.find("truncated: the file ends after the record's 1003 data bytes and "
+                                "2 of its 4 CRC bytes"),
             std::string::npos)
       << got[2].problem;
   fs::resize_file(path, last + 5);  // inside its header

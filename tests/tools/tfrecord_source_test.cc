@@ -312,7 +312,7 @@ TEST(TFRecordSourceTest, GoldenFileListsAndPacks) {
   EXPECT_EQ(listing->items[1].key, "7_Sneaker/train-00006.png");
   EXPECT_EQ(listing->items[1].label, 7);
   EXPECT_EQ(listing->items[1].record_offset, 687u);
-  EXPECT_EQ(listing->items[1].tar_member, 1u);
+  EXPECT_EQ(listing->items[1].member_index, 1u);
   TFRecordSampleReader reader({golden}, lo);
   std::string image;
   ASSERT_TRUE(reader.Read(0, 1, 687, &image).ok());

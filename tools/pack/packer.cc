@@ -38,8 +38,7 @@
 #include "tools/pack/partition.h"
 #include "tools/pack/tool_versions.h"
 #include "tools/sources/source_listing.h"
-#include "tools/sources/tar_source.h"
-#include "tools/sources/tfrecord_source.h"
+#include "tools/sources/source_registry.h"
 
 namespace kiln {
 
@@ -168,11 +167,11 @@ struct Work {
 
 // The listed input of one pack, in write order (after the write-time shuffle).
 struct PackInput {
+  // The input's source (tools/sources/source_registry.h); never null once listed.
+  const InputSource* source = nullptr;
   bool is_dir = false;              // an ImageFolder tree, else a list file (or tar shards)
-  bool is_tar = false;              // WebDataset tar shards (tools/sources/tar_source.h)
-  bool is_tfrecord = false;         // TFRecord files (tools/sources/tfrecord_source.h)
-  std::vector<std::string> shards;  // the tar shards or TFRecord files, in order (a part's own)
-  // A part of tar or TFRecord input (`--part I`): split by file. `shards` holds shard_range of
+  std::vector<std::string> shards;  // a split-by-file source's files, in order (a part's own)
+  // A part of input split by file (`--part I`). `shards` holds shard_range of
   // the listed_shards the input names, and the listing covers those files only.
   bool split_by_shards = false;
   ItemRange shard_range;
@@ -258,6 +257,7 @@ Result<PackInput> InputFromPlan(const PackOptions& options, PackReport* report) 
   KILN_RETURN_IF_ERROR(CheckPlanOptions(options, plan));
   PackInput input;
   input.is_dir = plan.kind == "imagefolder";
+  input.source = FindInputSource(plan.kind);  // "imagefolder" or "list" (ParsePackPlan)
   input.root = plan.root;
   KILN_RETURN_IF_ERROR(CheckOutputApart(input.root, options.output));
   input.classes = plan.classes;
@@ -284,44 +284,31 @@ Result<PackInput> InputFromPlan(const PackOptions& options, PackReport* report) 
   return input;
 }
 
-// For tar shards or TFRecord files: expands `options.input` into input->shards (setting is_tar or
-// is_tfrecord), refusing the options that a stream of files cannot honour. Does nothing for an
-// ImageFolder tree or a list file.
+SourceOptions SourceOptionsOf(const PackOptions& options) {
+  return SourceOptions{&options.tar, &options.tfrecord};
+}
+
+// Finds the input's source (input->source) and, for a source split by file, expands
+// `options.input` into input->shards; refuses the options that the source cannot honour.
 Status ExpandStreamInput(const PackOptions& options, PackInput* input) {
-  if (IsTarInput(options.input)) {
-    input->is_tar = true;
-    // A part needs only its own shards to exist (they may be all its node can see).
+  input->source = &DetectInputSource(options.input);
+  if (input->source->expand != nullptr) {
+    // A part needs only its own files to exist (they may be all its node can see).
     KILN_ASSIGN_OR_RETURN(input->shards,
-                          ExpandShardInput(options.input, !options.part_index.has_value()));
-    if (options.shuffle_seed) {
-      return Status::InvalidArgument(
-          "--shuffle-seed is not supported for tar shards, which are read in stream order; "
-          "shuffle when reading (kiln's reader shuffles by default)");
-    }
-    if (options.part_index && options.tar.label_from == "class-folder" &&
-        options.class_map.empty()) {
-      return Status::InvalidArgument(
-          "--label-from class-folder with --part needs --class-map: a part of tar input reads "
-          "only its own shards, so it cannot know the class folders of the others");
-    }
-  } else if (IsTFRecordInput(options.input)) {
-    input->is_tfrecord = true;
-    KILN_ASSIGN_OR_RETURN(input->shards,
-                          ExpandTFRecordInput(options.input, !options.part_index.has_value()));
-    if (options.shuffle_seed) {
-      return Status::InvalidArgument(
-          "--shuffle-seed is not supported for TFRecord files, which are read in stream order; "
-          "shuffle when reading (kiln's reader shuffles by default)");
-    }
+                          input->source->expand(options.input, !options.part_index.has_value()));
   }
-  return Status::Ok();
+  SourcePackContext pack;
+  pack.shuffled = options.shuffle_seed.has_value();
+  pack.is_part = options.part_index.has_value();
+  pack.has_class_map = !options.class_map.empty();
+  return input->source->validate(SourceOptionsOf(options), pack);
 }
 
 // For a part (--part) of stream input: keeps the part's share of input->shards (split by file;
 // input->root is the first shard's directory, of the whole list), each of which must exist.
 Status SelectPartShards(const PackOptions& options, PackInput* input) {
   std::error_code ec;
-  const std::string what = input->is_tar ? "shard" : "TFRecord file";
+  const std::string what = input->source->file_noun;
   input->split_by_shards = true;
   input->listed_shards = input->shards.size();
   input->shard_list_hash = ShardListHash(input->shards, input->root);
@@ -375,15 +362,8 @@ Status ResolveInputRoot(const PackOptions& options, bool is_stream, PackInput* i
 // Lists the samples of the input's kind, with the classes pinned to --class-map when given.
 Result<SourceListing> ListSource(const PackOptions& options, const PackInput& input) {
   SourceListing listing;
-  if (input.is_tar) {
-    KILN_ASSIGN_OR_RETURN(listing, ListTarShards(input.shards, options.tar));
-  } else if (input.is_tfrecord) {
-    KILN_ASSIGN_OR_RETURN(listing, ListTFRecordFiles(input.shards, options.tfrecord));
-  } else if (input.is_dir) {
-    KILN_ASSIGN_OR_RETURN(listing, ListImageFolder(options.input));
-  } else {
-    KILN_ASSIGN_OR_RETURN(listing, ReadListFile(options.input, input.root));
-  }
+  KILN_ASSIGN_OR_RETURN(listing, input.source->list(options.input, input.root, input.shards,
+                                                    SourceOptionsOf(options)));
   if (!options.class_map.empty()) {
     KILN_RETURN_IF_ERROR(PinClasses(options.class_map, options.class_map_origin, &listing));
   }
@@ -396,7 +376,7 @@ Result<SourceListing> ListSource(const PackOptions& options, const PackInput& in
 Status CheckSomethingListed(const PackOptions& options, const PackInput& input,
                             const SourceListing& listing) {
   if (!listing.items.empty() || input.split_by_shards) return Status::Ok();
-  if (input.is_tfrecord) {
+  if (input.source->kind == std::string_view("tfrecord")) {
     return Status::InvalidArgument(
         "0 images found in " + options.input + " (" + std::to_string(input.shards.size()) +
         " TFRecord files, " + std::to_string(listing.problems.size()) + " records rejected" +
@@ -436,8 +416,8 @@ Result<PackInput> ListInput(const PackOptions& options, PackReport* report) {
   if (options.plan) return InputFromPlan(options, report);
   PackInput input;
   KILN_RETURN_IF_ERROR(ExpandStreamInput(options, &input));
-  // Tar shards and TFRecord files: a stream of files, read in order.
-  const bool is_stream = input.is_tar || input.is_tfrecord;
+  // A source split by file (tar shards, TFRecord files): a stream of files, read in order.
+  const bool is_stream = input.source->split_by_file;
   if (is_stream) {
     // (ExpandShardInput / ExpandTFRecordInput have found every file.)
     input.root = std::filesystem::path(input.shards.front()).parent_path().string();
@@ -691,22 +671,14 @@ class PackPipeline {
       return f;
     }
     f.item = next_item_++;
-    if (input_.is_tar) {
-      // A tar shard is a stream: its members are read here, in order, and decoded in parallel.
-      if (!tar_reader_) tar_reader_ = std::make_unique<TarSampleReader>(input_.shards);
-      const SourceItem& item = input_.items[f.item];
-      f.read = true;
-      f.status = tar_reader_->Read(item.tar_shard, item.tar_member, &f.bytes);
-      if (f.status.ok() && f.bytes.empty()) f.status = Status::InvalidArgument("empty member");
-    } else if (input_.is_tfrecord) {
-      // So is a TFRecord file: its records are read (CRCs checked, the Example parsed) here.
-      if (!tfrecord_reader_) {
-        tfrecord_reader_ = std::make_unique<TFRecordSampleReader>(input_.shards, options_.tfrecord);
+    if (input_.source->open_reader != nullptr) {
+      // A tar shard or a TFRecord file is a stream: its members are read here, in order (CRCs
+      // checked, an Example parsed), and decoded in parallel.
+      if (!source_reader_) {
+        source_reader_ = input_.source->open_reader(input_.shards, SourceOptionsOf(options_));
       }
-      const SourceItem& item = input_.items[f.item];
       f.read = true;
-      f.status =
-          tfrecord_reader_->Read(item.tar_shard, item.tar_member, item.record_offset, &f.bytes);
+      f.status = source_reader_->Read(input_.items[f.item], &f.bytes);
     }
     return f;
   }
@@ -827,8 +799,7 @@ class PackPipeline {
   Status fatal_;
   std::atomic<bool> stop_{false};
   size_t next_item_ = 0;
-  std::unique_ptr<TarSampleReader> tar_reader_;            // tar input: touched by NextItem only
-  std::unique_ptr<TFRecordSampleReader> tfrecord_reader_;  // TFRecord input: likewise
+  std::unique_ptr<SourceItemReader> source_reader_;  // stream input: touched by NextItem only
   uint64_t done_ = 0;
   size_t journaled_files_ = 0;
   uint64_t journaled_items_ = 0;  // the listed items the finished shards cover (for --resume)
@@ -866,16 +837,13 @@ std::string SourceJson(const PackOptions& options, const PackInput& input,
                        const PackReport& report) {
   PackSource source;
   source.input = options.input;
-  source.kind = input.is_tar        ? "webdataset"
-                : input.is_tfrecord ? "tfrecord"
-                : input.is_dir      ? "imagefolder"
-                                    : "list";
-  if (!input.is_dir && !input.is_tar && !input.is_tfrecord) source.root = input.root;
+  source.kind = input.source->kind;
+  if (!input.is_dir && !input.source->split_by_file) source.root = input.root;
   source.listed = report.listed;
   source.packed = report.packed;
   source.rejected = report.rejected;
   if (!options.class_map.empty()) source.class_map = options.class_map_origin;
-  if (input.is_dir || input.is_tar || input.is_tfrecord) {
+  if (input.is_dir || input.source->split_by_file) {
     source.skipped = report.skipped;
     source.skipped_list = report.skipped > 0;
   }
@@ -1062,14 +1030,14 @@ Status RunPack(const PackOptions& options, const PackProgress& progress, PackRep
     report->output = effective.output;
     KILN_ASSIGN_OR_RETURN(lock, PreparePart(options, effective.output));
   } else if (options.part_count > 1 && HasSelfContainedFiles(options.format) &&
-             (input.is_tar || input.is_tfrecord)) {
-    // As the parts split tar and TFRecord input: by file, each part's first item its first
-    // file's.
+             input.source->split_by_file) {
+    // As the parts split input split by file (tar, TFRecord): by file, each part's first item its
+    // first file's.
     for (uint32_t i = 1; i < options.part_count; ++i) {
       const uint64_t first_shard = PartRange(input.shards.size(), i, options.part_count).begin;
       const auto it = std::lower_bound(
           input.items.begin(), input.items.end(), first_shard,
-          [](const SourceItem& item, uint64_t shard) { return item.tar_shard < shard; });
+          [](const SourceItem& item, uint64_t shard) { return item.file_index < shard; });
       boundaries.push_back(static_cast<uint64_t>(it - input.items.begin()));
     }
   } else if (options.part_count > 1 && HasSelfContainedFiles(options.format)) {
@@ -1213,7 +1181,7 @@ Result<PackPlan> PlanPack(const PackOptions& options, uint32_t parts) {
   o.output = "plan";  // ValidatePackOptions wants an output; a plan has none
   KILN_RETURN_IF_ERROR(ValidatePackOptions(o));
   KILN_RETURN_IF_ERROR(ValidatePart(0, parts));
-  if (IsTarInput(o.input) || IsTFRecordInput(o.input)) {
+  if (DetectInputSource(o.input).split_by_file) {
     return Status::InvalidArgument(
         "kiln plan takes an ImageFolder tree or a list file: tar shards and TFRecord files are "
         "split by file (each part lists only its own files), so a plan has nothing to save; use "
@@ -1225,7 +1193,7 @@ Result<PackPlan> PlanPack(const PackOptions& options, uint32_t parts) {
   KILN_ASSIGN_OR_RETURN(PackInput input, ListInput(o, &report));
   PackPlan plan;
   plan.input = o.input;
-  plan.kind = input.is_dir ? "imagefolder" : "list";
+  plan.kind = input.source->kind;  // "imagefolder" or "list": the others were refused
   plan.root = input.root;
   plan.parts = parts;
   plan.classes = input.classes;

@@ -45,12 +45,12 @@ struct SourceItem {
   int64_t label = 0;
   // 1-based line in the list file; 0 for ImageFolder.
   uint64_t line = 0;
-  // WebDataset tar input (tools/sources/tar_source.h): the shard's index in the expanded input and
-  // the image member's position among that shard's entries. TFRecord input
-  // (tools/sources/tfrecord_source.h): the file's index in the expanded input and the record's
-  // index in that file. 0 otherwise.
-  uint32_t tar_shard = 0;
-  uint64_t tar_member = 0;
+  // Input split by file (source_registry.h: InputSource::split_by_file): the container file's
+  // index in the expanded input, and the item's member index in that file (WebDataset tar: the
+  // image member's position among the shard's entries; TFRecord: the record's index). 0
+  // otherwise.
+  uint32_t file_index = 0;
+  uint64_t member_index = 0;
   // TFRecord input only: the byte offset of the record in its file (of the decompressed stream
   // for a gzip file). 0 otherwise.
   uint64_t record_offset = 0;

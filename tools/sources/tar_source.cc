@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <system_error>
@@ -177,25 +178,72 @@ class Lister {
 
   static std::string Offset(int64_t offset) { return "at byte offset " + std::to_string(offset); }
 
+  // The byte offset of the first all-zero 512-byte block met by walking the headers of `in`
+  // from the header at `start` (each header followed by its data, padded to 512 bytes); nullopt
+  // when the walk runs off the end of the file's `size` bytes.
+  static std::optional<uint64_t> FirstZeroBlock(std::ifstream& in, uint64_t start, uint64_t size) {
+    std::string block(512, '\0');
+    for (uint64_t at = start; at + 512 <= size;) {
+      in.seekg(static_cast<std::streamoff>(at));
+      if (!in.read(block.data(), 512)) return std::nullopt;
+      if (block.find_first_not_of('\0') == std::string::npos) return at;
+      uint64_t bytes = 0;
+      if (static_cast<unsigned char>(block[124]) & 0x80) {  // base-256 (GNU, star)
+        for (int k = 125; k < 136; ++k) bytes = (bytes << 8) | static_cast<unsigned char>(block[k]);
+      } else {
+        for (int k = 124; k < 136 && block[k] >= '0' && block[k] <= '7'; ++k) {
+          bytes = bytes * 8 + static_cast<uint64_t>(block[k] - '0');
+        }
+      }
+      at += 512 + (bytes + 511) / 512 * 512;
+    }
+    return std::nullopt;
+  }
+
   // Warns when an uncompressed shard does not end with the two 512-byte zero blocks that close
   // every tar archive (POSIX ustar): libarchive reads a tar cut at a member boundary as
-  // complete, so a copy cut short would otherwise lose its last samples without a word. A
-  // well-formed tar always ends with at least 1024 zero bytes, so this never warns wrongly.
+  // complete, so a copy cut short would otherwise lose its last samples without a word. Also
+  // warns, naming the byte offset, when bytes other than zero padding follow the marker (a
+  // standard tar reader stops at the marker, so whatever follows is not read).
   void CheckEndOfArchive(uint32_t s, archive* a, uint64_t members, int64_t last_offset) {
     if (members == 0 || archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) return;
     const std::string& path = shards_[s];
     std::ifstream in(path, std::ios::binary | std::ios::ate);
-    const std::streamoff size = in.tellg();
-    if (!in || size < 0) return;
-    std::string tail(static_cast<size_t>(std::min<std::streamoff>(size, 1024)), '\0');
-    in.seekg(size - static_cast<std::streamoff>(tail.size()));
-    if (!in.read(tail.data(), static_cast<std::streamsize>(tail.size()))) return;
-    if (tail.size() == 1024 && tail.find_first_not_of('\0') == std::string::npos) return;
-    listing_.warnings.push_back(
-        Printable(path) + ": no end-of-archive marker (two 512-byte zero blocks) after its last " +
-        "member " + Offset(last_offset) + ", at the end of its " + std::to_string(size) +
-        " bytes: the shard may be a copy cut short; its " + std::to_string(members) +
-        " members are packed");
+    const std::streamoff file_size = in.tellg();
+    if (!in || file_size < 0) return;
+    const auto size = static_cast<uint64_t>(file_size);
+    const std::optional<uint64_t> marker =
+        FirstZeroBlock(in, static_cast<uint64_t>(last_offset), size);
+    std::string second(512, '\0');
+    if (marker && *marker + 1024 <= size) {
+      in.seekg(static_cast<std::streamoff>(*marker + 512));
+      if (!in.read(second.data(), 512)) return;
+    }
+    if (!marker || *marker + 1024 > size || second.find_first_not_of('\0') != std::string::npos) {
+      listing_.warnings.push_back(
+          Printable(path) + ": no end-of-archive marker (two 512-byte zero blocks) after its " +
+          "last member " + Offset(last_offset) + ", at the end of its " + std::to_string(size) +
+          " bytes: the shard may be a copy cut short; its " + std::to_string(members) +
+          " members are packed");
+      return;
+    }
+    // After the marker, a tar writer pads with zeros (to its record size); anything else is junk.
+    std::string rest(static_cast<size_t>(std::min<uint64_t>(size - *marker - 1024, 1u << 20)),
+                     '\0');
+    for (uint64_t at = *marker + 1024; at < size; at += rest.size()) {
+      rest.resize(static_cast<size_t>(std::min<uint64_t>(size - at, 1u << 20)));
+      in.seekg(static_cast<std::streamoff>(at));
+      if (!in.read(rest.data(), static_cast<std::streamsize>(rest.size()))) return;
+      const size_t junk = rest.find_first_not_of('\0');
+      if (junk == std::string::npos) continue;
+      listing_.warnings.push_back(Printable(path) + ": " + std::to_string(size - at - junk) +
+                                  " bytes of junk after the end-of-archive marker (" +
+                                  Offset(static_cast<int64_t>(*marker)) + "), from byte offset " +
+                                  std::to_string(at + junk) +
+                                  ": a tar reader stops at the marker, so they are not read; its " +
+                                  std::to_string(members) + " members are packed");
+      return;
+    }
   }
 
   // Hints once per key when a sample's key comes back after other members: WebDataset (and
@@ -337,8 +385,8 @@ class Lister {
     SourceItem item;
     item.path = Printable(shards_[s] + ":" + images[0]->name);
     item.key = key;
-    item.tar_shard = s;
-    item.tar_member = images[0]->index;
+    item.file_index = s;
+    item.member_index = images[0]->index;
     if (options_.label_from == "class-folder") {
       const size_t slash = key.find('/');
       if (slash == std::string::npos || slash == 0) {

@@ -72,8 +72,8 @@ Status ValidateTarListOptions(const TarListOptions& options);
 // Lists the samples of `shards` (ExpandShardInput's result) in stream order. Paths below are for
 // messages, with bytes that are not UTF-8 escaped (PrintableName); byte offsets are where a
 // member's first header starts in the uncompressed stream. Items: `path`
-// "SHARD:MEMBER" (the image member), `key` the WebDataset key, `label`, `tar_shard`
-// (index into `shards`) and `tar_member` (the image member's position among the shard's entries,
+// "SHARD:MEMBER" (the image member), `key` the WebDataset key, `label`, `file_index`
+// (index into `shards`) and `member_index` (the image member's position among the shard's entries,
 // from 0). Problems: `path` "SHARD:KEY" (or the shard, for a damaged archive), reason naming the
 // member and its byte offset in the shard. Skipped: "SHARD:MEMBER" and why. `classes`: for
 // class-folder, the sorted class names; otherwise empty. `root`: the first shard's directory. Reads

@@ -164,10 +164,14 @@ TFRecordRead TFRecordReader::Next(std::string* data, std::string* problem) {
                    "damaged compressed data (zlib: " + got.status().message() + ")", problem);
   }
   if (*got < length + kTFRecordFooterBytes) {
-    return Damaged(TFRecordRead::kBadStream,
-                   "truncated: the file ends after " + std::to_string(*got) + " of the record's " +
-                       std::to_string(length) + " data bytes and 4 CRC bytes",
-                   problem);
+    return Damaged(
+        TFRecordRead::kBadStream,
+        *got < length
+            ? "truncated: the file ends after " + std::to_string(*got) + " of the record's " +
+                  std::to_string(length) + " data bytes (its 4 CRC bytes missing)"
+            : "truncated: the file ends after the record's " + std::to_string(length) +
+                  " data bytes and " + std::to_string(*got - length) + " of its 4 CRC bytes",
+        problem);
   }
   const auto* f = reinterpret_cast<const unsigned char*>(data->data() + length);
   const uint32_t stored_data = LoadLe32(f);

@@ -198,8 +198,8 @@ Result<SourceListing> ListTFRecordFiles(const std::vector<std::string>& files,
       item.path = path + ":" + std::to_string(index);
       item.key = options.feature_key.empty() ? base + ":" + std::to_string(index) : fields.key;
       item.label = fields.label;
-      item.tar_shard = f;
-      item.tar_member = index;
+      item.file_index = f;
+      item.member_index = index;
       item.record_offset = offset;
       const auto [it, fresh] = keys.emplace(item.key, std::make_pair(f, index));
       if (!fresh) {

@@ -66,8 +66,8 @@ Result<std::vector<std::string>> ExpandTFRecordInput(const std::string& input,
 Status ValidateTFRecordListOptions(const TFRecordListOptions& options);
 
 // Lists the records of `files` (ExpandTFRecordInput's result) in file order, then record
-// order. Items: `path` "FILE:RECORD_INDEX" (for messages), `key`, `label`, `tar_shard` (the
-// file's index in `files`), `tar_member` (the record's index in its file, from 0) and
+// order. Items: `path` "FILE:RECORD_INDEX" (for messages), `key`, `label`, `file_index` (the
+// file's index in `files`), `member_index` (the record's index in its file, from 0) and
 // `record_offset` (its byte offset). Problems: `path` FILE, reason "record I at byte offset N:
 // ...". `classes`: empty (the packer names them "0".."max label"). `root`: the first file's
 // directory. Reads every record once (the label is inside it) and keeps none of the image
