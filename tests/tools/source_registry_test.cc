@@ -26,8 +26,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kPhotos = std::string(KILN_SOURCE_DIR) + "/samples/photos";
-const std::vector<std::string> kPhotoNames = {"animal/cat.jpg", "fruit/apple.jpg",
-                                              "letter_f/f.png", "scene/beach.jpg"};
+const std::vector<std::string> kPhotoNames = {"animal/cat.jpg", "fruit/apple.jpg", "letter_f/f.png",
+                                              "scene/beach.jpg"};
 
 // An input of one source kind: what to pass as `kiln pack` input, and what names the one item
 // the fixture makes rejectable (its file, and the item within it).
@@ -73,8 +73,10 @@ Fixture MakeInput(const std::string& kind, const std::string& dir) {
   if (kind == "webdataset") {
     const std::string script = dir + "/make.py";
     testing::WriteFileString(script, R"PY(import io, os, tarfile
-photos, dir = ")PY" + kPhotos + R"PY(", ")PY" + dir + R"PY("
-names = )PY" + nlohmann::json(photos).dump() + R"PY(
+photos, dir = ")PY" + kPhotos + R"PY(", ")PY" +
+                                         dir + R"PY("
+names = )PY" + nlohmann::json(photos).dump() +
+                                         R"PY(
 def add(t, name, data):
     info = tarfile.TarInfo(name); info.size = len(data); t.addfile(info, io.BytesIO(data))
 for s in range(3):

@@ -104,8 +104,7 @@ InputSource ListFileSource() {
   row.kind = "list";
   row.detect = [](const std::string&) { return true; };
   row.validate = [](const SourceOptions&, const SourcePackContext&) { return Status::Ok(); };
-  row.list = [](const std::string& input, const std::string& root,
-                const std::vector<std::string>&,
+  row.list = [](const std::string& input, const std::string& root, const std::vector<std::string>&,
                 const SourceOptions&) { return ReadListFile(input, root); };
   return row;
 }
@@ -114,9 +113,7 @@ InputSource ListFileSource() {
 
 const std::vector<InputSource>& InputSources() {
   static const std::vector<InputSource> rows = {
-      WebDatasetSource(),
-      TFRecordSource(),
-      ImageFolderSource(),
+      WebDatasetSource(), TFRecordSource(), ImageFolderSource(),
       ListFileSource(),  // last: takes whatever no other row claims
   };
   return rows;

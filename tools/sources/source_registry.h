@@ -63,8 +63,7 @@ struct InputSource {
   // Expands `input` into its files, in order. With `require_all`, every file must exist
   // (NotFound naming the first missing one); without it (a part), only the pattern is expanded.
   // Null for a source without files of its own.
-  Result<std::vector<std::string>> (*expand)(const std::string& input,
-                                             bool require_all) = nullptr;
+  Result<std::vector<std::string>> (*expand)(const std::string& input, bool require_all) = nullptr;
   // Refuses pack options this source cannot honour (InvalidArgument saying why and what to do).
   Status (*validate)(const SourceOptions& options, const SourcePackContext& pack) = nullptr;
   // Lists the items: of `files` (split_by_file sources) or of `input` whose list-file paths are
