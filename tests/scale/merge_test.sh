@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kiln pack --part I --of N and kiln merge on one machine, without an engine (labels tools and
 # scale): the merge of N parts is byte-identical to `kiln pack --of N` and sample-identical to a
-# plain pack; `--reshard` is byte-identical to a plain pack; every refusal of SCALE-OUT.md names
+# plain pack; `--reshard` is byte-identical to a plain pack; every refusal of tools/pack/scale_out.md names
 # the part and the reason and moves nothing; a killed part resumes; a killed merge resumes.
 #   tests/scale/merge_test.sh BUILD_DIR KILN
 set -euo pipefail

@@ -242,8 +242,14 @@ TEST(PartFromEnvironmentTest, RefusesWhatItCannotKnowOrWhatDisagrees) {
       {{{"OMPI_COMM_WORLD_RANK", "1"}},
        std::nullopt,
        "--part auto: OMPI_COMM_WORLD_RANK=1 is set but OMPI_COMM_WORLD_SIZE is not"},
-      // --array=1-8 with --of 8: task 8 is at position 7; a list (0,1,3) has no position.
-      {ArrayTask(3, 0, 3), 5u, "--part 3 must be below --of 5"},
+      // --array=0,1,3 --of 3: a list has no position (its ids are not MIN, MIN+STEP, ...), so the
+      // raw id 3 is the part, which --of 3 cannot hold.
+      {[] {
+         auto v = ArrayTask(3, 0, 3);
+         v["SLURM_ARRAY_TASK_COUNT"] = "3";
+         return v;
+       }(),
+       3u, "--part 3 must be below --of 3"},
   };
   for (const auto& c : kCases) {
     const Found f = Auto(c.vars, c.of);

@@ -93,7 +93,7 @@ struct PackOptions {
   // options), packs from the start and says why in PackReport::resume_note (naming each option
   // that differs with both values, or the listed counts when the input changed). Default false.
   bool resume = false;
-  // Partitioned packing (tools/pack/partition.h; SCALE-OUT.md). Every part lists the whole input,
+  // Partitioned packing (tools/pack/partition.h; tools/pack/scale_out.md). Every part lists the whole input,
   // takes the classes from the whole listing, applies the shuffle to the whole listing, then
   // keeps the items PartRange(listed images, part_index, part_count); listing problems belong to
   // part 0. Tar input is split by shard file instead: a part lists and reads only the shard

@@ -8,7 +8,7 @@
 // file instead (PartitionRecord, "split by shard file"). Part I of N is written to
 // `OUT.parts/part-IIIII-of-NNNNN/` (PartDirectoryName) and `kiln merge` joins the parts. A
 // plan (`kiln plan`, tools/pack/pack_plan.h) lists the input once for all N parts instead. The
-// whole design, with each engine's conventions, is SCALE-OUT.md.
+// whole design, with each engine's conventions, is tools/pack/scale_out.md.
 //
 // Thread safety: stateless functions; PartFromEnvironment reads the environment through `env`.
 #ifndef KILN_TOOLS_PACK_PARTITION_H_
