@@ -24,6 +24,18 @@
 
 namespace kiln {
 
+// The data files of a dataset that is not on a local file system (a dataset at an s3:// or
+// http(s):// URL, reader/remote/remote_dataset.h): a blocking read of a byte range of one file.
+// Datasets opened from a directory have none (Dataset::file_store() is null).
+// Thread safety: ReadRange may be called from many threads at once.
+class DataFileStore {
+ public:
+  virtual ~DataFileStore() = default;
+  // Reads exactly `size` bytes at `offset` of data file `file` (< Dataset::data_file_count())
+  // into `dest`. Errors: IOError or NotFound naming the file's URL and the server's answer.
+  virtual Status ReadRange(uint32_t file, uint64_t offset, uint64_t size, uint8_t* dest) const = 0;
+};
+
 class Dataset {
  public:
   // Opens the dataset in directory `dir`, choosing the backend from the manifest's `format`.
@@ -31,7 +43,23 @@ class Dataset {
   // differs from the manifest, bad header or footer, schema or count mismatch, a shard of
   // another pack: see ShardDataset::Open), NotSupported
   // (unknown format or version), IOError.
+  // `dir` may also be an s3://, http:// or https:// URL once a remote opener is installed
+  // (SetRemoteDatasetOpener; the kiln CLI, the Python module and Loader::Open install
+  // reader/remote's); without one a URL is refused with NotSupported.
   static Result<std::unique_ptr<Dataset>> Open(const std::string& dir);
+
+  // True for "s3://...", "http://..." and "https://...".
+  static bool IsUrl(const std::string& location);
+  // Installs the function Open() calls for a URL. Thread safety: call before opening datasets
+  // from other threads (the CLI and the Python module do it at start); installing the same
+  // function again is harmless.
+  using RemoteOpener = Result<std::unique_ptr<Dataset>> (*)(const std::string& url);
+  static void SetRemoteDatasetOpener(RemoteOpener opener);
+
+  // Where the data files are read from when they are not local files (nullptr for a dataset
+  // opened from a directory). A dataset with a store reads records through it (ReadSample) and
+  // has no mapped record bytes (StoredRange is empty); its DataFilePath() are URLs.
+  virtual const DataFileStore* file_store() const { return nullptr; }
 
   virtual ~Dataset() = default;
 

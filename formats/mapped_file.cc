@@ -38,6 +38,20 @@ Result<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   return std::unique_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
+Result<std::unique_ptr<MappedFile>> MappedFile::Anonymous(std::string name, uint64_t size) {
+  const uint8_t* data = nullptr;
+  if (size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      return Status::FromErrno("cannot reserve " + std::to_string(size) + " bytes of memory for",
+                               name, errno);
+    }
+    data = static_cast<const uint8_t*>(p);
+  }
+  return std::unique_ptr<MappedFile>(new MappedFile(std::move(name), data, size, true));
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -53,6 +53,13 @@ class MappedFile {
   // Errors: NotFound, IOError naming the path and the system's reason.
   static Result<std::unique_ptr<MappedFile>> Open(const std::string& path);
 
+  // An anonymous private mapping of `size` bytes standing in for a file named `name` whose bytes
+  // are not local (a shard at a URL, reader/remote/remote_dataset.h): it reads as zeros except
+  // where its creator wrote through mutable_data() before sharing it, and pages never written
+  // take no memory (MAP_NORESERVE), so a multi-GiB shard costs only the sections fetched.
+  // An empty size maps to size() == 0 and data() == nullptr. Errors: IOError naming `name`.
+  static Result<std::unique_ptr<MappedFile>> Anonymous(std::string name, uint64_t size);
+
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -60,6 +67,11 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }  // bytes
   const std::string& path() const { return path_; }
+  // The writable bytes of an Anonymous mapping, for its creator to fill before it shares the
+  // mapping; nullptr for a file mapping. Not thread-safe against readers of the same bytes.
+  uint8_t* mutable_data() const { return anonymous_ ? const_cast<uint8_t*>(data_) : nullptr; }
+  // True for an Anonymous mapping.
+  bool anonymous() const { return anonymous_; }
 
   // Hints the kernel that the whole file will be read soon (madvise WILLNEED). Best effort.
   void AdviseWillNeed() const;
@@ -74,12 +86,13 @@ class MappedFile {
   MappedRange RangeAt(uint64_t offset, uint64_t bytes) const;
 
  private:
-  MappedFile(std::string path, const uint8_t* data, uint64_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::string path, const uint8_t* data, uint64_t size, bool anonymous = false)
+      : path_(std::move(path)), data_(data), size_(size), anonymous_(anonymous) {}
 
   std::string path_;
   const uint8_t* data_;
   uint64_t size_;
+  bool anonymous_;
 };
 
 }  // namespace kiln

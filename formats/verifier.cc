@@ -1,8 +1,10 @@
 #include "formats/verifier.h"
 
+#include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "formats/dataset.h"
 #include "formats/format_registry.h"
 #include "formats/manifest.h"
 #include "formats/verifier_checks.h"
@@ -40,9 +42,30 @@ VerifyReport VerifyDatasetUntimed(const std::string& dir, const VerifyOptions& o
 
 }  // namespace
 
+namespace {
+std::atomic<RemoteVerifier> remote_verifier{nullptr};
+}  // namespace
+
+void SetRemoteVerifier(RemoteVerifier verifier) { remote_verifier.store(verifier); }
+
 VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options) {
   const auto start = std::chrono::steady_clock::now();
-  VerifyReport report = VerifyDatasetUntimed(dir, options);
+  VerifyReport report;
+  if (Dataset::IsUrl(dir)) {
+    const RemoteVerifier verifier = remote_verifier.load();
+    if (verifier != nullptr) {
+      report = verifier(dir, options);
+    } else {
+      report.dir = dir;
+      report.deep = options.deep;
+      report.problems.push_back(
+          {dir, -1, -1,
+           "this kiln build or program cannot read datasets at a URL (built without libcurl, "
+           "KILN_WITH_REMOTE=OFF, or the program did not install reader/remote's verifier)"});
+    }
+  } else {
+    report = VerifyDatasetUntimed(dir, options);
+  }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
 }

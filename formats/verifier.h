@@ -14,8 +14,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "formats/manifest.h"
+#include "formats/mapped_file.h"
 
 namespace kiln {
 
@@ -50,8 +54,28 @@ struct VerifyReport {
 };
 
 // Verifies the dataset in `dir`. Never fails as a call: an unreadable directory or manifest is
-// itself a problem in the report.
+// itself a problem in the report. `dir` may be an s3:// or http(s):// URL once a remote
+// verifier is installed (SetRemoteVerifier; reader/remote's, by EnableRemoteDatasets in
+// reader/loader.h); without one a URL is a problem saying so.
 VerifyReport VerifyDataset(const std::string& dir, const VerifyOptions& options);
+
+// Installs the function VerifyDataset calls for a URL. Thread safety: as
+// Dataset::SetRemoteDatasetOpener.
+using RemoteVerifier = VerifyReport (*)(const std::string& url, const VerifyOptions& options);
+void SetRemoteVerifier(RemoteVerifier verifier);
+
+// Maps data file `path` whole, its size checked against `expected` (null without a manifest):
+// a local file (MapFileAgainstManifest) or a remote object fetched into memory. Counts the
+// file in report->files_checked and its bytes in bytes_checked; on failure appends the problem
+// to `report` and returns null.
+using DataFileMapper = std::function<std::unique_ptr<MappedFile>(
+    const std::string& path, const DataFileInfo* expected, VerifyReport* report)>;
+// Every check VerifyDataset makes of a shards dataset's listed files, with the manifest already
+// read from `location` (a URL) and each file mapped by `map`; files `location` holds but the
+// manifest does not list are not looked for (an object store is not listed).
+void VerifyShardFiles(const std::string& location, const Manifest& manifest,
+                      const VerifyOptions& options, const DataFileMapper& map,
+                      VerifyReport* report);
 
 // Returns the report as one JSON object: ok, dir, deep, samples, files_checked,
 // records_checked, bytes_checked, seconds, problems [{file, record, offset, reason}] (record and

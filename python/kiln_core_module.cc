@@ -647,6 +647,7 @@ PYBIND11_MODULE(_core, m) {
   using kiln::python::PyLoader;
   m.doc() = "kiln's reader and formats layers (no OpenCV). Use the `kiln` package, not this.";
   m.attr("__version__") = kiln::kVersionString;
+  kiln::EnableRemoteDatasets();  // kiln.Loader / kiln.Dataset / kiln.verify take URLs too
 
   using kiln::LoaderOptions;
   using kiln::python::ToBool;

@@ -141,7 +141,7 @@ class UringRangeReader : public RangeReader {
       : files_(files), queue_(std::move(queue)) {}
   // Leaves the queue alive (for a forked child's Loader, whose reads in flight were issued by
   // the parent's threads: waiting for them could wait forever).
-  void Abandon() { (void)queue_.release(); }
+  void Abandon() override { (void)queue_.release(); }
 
   const std::string& object_name(uint32_t object) const override { return files_.path(object); }
   uint32_t alignment(uint32_t object) const override { return files_.alignment(object); }

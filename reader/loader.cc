@@ -17,6 +17,9 @@
 #include "reader/device_ring.h"
 #include "reader/fetch_schedule.h"
 #include "reader/loader_clock.h"
+#if KILN_HAVE_REMOTE
+#include "reader/remote/remote_dataset.h"
+#endif
 
 namespace kiln {
 
@@ -44,6 +47,15 @@ std::string MiB(uint64_t bytes) {
 
 }  // namespace
 
+bool EnableRemoteDatasets() {
+#if KILN_HAVE_REMOTE
+  remote::InstallRemoteDatasets();
+  return true;
+#else
+  return false;
+#endif
+}
+
 const char* IoModeName(IoMode mode) {
   switch (mode) {
     case IoMode::kAuto:
@@ -52,6 +64,8 @@ const char* IoModeName(IoMode mode) {
       return "mmap";
     case IoMode::kDirect:
       return "direct";
+    case IoMode::kRemote:
+      return "remote";
   }
   return "?";
 }
@@ -63,7 +77,45 @@ Result<IoMode> ParseIoMode(const std::string& name) {
   return Status::InvalidArgument("io \"" + name + "\" must be auto, mmap or direct");
 }
 
+void Loader::ChooseRemotePath(uint32_t threads) {
+#if KILN_HAVE_REMOTE
+  const auto* store = dynamic_cast<const remote::RemoteStore*>(dataset_->file_store());
+#else
+  const void* store = nullptr;
+#endif
+  if (store == nullptr) {
+    // A store of another kind: records are read one at a time through Dataset::ReadSample.
+    io_reason_ = "the dataset's files are read through its store, one record at a time";
+    return;
+  }
+#if KILN_HAVE_REMOTE
+  // A staging buffer holds one record (stored bytes never exceed the raw sample bytes); each
+  // read is one range GET, and a thread keeps `depth` of them in flight on its connections.
+  const uint64_t buffer_bytes = dataset_->schema().sample_bytes();
+  const uint64_t per_thread = options_.read_ahead_bytes / std::max<uint32_t>(1, threads);
+  const uint32_t depth = static_cast<uint32_t>(
+      std::clamp<uint64_t>(per_thread / std::max<uint64_t>(1, buffer_bytes), 16, 256));
+  std::vector<std::unique_ptr<RangeReader>> readers;
+  for (uint32_t t = 0; t < threads; ++t) {
+    Result<std::unique_ptr<RangeReader>> r = store->NewRangeReader(depth, buffer_bytes);
+    if (!r.ok()) {
+      io_reason_ = "the dataset is at a URL, but " + r.status().message() +
+                   ": records are read one at a time";
+      return;
+    }
+    readers.push_back(std::move(*r));
+  }
+  range_readers_ = std::move(readers);
+  remote_ = true;
+  direct_depth_ = depth;
+  io_reason_ = std::string("the dataset is at a URL: range GETs, ") + std::to_string(depth) +
+               " in flight per thread" +
+               (options_.io == IoMode::kMmap ? " (io mmap asked, but a URL has no mapping)" : "");
+#endif
+}
+
 void Loader::ChooseIoPath(uint32_t threads) {
+  if (dataset_->file_store() != nullptr) return ChooseRemotePath(threads);
   if (options_.io == IoMode::kMmap) {
     io_reason_ = "io mmap asked";
     return;
@@ -108,7 +160,7 @@ void Loader::ChooseIoPath(uint32_t threads) {
   const uint64_t per_thread = options_.read_ahead_bytes / std::max<uint32_t>(1, threads);
   const uint32_t depth = static_cast<uint32_t>(
       std::clamp<uint64_t>(per_thread / AlignUp(buffer_bytes, 4096), 1, 1024));
-  std::vector<std::unique_ptr<UringRangeReader>> readers;
+  std::vector<std::unique_ptr<RangeReader>> readers;
   for (uint32_t t = 0; t < threads; ++t) {
     Result<std::unique_ptr<DirectQueue>> q = DirectQueue::Create(depth, buffer_bytes);
     if (!q.ok()) return fall_back(q.status().message());
@@ -223,6 +275,7 @@ std::string BlockMemoryFitWarning(const BlockMemoryFit& fit) {
 }
 
 Result<std::unique_ptr<Loader>> Loader::Open(const std::string& dir, const LoaderOptions& options) {
+  if (Dataset::IsUrl(dir)) EnableRemoteDatasets();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
   return Create(std::shared_ptr<const Dataset>(std::move(dataset)), options);
 }
@@ -381,7 +434,7 @@ void Loader::SetUpIo(uint32_t threads, const SlotLayout& layout) {
   chunk_samples_ = (options_.batch_size + chunks_per_batch_ - 1) / chunks_per_batch_;
   schedule_.Configure(slots_.size(), chunks_per_batch_);
   ChooseIoPath(threads);
-  if (options_.shuffle == ShuffleMode::kBlock && direct_files_ == nullptr) {
+  if (options_.shuffle == ShuffleMode::kBlock && range_readers_.empty()) {
     BlockMemoryFit fit;
     fit.block_bytes = sampler_.block_samples() * dataset_->schema().sample_bytes();
     fit.window_blocks = options_.shuffle_window;
@@ -392,7 +445,7 @@ void Loader::SetUpIo(uint32_t threads, const SlotLayout& layout) {
     if (!fit.fits()) WarnOnce(BlockMemoryFitWarning(fit));
   }
   // The direct path reads ahead with its queues; madvise read-ahead is for the mappings.
-  if (options_.read_ahead_bytes > 0 && direct_files_ == nullptr) {
+  if (options_.read_ahead_bytes > 0 && range_readers_.empty()) {
     read_ahead_samples_window_ = std::max<uint64_t>(
         1, options_.read_ahead_bytes / std::max<uint64_t>(1, dataset_->schema().sample_bytes()));
   }
@@ -451,7 +504,7 @@ Loader::~Loader() {
     if (buffer_ != nullptr && buffer_->pinned()) (void)buffer_.release();
     // The direct queues' reads in flight were issued by the parent's threads: waiting for them
     // here could wait forever.
-    for (std::unique_ptr<UringRangeReader>& reader : range_readers_) reader->Abandon();
+    for (std::unique_ptr<RangeReader>& reader : range_readers_) reader->Abandon();
     return;
   }
   {

@@ -59,14 +59,22 @@
 
 namespace kiln {
 
+// Lets Dataset::Open take s3:// and http(s):// URLs of shards datasets (reader/remote/
+// remote_dataset.h) where this build has the remote reader (libcurl, KILN_WITH_REMOTE); returns
+// false where it does not. Loader::Open, the kiln CLI and the Python module call it. Thread
+// safety: call before opening datasets from other threads; calling it again is harmless.
+bool EnableRemoteDatasets();
+
 // How fetch threads read stored records (LoaderOptions::io).
 enum class IoMode {
   kAuto,    // kDirect when the dataset is larger than half the memory the process may use and
             // kDirect is available (see LoaderOptions::io), kMmap otherwise
   kMmap,    // copy from the file mappings, with madvise read-ahead (read_ahead_bytes)
   kDirect,  // io_uring reads with O_DIRECT into staging buffers, bypassing the page cache
+  kRemote,  // range GETs into staging buffers (reader/remote): the path of every dataset opened
+            // from an s3:// or http(s):// URL, whatever `io` asks; never asked itself
 };
-// Returns "auto", "mmap" or "direct".
+// Returns "auto", "mmap", "direct" or "remote".
 const char* IoModeName(IoMode mode);
 // Parses "auto", "mmap" or "direct". Errors: InvalidArgument naming the text.
 Result<IoMode> ParseIoMode(const std::string& name);
@@ -349,10 +357,12 @@ class Loader {
   const Dataset& dataset() const { return *dataset_; }
   const LoaderOptions& options() const { return options_; }
   LoaderStats stats() const;
-  // The path the fetch threads read with: kMmap or kDirect (never kAuto), and why it was
+  // The path the fetch threads read with: kMmap, kDirect or kRemote (never kAuto), and why it was
   // chosen ("dataset of 2163 MB > half the memory limit of 512 MiB", "io_uring_queue_init:
   // Operation not permitted", ...).
-  IoMode io_path() const { return direct_files_ != nullptr ? IoMode::kDirect : IoMode::kMmap; }
+  IoMode io_path() const {
+    return remote_ ? IoMode::kRemote : direct_files_ != nullptr ? IoMode::kDirect : IoMode::kMmap;
+  }
   const std::string& io_reason() const { return io_reason_; }
   // Block order on the mmap path: the memory its window needs against the memory limit
   // (BlockMemoryFit; Create prints BlockMemoryFitWarning once when it does not fit). nullopt in
@@ -419,6 +429,9 @@ class Loader {
   class DirectWorker;
   // Chooses the io path (options_.io) and sets up direct_files_ and range_readers_.
   void ChooseIoPath(uint32_t threads);
+  // The io path of a dataset opened from a URL (dataset_->file_store() set): one remote
+  // RangeReader per fetch thread.
+  void ChooseRemotePath(uint32_t threads);
   // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.
   void PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
                        std::vector<uint8_t>* padding) const;
@@ -462,7 +475,8 @@ class Loader {
   // Direct path: the data files opened for direct reads and one reader per fetch thread; null
   // and empty on the mmap path. Set by Create() before the threads start.
   std::unique_ptr<DirectFiles> direct_files_;
-  std::vector<std::unique_ptr<UringRangeReader>> range_readers_;
+  std::vector<std::unique_ptr<RangeReader>> range_readers_;  // one per fetch thread, or none
+  bool remote_ = false;  // range_readers_ read a dataset at a URL
   uint32_t direct_depth_ = 0;
   std::string io_reason_;
   std::optional<BlockMemoryFit> block_memory_fit_;

@@ -353,7 +353,7 @@ class Loader::DirectWorker {
       read_bytes_ += static_cast<uint64_t>(result);
     }
     if (result < 0 || static_cast<uint64_t>(result) < need) {
-      t.Fail(p.k, ReadError(index, loc, p.start, need, result));
+      t.Fail(p.k, ReadError(index, loc, p.start, need, result, reader_.ErrorDetail(buffer)));
       return;
     }
     if (p.k >= t.error_k) return;  // positions past a failure are not needed
@@ -364,13 +364,15 @@ class Loader::DirectWorker {
 
   // The error of a read of `need` bytes at `start` for sample `index` that failed (`result`
   // -errno) or came back short (`result` bytes).
+  // `detail`: what the reader knows beyond the errno (a remote read: URL, HTTP status, the
+  // server's error).
   Status ReadError(uint64_t index, const Dataset::StoredLocation& loc, uint64_t start,
-                   uint64_t need, int64_t result) const {
+                   uint64_t need, int64_t result, const std::string& detail) const {
     if (result < 0) {
-      return Status::IOError(dataset_.SampleLocation(index) + ": read of " + std::to_string(need) +
-                             " bytes at offset " + std::to_string(start) + " of " +
-                             reader_.object_name(loc.file) +
-                             " failed: " + std::strerror(static_cast<int>(-result)));
+      return Status::IOError(
+          dataset_.SampleLocation(index) + ": read of " + std::to_string(need) +
+          " bytes at offset " + std::to_string(start) + " of " + reader_.object_name(loc.file) +
+          " failed: " + (detail.empty() ? std::strerror(static_cast<int>(-result)) : detail));
     }
     return Status::IOError(dataset_.SampleLocation(index) + ": the file could not be read (" +
                            std::to_string(result) + " of " + std::to_string(need) +

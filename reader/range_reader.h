@@ -4,8 +4,8 @@
 // ownership, O_DIRECT alignment, completion model, errors, and how a remote driver plugs in) is
 // reader/loader.md, "The read path".
 //
-//   UringRangeReader (reader/direct_reader.h)  local files, O_DIRECT through one io_uring
-//   (a remote driver: S3 / HTTP range GETs)    the same interface; no loader change
+//   UringRangeReader (reader/direct_reader.h)          local files, O_DIRECT through one io_uring
+//   RemoteStore::NewRangeReader (reader/remote/)        S3 / HTTP(S) range GETs on curl_multi
 //
 // The mmap path (IoMode::kMmap) does not use it: it decodes each record in place from the
 // file mapping (Dataset::ReadSample), one copy, with page faults doing the I/O and madvise
@@ -60,6 +60,13 @@ class RangeReader {
   virtual Status Wait(uint32_t* buffer, int64_t* result) = 0;
   // Reads queued or started and not yet returned by Wait().
   virtual uint32_t in_flight() const = 0;
+  // What the last failed read into `buffer` said beyond its errno, for the loader's error
+  // message (a remote driver: the URL, HTTP status and the server's error); "" when nothing
+  // more is known (local files: strerror says it all).
+  virtual std::string ErrorDetail(uint32_t /*buffer*/) const { return std::string(); }
+  // Gives up the reads in flight without waiting for them, in a forked child whose parent
+  // issued them (Loader's destructor): afterwards only destruction is allowed.
+  virtual void Abandon() {}
 };
 
 }  // namespace kiln

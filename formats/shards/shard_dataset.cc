@@ -4,22 +4,42 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <vector>
 
 namespace kiln {
 
 Result<std::unique_ptr<ShardDataset>> ShardDataset::Open(const std::string& dir,
                                                          Manifest manifest) {
-  std::unique_ptr<ShardDataset> ds(new ShardDataset(dir, std::move(manifest)));
-  const Manifest& m = ds->manifest();
-  uint64_t next_sample = 0;
-  for (size_t s = 0; s < m.files.size(); ++s) {
-    const DataFileInfo& info = m.files[s];
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  for (const DataFileInfo& info : manifest.files) {
     const std::string path = dir + "/" + info.file;
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("cannot open shard", path, errno);
     KILN_RETURN_IF_ERROR(
         CheckSizeAgainstManifest(path, static_cast<uint64_t>(st.st_size), info.bytes));
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> shard, ShardReader::Open(path));
+    shards.push_back(std::move(shard));
+  }
+  return FromShards(dir, std::move(manifest), std::move(shards), nullptr);
+}
+
+Result<std::unique_ptr<ShardDataset>> ShardDataset::FromShards(
+    std::string location, Manifest manifest, std::vector<std::unique_ptr<ShardReader>> shards,
+    std::shared_ptr<const DataFileStore> store) {
+  std::unique_ptr<ShardDataset> ds(new ShardDataset(location, std::move(manifest)));
+  ds->store_ = std::move(store);
+  const std::string& dir = ds->dir();
+  const Manifest& m = ds->manifest();
+  if (shards.size() != m.files.size()) {
+    return Status::Internal(dir + ": " + std::to_string(shards.size()) + " shards opened for " +
+                            std::to_string(m.files.size()) + " manifest entries");
+  }
+  uint64_t next_sample = 0;
+  for (size_t s = 0; s < m.files.size(); ++s) {
+    const DataFileInfo& info = m.files[s];
+    std::unique_ptr<ShardReader>& shard = shards[s];
+    const std::string& path = shard->path();
+    KILN_RETURN_IF_ERROR(CheckSizeAgainstManifest(path, shard->file_bytes(), info.bytes));
     const ShardHeader& h = shard->header();
     if (h.schema != m.schema) {
       return Status::Corruption(path + ": shard schema " + h.schema.ShapeString() + " " +
@@ -82,7 +102,19 @@ Status ShardDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t*
                               std::to_string(num_samples()));
   }
   const auto [shard, record] = Locate(index);
-  return shard->ReadRecord(record, decoder, out, label);
+  if (store_ == nullptr) return shard->ReadRecord(record, decoder, out, label);
+  // The record's bytes are not in the mapping: one range read of exactly the stored record.
+  const ShardIndexEntry e = shard->entry(record);
+  if (const std::string problem = shard->EntryProblem(e); !problem.empty()) {
+    return shard->CheckRecord(record);  // names the record, its entry's offset and the problem
+  }
+  thread_local std::vector<uint8_t> stored;
+  stored.resize(e.stored_size);
+  const auto s =
+      static_cast<uint32_t>(std::upper_bound(first_sample_.begin(), first_sample_.end(), index) -
+                            first_sample_.begin() - 1);
+  KILN_RETURN_IF_ERROR(store_->ReadRange(s, e.offset, e.stored_size, stored.data()));
+  return shard->ReadRecordFrom(record, stored.data(), stored.size(), decoder, out, label);
 }
 
 Result<std::string> ShardDataset::Key(uint64_t index) const {
@@ -97,6 +129,7 @@ Result<std::string> ShardDataset::Key(uint64_t index) const {
 
 void ShardDataset::Prefetch(uint64_t index, bool payload) const {
   if (index >= num_samples()) return;
+  if (store_ != nullptr) payload = false;  // the payload is not in the mapping
   const auto [shard, record] = Locate(index);
   const uint8_t* base = shard->file().data();
   if (!payload) {
@@ -111,11 +144,12 @@ void ShardDataset::Prefetch(uint64_t index, bool payload) const {
 }
 
 void ShardDataset::AdviseAccess(AccessAdvice advice) const {
+  if (store_ != nullptr) return;  // anonymous mappings of the index only
   for (const auto& shard : shards_) shard->file().Advise(advice);
 }
 
 MappedRange ShardDataset::StoredRange(uint64_t index) const {
-  if (index >= num_samples()) return {};
+  if (index >= num_samples() || store_ != nullptr) return {};
   const auto [shard, record] = Locate(index);
   const ShardIndexEntry e = shard->entry(record);
   if (!shard->EntryProblem(e).empty()) return {};  // payload inside the data region: before EOF

@@ -26,6 +26,14 @@ class ShardDataset final : public Dataset {
   // to another pack: its index checksum 0x... differs from 0x... ..."; shard_format.md section
   // 11). Errors: as Dataset::Open.
   static Result<std::unique_ptr<ShardDataset>> Open(const std::string& dir, Manifest manifest);
+  // A dataset over shards opened elsewhere (reader/remote: anonymous mappings holding each
+  // shard's header, index, keys and footer, `store` reading the records), `location` naming it
+  // (a URL) and shards[s] manifest entry s. The same checks as Open after the size check
+  // (file_bytes() against the manifest, schema, numbering, index checksum); records are read
+  // through `store`. Errors: as Open.
+  static Result<std::unique_ptr<ShardDataset>> FromShards(
+      std::string location, Manifest manifest, std::vector<std::unique_ptr<ShardReader>> shards,
+      std::shared_ptr<const DataFileStore> store);
 
   Status ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,
                     int64_t* label) const override;
@@ -41,6 +49,8 @@ class ShardDataset final : public Dataset {
   Status DecodeStored(uint64_t index, const uint8_t* stored, uint64_t size, RecordDecoder* decoder,
                       uint8_t* out, int64_t* label) const override;
 
+  const DataFileStore* file_store() const override { return store_.get(); }
+
   size_t shard_count() const { return shards_.size(); }
   const ShardReader& shard(size_t i) const { return *shards_[i]; }
 
@@ -51,6 +61,7 @@ class ShardDataset final : public Dataset {
 
   std::vector<std::unique_ptr<ShardReader>> shards_;
   std::vector<uint64_t> first_sample_;  // first_sample_[s] = dataset index of shard s's record 0
+  std::shared_ptr<const DataFileStore> store_;  // null for local shards
 };
 
 }  // namespace kiln

@@ -8,6 +8,11 @@ namespace kiln {
 
 Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  return Open(std::move(file));
+}
+
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(std::shared_ptr<const MappedFile> file) {
+  const std::string path = file->path();
   const uint64_t size = file->size();
   if (size < kShardHeaderBytes + kShardFooterBytes) {
     // Located where the footer would start: the end of the file is what is missing.

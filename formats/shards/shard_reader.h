@@ -27,6 +27,10 @@ class ShardReader {
   // Corruption ("file of N bytes is too small to be a shard", "bad magic", "no footer magic
   // (incomplete or truncated shard)", checksum and bounds failures), NotSupported (version).
   static Result<std::unique_ptr<ShardReader>> Open(const std::string& path);
+  // Validates `file` (a mapping of a whole shard, possibly MappedFile::Anonymous with only its
+  // header, index, keys and footer filled in: then records are read with ReadRecordFrom, never
+  // from the mapping) as Open(path) does, naming file->path() in errors.
+  static Result<std::unique_ptr<ShardReader>> Open(std::shared_ptr<const MappedFile> file);
 
   const std::string& path() const { return file_->path(); }
   const ShardHeader& header() const { return header_; }
@@ -93,10 +97,10 @@ class ShardReader {
  private:
   Status RecordOutOfRange(uint64_t i) const;
 
-  ShardReader(std::unique_ptr<MappedFile> file, ShardHeader header, ShardFooter footer)
+  ShardReader(std::shared_ptr<const MappedFile> file, ShardHeader header, ShardFooter footer)
       : file_(std::move(file)), header_(header), footer_(footer) {}
 
-  std::unique_ptr<MappedFile> file_;
+  std::shared_ptr<const MappedFile> file_;  // shared with the verifier's whole-file hash
   ShardHeader header_;
   ShardFooter footer_;
   // VerifyIndexChecksum's result, computed by the first CheckedKey call.

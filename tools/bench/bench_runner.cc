@@ -731,13 +731,13 @@ std::string BenchReportText(const BenchReport& r) {
                   static_cast<unsigned long long>(r.read_ahead_samples), r.read_ahead_mb,
                   r.read_ahead_seconds);
   }
-  if (r.io == "direct") {
+  if (r.io == "direct" || r.io == "remote") {
     std::snprintf(line, sizeof(line),
-                  "io direct (%s): %llu reads, %.0f MB, up to %llu in flight per thread (depth "
+                  "io %s (%s): %llu reads, %.0f MB, up to %llu in flight per thread (depth "
                   "%u)\n",
-                  r.io_reason.c_str(), static_cast<unsigned long long>(r.direct_reads),
-                  r.direct_read_mb, static_cast<unsigned long long>(r.direct_max_in_flight),
-                  r.direct_depth);
+                  r.io.c_str(), r.io_reason.c_str(),
+                  static_cast<unsigned long long>(r.direct_reads), r.direct_read_mb,
+                  static_cast<unsigned long long>(r.direct_max_in_flight), r.direct_depth);
   } else {
     std::snprintf(line, sizeof(line), "io mmap (%s)\n", r.io_reason.c_str());
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "formats/version.h"
+#include "reader/loader.h"
 #include "tools/cli/cli_commands.h"
 
 namespace {
@@ -24,6 +25,7 @@ std::string FirstWord(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kiln::EnableRemoteDatasets();  // every subcommand that opens a dataset also takes its URL
   CLI::App app{"kiln: pack image folders into ready-to-train tensors, verify them, read them fast"};
   app.name("kiln");
   app.require_subcommand(1);

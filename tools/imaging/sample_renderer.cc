@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "formats/dataset.h"
+#include "reader/loader.h"
 
 namespace kiln {
 
@@ -68,6 +69,7 @@ std::vector<uint64_t> EvenlySpacedIndices(uint64_t num_samples, uint64_t count) 
 Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indices, uint32_t columns,
                      const std::string& png_path) {
   if (indices.empty() || columns == 0) return Status::InvalidArgument("nothing to show");
+  EnableRemoteDatasets();  // this plugin has its own copy of Dataset::Open's opener
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
   const TensorSchema& s = dataset->schema();
   std::array<float, 3> mean{0, 0, 0}, std_dev{1, 1, 1};

@@ -1,0 +1,438 @@
+#include "reader/remote/remote_dataset.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <utility>
+
+#include "formats/file_util.h"
+#include "formats/manifest.h"
+#include "formats/mapped_file.h"
+#include "formats/shards/shard_dataset.h"
+#include "formats/shards/shard_format.h"
+#include "formats/shards/shard_reader.h"
+
+namespace kiln::remote {
+
+namespace {
+
+Result<RemoteOptions> OptionsFromEnvironment() {
+  RemoteOptions options;
+  KILN_ASSIGN_OR_RETURN(options.aws, LoadAwsSettings());
+  if (const char* ca = std::getenv("AWS_CA_BUNDLE"); ca != nullptr && *ca != '\0') {
+    options.ca_file = ca;
+  }
+  return options;
+}
+
+// The errno a RangeReader reports for a failed remote read (range_reader.h, Wait).
+int ErrnoOf(const RemoteCompletion& done) {
+  if (done.status.code() == StatusCode::kNotFound) return ENOENT;
+  if (done.http_status == 412) return ESTALE;
+  return EIO;
+}
+
+// A fetch thread's RangeReader over a RemoteStore's objects: its own client (one curl_multi
+// handle keeping all its requests in flight at once), staging buffers in one allocation.
+//
+// Coalescing: the reads queued before a Submit() are sorted by object and offset, and reads of
+// one object whose gap is at most kMaxGapBytes merge into one range GET of at most
+// kMaxRangeBytes (into a buffer of the group's own, then copied into each read's staging
+// buffer: one memcpy, against a request's round trip saved). A lone read lands straight in its
+// staging buffer. Reads are reported one per staging buffer, as the interface promises; a
+// failed GET fails every read it carried, each with the server's answer.
+class RemoteRangeReader final : public RangeReader {
+ public:
+  // Gaps read and thrown away rather than paying a request (about a round trip's worth of
+  // bytes at 1 GB/s), and the longest merged GET (bounds a group's buffer).
+  static constexpr uint64_t kMaxGapBytes = 256 << 10;
+  static constexpr uint64_t kMaxRangeBytes = 8 << 20;
+
+  RemoteRangeReader(const RemoteStore& store, std::unique_ptr<RemoteClient> client, uint32_t depth,
+                    uint64_t buffer_bytes)
+      : store_(store),
+        client_(std::move(client)),
+        depth_(depth),
+        buffer_bytes_(buffer_bytes),
+        stride_((buffer_bytes + 63) / 64 * 64),
+        memory_(new uint8_t[stride_ * depth + 64]),
+        errors_(depth) {}
+
+  const std::string& object_name(uint32_t object) const override {
+    return store_.objects()[object].url;
+  }
+  uint32_t alignment(uint32_t /*object*/) const override { return 1; }
+  uint32_t depth() const override { return depth_; }
+  uint64_t buffer_bytes() const override { return buffer_bytes_; }
+  uint8_t* buffer(uint32_t buffer) const override {
+    uint8_t* base = memory_.get();
+    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+    return base + uint64_t{buffer} * stride_;
+  }
+  void Queue(uint32_t buffer, uint32_t object, uint64_t offset, uint32_t length) override {
+    errors_[buffer].clear();
+    queued_.push_back(Read{buffer, object, offset, length});
+    ++in_flight_;
+  }
+  Status Submit() override {
+    std::sort(queued_.begin(), queued_.end(), [](const Read& a, const Read& b) {
+      return a.object != b.object ? a.object < b.object : a.offset < b.offset;
+    });
+    for (size_t i = 0; i < queued_.size();) {
+      Group g;
+      g.object = queued_[i].object;
+      g.offset = queued_[i].offset;
+      uint64_t end = queued_[i].offset + queued_[i].length;
+      size_t j = i;
+      while (j < queued_.size() && queued_[j].object == g.object &&
+             queued_[j].offset <= end + kMaxGapBytes &&
+             std::max(end, queued_[j].offset + queued_[j].length) - g.offset <= kMaxRangeBytes) {
+        end = std::max(end, queued_[j].offset + queued_[j].length);
+        g.reads.push_back(queued_[j++]);
+      }
+      g.length = end - g.offset;
+      const uint64_t tag = next_tag_++;
+      uint8_t* dest = buffer(g.reads[0].buffer);
+      if (g.reads.size() > 1) {
+        g.bytes.reset(new uint8_t[g.length]);
+        dest = g.bytes.get();
+      }
+      const ObjectInfo& object = store_.objects()[g.object];
+      const uint64_t offset = g.offset, length = g.length;
+      groups_.emplace(tag, std::move(g));
+      client_->QueueRange(tag, object, offset, length, dest);
+      i = j;
+    }
+    queued_.clear();
+    return Status::Ok();
+  }
+  Status Wait(uint32_t* buffer, int64_t* result) override {
+    if (!queued_.empty()) KILN_RETURN_IF_ERROR(Submit());
+    if (ready_.empty()) {
+      RemoteCompletion done;
+      KILN_RETURN_IF_ERROR(client_->Wait(&done));
+      auto it = groups_.find(done.tag);
+      if (it == groups_.end()) return Status::Internal("remote read with an unknown tag");
+      Split(it->second, done);
+      groups_.erase(it);
+    }
+    *buffer = ready_.front().first;
+    *result = ready_.front().second;
+    ready_.pop_front();
+    --in_flight_;
+    return Status::Ok();
+  }
+  uint32_t in_flight() const override { return in_flight_; }
+  std::string ErrorDetail(uint32_t buffer) const override { return errors_[buffer]; }
+  // In a forked child: the connections are the parent's (closing them could send a TLS
+  // close_notify on the parent's sessions), so the client is left alive.
+  void Abandon() override { (void)client_.release(); }
+
+ private:
+  struct Read {
+    uint32_t buffer = 0, object = 0;
+    uint64_t offset = 0;
+    uint32_t length = 0;
+  };
+  struct Group {  // one range GET
+    uint32_t object = 0;
+    uint64_t offset = 0, length = 0;
+    std::vector<Read> reads;
+    std::unique_ptr<uint8_t[]> bytes;  // merged reads only
+  };
+
+  // Turns a GET's completion into its reads' results (bytes, or -errno with the message).
+  void Split(const Group& g, const RemoteCompletion& done) {
+    for (const Read& r : g.reads) {
+      if (!done.status.ok()) {
+        errors_[r.buffer] = done.status.message();
+        ready_.emplace_back(r.buffer, -ErrnoOf(done));
+        continue;
+      }
+      const uint64_t skip = r.offset - g.offset;
+      const uint64_t got =
+          done.bytes > skip ? std::min<uint64_t>(r.length, done.bytes - skip) : uint64_t{0};
+      if (g.bytes != nullptr && got > 0) std::memcpy(buffer(r.buffer), g.bytes.get() + skip, got);
+      ready_.emplace_back(r.buffer, static_cast<int64_t>(got));
+    }
+  }
+
+  const RemoteStore& store_;
+  std::unique_ptr<RemoteClient> client_;
+  uint32_t depth_;
+  uint64_t buffer_bytes_;
+  uint64_t stride_;
+  std::unique_ptr<uint8_t[]> memory_;
+  std::vector<std::string> errors_;  // the last failed read's message, per buffer
+  std::vector<Read> queued_;         // since the last Submit
+  std::map<uint64_t, Group> groups_;  // GETs in flight, by tag
+  std::deque<std::pair<uint32_t, int64_t>> ready_;  // (buffer, result) not yet returned
+  uint64_t next_tag_ = 0;
+  uint32_t in_flight_ = 0;  // reads queued and not yet returned by Wait
+};
+
+// Reads all of `object` (a small one: kiln.json) into a string.
+Result<std::string> ReadWhole(RemoteClient* client, const ObjectInfo& object) {
+  std::string text(object.size, '\0');
+  if (object.size == 0) return text;
+  client->QueueRange(0, object, 0, object.size, reinterpret_cast<uint8_t*>(text.data()));
+  RemoteCompletion done;
+  KILN_RETURN_IF_ERROR(client->Wait(&done));
+  KILN_RETURN_IF_ERROR(done.status);
+  if (done.bytes != object.size) {
+    return Status::IOError(object.url + ": read " + std::to_string(done.bytes) + " of its " +
+                           std::to_string(object.size) + " bytes")
+        .WithLocation({object.url});
+  }
+  return text;
+}
+
+// What open fetches of one shard: its stand-in mapping and the ranges still to come.
+struct ShardFetch {
+  std::unique_ptr<MappedFile> file;
+  ObjectInfo object;    // url, the size and ETag the first answer gave
+  uint64_t tail = 0;    // bytes of the suffix read first
+  uint32_t pending = 0;
+};
+
+// The bytes a shard's footer, index and keys take, guessed from its record count before its
+// footer is read: 40-byte index entries and keys of up to 64 bytes, plus the footer.
+uint64_t TailGuess(const DataFileInfo& info) {
+  return kShardFooterBytes + info.samples * (kShardIndexEntryBytes + 64) + 4096;
+}
+
+enum ReadKind : uint64_t { kHeader = 0, kSuffix = 1, kRest = 2 };
+
+// Records what one answer says about the object: its size (checked against the manifest) and
+// its ETag (the same in every answer, or the object changed while it was opened).
+Status NoteAnswer(const RemoteCompletion& done, const DataFileInfo& info, ShardFetch* f) {
+  KILN_RETURN_IF_ERROR(done.status);
+  const uint64_t size = done.object_size != 0 ? done.object_size : done.bytes;
+  KILN_RETURN_IF_ERROR(CheckSizeAgainstManifest(f->object.url, size, info.bytes));
+  if (!done.etag.empty()) {
+    if (f->object.etag.empty()) {
+      f->object.etag = done.etag;
+    } else if (f->object.etag != done.etag) {
+      return Status::IOError(f->object.url + " changed while it was opened (ETag " +
+                             f->object.etag + ", then " + done.etag + "); open it again")
+          .WithLocation({f->object.url});
+    }
+  }
+  return Status::Ok();
+}
+
+// Fetches every shard's header, footer, index and keys into its stand-in mapping, all shards'
+// reads in flight at once.
+Status FetchShardSections(RemoteClient* client, const Manifest& m, std::vector<ShardFetch>* fs) {
+  for (size_t s = 0; s < fs->size(); ++s) {
+    ShardFetch& f = (*fs)[s];
+    const uint64_t bytes = m.files[s].bytes;
+    if (bytes == 0) continue;
+    uint8_t* base = f.file->mutable_data();
+    f.tail = std::min(bytes, TailGuess(m.files[s]));
+    client->QueueRange(s * 4 + kHeader, f.object, 0, std::min<uint64_t>(bytes, kShardHeaderBytes),
+                       base);
+    client->QueueSuffix(s * 4 + kSuffix, f.object, f.tail, base + bytes - f.tail);
+    f.pending = 2;
+  }
+  while (client->in_flight() > 0) {
+    RemoteCompletion done;
+    KILN_RETURN_IF_ERROR(client->Wait(&done));
+    const size_t s = done.tag / 4;
+    ShardFetch& f = (*fs)[s];
+    const DataFileInfo& info = m.files[s];
+    KILN_RETURN_IF_ERROR(NoteAnswer(done, info, &f));
+    if (--f.pending > 0 || f.tail >= info.bytes || done.tag % 4 == kRest) continue;
+    // Header and suffix are in: read the rest of the index and keys if the guess fell short.
+    const uint8_t* base = f.file->data();
+    Result<ShardFooter> footer =
+        DecodeShardFooter(base + info.bytes - kShardFooterBytes, info.bytes);
+    if (!footer.ok()) continue;  // ShardReader::Open reports it with its offset
+    const uint64_t tail_start = info.bytes - f.tail;
+    if (footer->index_offset >= tail_start) continue;
+    f.pending = 1;
+    client->QueueRange(s * 4 + kRest, f.object, footer->index_offset,
+                       tail_start - footer->index_offset,
+                       f.file->mutable_data() + footer->index_offset);
+  }
+  return Status::Ok();
+}
+
+// Fetches and parses `base`/kiln.json (its checksum checked as Manifest::Read checks it).
+Result<Manifest> FetchManifest(RemoteClient* client, const std::string& base) {
+  const std::string manifest_url = base + "/" + kManifestFileName;
+  Result<ObjectInfo> manifest_object = client->Stat(manifest_url);
+  if (!manifest_object.ok()) {
+    if (manifest_object.status().code() != StatusCode::kNotFound) {
+      return manifest_object.status();
+    }
+    return Status::NotFound(base + " is not a kiln dataset: no " + kManifestFileName + " (" +
+                            manifest_object.status().message() + ")")
+        .WithLocation({manifest_url});
+  }
+  KILN_ASSIGN_OR_RETURN(std::string text, ReadWhole(client, *manifest_object));
+  return Manifest::FromJson(text, manifest_url);
+}
+
+// What a verify report says of `status` about `file`: its reason when it names `file` (the
+// report names the file in a field of its own), else the whole message.
+std::string ProblemText(const Status& status, const std::string& file) {
+  return status.location().file == file ? std::string(status.reason()) : status.message();
+}
+
+// Fetches all of `path` (kVerifyPieceBytes per GET, every piece in flight) into memory for the
+// verifier, its size (HEAD) checked against the manifest and every piece read with If-Match.
+constexpr uint64_t kVerifyPieceBytes = 8 << 20;
+
+std::unique_ptr<MappedFile> FetchForVerify(RemoteClient* client, const std::string& path,
+                                           const DataFileInfo* expected, VerifyReport* report) {
+  auto problem = [&](int64_t offset, std::string why) {
+    report->problems.push_back({path, -1, offset, std::move(why)});
+    return nullptr;
+  };
+  ++report->files_checked;
+  Result<ObjectInfo> object = client->Stat(path);
+  if (!object.ok()) {
+    return problem(-1, (object.status().code() == StatusCode::kNotFound ? "missing (" : "(") +
+                           ProblemText(object.status(), path) + ")");
+  }
+  if (expected != nullptr && object->size != expected->bytes) {
+    return problem(static_cast<int64_t>(std::min(object->size, expected->bytes)),
+                   "file is " + std::to_string(object->size) + " bytes but the manifest says " +
+                       std::to_string(expected->bytes) +
+                       (object->size < expected->bytes ? " (truncated)" : ""));
+  }
+  Result<std::unique_ptr<MappedFile>> file = MappedFile::Anonymous(path, object->size);
+  if (!file.ok()) return problem(-1, ProblemText(file.status(), path));
+  uint8_t* base = (*file)->mutable_data();
+  for (uint64_t off = 0; off < object->size; off += kVerifyPieceBytes) {
+    client->QueueRange(off, *object, off, std::min(kVerifyPieceBytes, object->size - off),
+                       base + off);
+  }
+  Status failed;
+  while (client->in_flight() > 0) {
+    RemoteCompletion done;
+    Status waited = client->Wait(&done);
+    if (!waited.ok()) return problem(-1, ProblemText(waited, path));
+    const uint64_t want = std::min(kVerifyPieceBytes, object->size - done.tag);
+    if (failed.ok() && !done.status.ok()) failed = done.status;
+    if (failed.ok() && done.bytes != want) {
+      failed = Status::IOError("a read of " + std::to_string(want) + " bytes at offset " +
+                               std::to_string(done.tag) + " returned " +
+                               std::to_string(done.bytes));
+    }
+  }
+  if (!failed.ok()) return problem(-1, ProblemText(failed, path));
+  report->bytes_checked += object->size;
+  return std::move(file).value();
+}
+
+}  // namespace
+
+VerifyReport VerifyRemoteDataset(const std::string& url, const VerifyOptions& options) {
+  std::string base = url;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  VerifyReport report;
+  report.dir = base;
+  report.deep = options.deep;
+  const std::string manifest_url = base + "/" + kManifestFileName;
+  auto fail = [&](const std::string& file, const Status& status) {
+    report.problems.push_back({file, -1, -1, ProblemText(status, file)});
+    return report;
+  };
+  Result<RemoteOptions> remote_options = OptionsFromEnvironment();
+  if (!remote_options.ok()) return fail(base, remote_options.status());
+  Result<std::unique_ptr<RemoteClient>> client = RemoteClient::Create(*remote_options);
+  if (!client.ok()) return fail(base, client.status());
+  Result<Manifest> manifest = FetchManifest(client->get(), base);
+  if (!manifest.ok()) return fail(manifest_url, manifest.status());
+  report.samples = manifest->samples;
+  if (manifest->format != "shards") {
+    report.problems.push_back({manifest_url, -1, -1,
+                               "a " + manifest->format +
+                                   " dataset cannot be verified at a URL (only shards can be "
+                                   "read there): copy it to a local disk and verify the copy"});
+    return report;
+  }
+  RemoteClient* c = client->get();
+  VerifyShardFiles(
+      base, *manifest, options,
+      [c](const std::string& path, const DataFileInfo* expected, VerifyReport* r) {
+        return FetchForVerify(c, path, expected, r);
+      },
+      &report);
+  return report;
+}
+
+Status RemoteStore::ReadRange(uint32_t file, uint64_t offset, uint64_t size, uint8_t* dest) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (client_ == nullptr) {
+    KILN_ASSIGN_OR_RETURN(client_, RemoteClient::Create(options_));
+  }
+  const ObjectInfo& object = objects_[file];
+  client_->QueueRange(0, object, offset, size, dest);
+  RemoteCompletion done;
+  KILN_RETURN_IF_ERROR(client_->Wait(&done));
+  KILN_RETURN_IF_ERROR(done.status);
+  if (done.bytes != size) {
+    return Status::IOError(object.url + ": a read of " + std::to_string(size) + " bytes at offset " +
+                           std::to_string(offset) + " returned " + std::to_string(done.bytes))
+        .WithLocation({object.url, -1, static_cast<int64_t>(offset)});
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
+                                                                 uint64_t buffer_bytes) const {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
+  return std::unique_ptr<RangeReader>(
+      new RemoteRangeReader(*this, std::move(client), depth, buffer_bytes));
+}
+
+Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
+  std::string base = url;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  KILN_ASSIGN_OR_RETURN(RemoteOptions options, OptionsFromEnvironment());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
+  KILN_ASSIGN_OR_RETURN(Manifest manifest, FetchManifest(client.get(), base));
+  const std::string manifest_url = base + "/" + kManifestFileName;
+  if (manifest.format != "shards") {
+    return Status::NotSupported(
+               base + ": a " + manifest.format +
+               " dataset cannot be read from object storage or HTTP: its library reads one "
+               "file by memory-mapped pages or POSIX reads, which range GETs cannot serve. "
+               "Repack it as shards (kiln pack INPUT OUT --format shards) or copy it to a local "
+               "disk first")
+        .WithLocation({manifest_url});
+  }
+  std::vector<ShardFetch> fetches(manifest.files.size());
+  for (size_t s = 0; s < manifest.files.size(); ++s) {
+    fetches[s].object.url = base + "/" + manifest.files[s].file;
+    fetches[s].object.size = manifest.files[s].bytes;
+    KILN_ASSIGN_OR_RETURN(fetches[s].file,
+                          MappedFile::Anonymous(fetches[s].object.url, manifest.files[s].bytes));
+  }
+  KILN_RETURN_IF_ERROR(FetchShardSections(client.get(), manifest, &fetches));
+  std::vector<std::unique_ptr<ShardReader>> shards;
+  std::vector<ObjectInfo> objects;
+  for (ShardFetch& f : fetches) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> shard, ShardReader::Open(std::move(f.file)));
+    shards.push_back(std::move(shard));
+    objects.push_back(std::move(f.object));
+  }
+  auto store = std::make_shared<const RemoteStore>(std::move(options), std::move(objects));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardDataset> dataset,
+                        ShardDataset::FromShards(base, std::move(manifest), std::move(shards),
+                                                 std::move(store)));
+  return std::unique_ptr<Dataset>(std::move(dataset));
+}
+
+void InstallRemoteDatasets() {
+  Dataset::SetRemoteDatasetOpener(&OpenRemoteDataset);
+  SetRemoteVerifier(&VerifyRemoteDataset);
+}
+
+}  // namespace kiln::remote

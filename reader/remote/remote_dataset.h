@@ -1,0 +1,90 @@
+// Datasets at a URL: a packed shards dataset in S3-compatible object storage (s3://BUCKET/PREFIX)
+// or behind an HTTP(S) server that answers range GETs (https://HOST/PATH, presigned URLs too),
+// read in place, without a local copy (reader/remote/remote.md, "Reading a dataset").
+//
+//   Dataset::SetRemoteDatasetOpener(remote::OpenRemoteDataset);   // or InstallRemoteDatasets()
+//   std::unique_ptr<Dataset> ds = *Dataset::Open("s3://bucket/fm");
+//   Loader::Create(std::move(ds), options);                          // fetch threads: range GETs
+//
+// Open: GET `kiln.json` (its checksum checked as for a directory); then, for every shard at
+// once, a GET of its 64-byte header and one suffix GET of its footer, index and keys (two GETs
+// more only when the keys section is larger than guessed from the record count). Each shard's
+// size (Content-Range) is checked against the manifest and its ETag recorded; every later read
+// of a shard sends If-Match with that ETag, so a shard replaced while a job reads it fails by
+// name (ESTALE, "HTTP 412") instead of mixing versions. The header, index and keys are kept in
+// an anonymous mapping of the shard's size (MappedFile::Anonymous) and checked by the same code
+// as local shards (ShardReader, ShardDataset::FromShards); record payloads are never held there.
+//
+// Only the shards format can be read at a URL: LMDB and HDF5 datasets are one B-tree / one HDF5
+// file read through its own library by memory-mapped pages or POSIX reads, which object storage
+// cannot serve; they are refused with NotSupported saying to repack as shards or copy locally.
+//
+// Settings: AWS credentials, region, endpoint and addressing as the AWS CLI reads them
+// (LoadAwsSettings, remote_url.h); AWS_CA_BUNDLE names a PEM bundle to trust for https.
+// Thread safety: OpenRemoteDataset from any thread. A RemoteStore's ReadRange from many threads
+// (one client per call site, serialised by a mutex: for occasional reads such as kiln show);
+// NewRangeReader's readers belong to one fetch thread each.
+#ifndef KILN_READER_REMOTE_REMOTE_DATASET_H_
+#define KILN_READER_REMOTE_REMOTE_DATASET_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "formats/dataset.h"
+#include "formats/status.h"
+#include "formats/verifier.h"
+#include "reader/range_reader.h"
+#include "reader/remote/remote_client.h"
+
+namespace kiln::remote {
+
+// The objects of one remote dataset (its data files, each with the size and ETag seen at open)
+// and the settings to reach them.
+class RemoteStore final : public DataFileStore {
+ public:
+  RemoteStore(RemoteOptions options, std::vector<ObjectInfo> objects)
+      : options_(std::move(options)), objects_(std::move(objects)) {}
+
+  const std::vector<ObjectInfo>& objects() const { return objects_; }
+  const RemoteOptions& options() const { return options_; }
+
+  // One blocking range read with If-Match (DataFileStore). Errors: as RemoteClient's reads.
+  Status ReadRange(uint32_t file, uint64_t offset, uint64_t size, uint8_t* dest) const override;
+
+  // A RangeReader for one fetch thread: its own RemoteClient, `depth` staging buffers of
+  // `buffer_bytes` each, any alignment (1). Errors: Internal when libcurl cannot start.
+  Result<std::unique_ptr<RangeReader>> NewRangeReader(uint32_t depth, uint64_t buffer_bytes) const;
+
+ private:
+  RemoteOptions options_;
+  std::vector<ObjectInfo> objects_;
+  mutable std::mutex mu_;                       // guards client_
+  mutable std::unique_ptr<RemoteClient> client_;  // for ReadRange, made on first use
+};
+
+// Opens the shards dataset at `url` (s3://, http://, https://; a trailing '/' is ignored) as
+// described above. Errors: InvalidArgument for a malformed URL or settings; NotFound naming
+// the URL of a missing kiln.json or shard; IOError naming the URL, the HTTP status and the
+// server's error code and message (403 SignatureDoesNotMatch, ...); Corruption as
+// Dataset::Open (size differs from the manifest, bad header or footer, ...); NotSupported for
+// LMDB and HDF5 datasets.
+Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url);
+
+// VerifyDataset for a shards dataset at `url` (formats/verifier.h): kiln.json fetched and its
+// checksum checked, then each shard fetched whole into memory in turn (8 MiB range GETs, all in
+// flight, If-Match with the ETag its HEAD gave) and given every check a local shard gets
+// (whole-file hash, header, footer, index checksum, every record's checksum; deep mode decodes).
+// A missing or resized object, a server error or an LMDB/HDF5 dataset is a problem in the
+// report naming the URL. Never fails as a call. Memory: one shard at a time.
+VerifyReport VerifyRemoteDataset(const std::string& url, const VerifyOptions& options);
+
+// Installs OpenRemoteDataset as Dataset::Open's opener for URLs (Dataset::SetRemoteDatasetOpener)
+// and VerifyRemoteDataset as VerifyDataset's (SetRemoteVerifier).
+void InstallRemoteDatasets();
+
+}  // namespace kiln::remote
+
+#endif  // KILN_READER_REMOTE_REMOTE_DATASET_H_
