@@ -54,6 +54,7 @@
 #include "reader/direct_reader.h"
 #include "reader/fetch_schedule.h"
 #include "reader/host_buffer.h"
+#include "reader/range_reader.h"
 #include "reader/reader_state.h"
 #include "reader/sampler.h"
 
@@ -264,6 +265,9 @@ struct LoaderStats {
   uint64_t direct_reads = 0;          // reads completed
   uint64_t direct_read_bytes = 0;     // bytes they read (aligned covering ranges)
   uint64_t direct_max_in_flight = 0;  // the most reads one thread had in flight
+  // Remote reads (io_path() kRemote): the range GETs behind them, retries, failures, body bytes
+  // and per-attempt latency (RequestStats, reader/range_reader.h), all fetch threads summed.
+  RequestStats requests;
   // Device batches (LoaderOptions::device >= 0), counted on the consumer thread:
   uint64_t uploads = 0;         // host-to-device uploads issued (data + labels of one batch)
   uint64_t upload_bytes = 0;    // sample bytes in them

@@ -140,14 +140,6 @@ size_t ReadHeader(char* data, size_t size, size_t count, void* user) {
 
 }  // namespace
 
-int64_t RemoteStats::LatencyQuantileUs(double q) const {
-  if (latency_us.empty()) return 0;
-  std::vector<int64_t> sorted = latency_us;
-  size_t i = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(i), sorted.end());
-  return sorted[i];
-}
-
 Result<std::unique_ptr<RemoteClient>> RemoteClient::Create(RemoteOptions options) {
   static std::once_flag once;
   static CURLcode init = CURLE_OK;
@@ -271,7 +263,7 @@ bool RemoteClient::Retryable(const Request& r, int curl_code) const {
 }
 
 void RemoteClient::Finish(Request* r, int curl_code) {
-  stats_.latency_us.push_back(NowUs() - r->started_us);
+  stats_.AddLatencyUs(NowUs() - r->started_us);
   curl_multi_remove_handle(multi_, r->easy);
   std::unique_ptr<Request> owned = std::move(running_[r->easy]);
   running_.erase(r->easy);

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "formats/status.h"
+#include "reader/range_reader.h"
 #include "reader/remote/remote_url.h"
 
 namespace kiln::remote {
@@ -63,16 +64,8 @@ struct RemoteCompletion {
   Status status;             // OK, or the error described in the header comment
 };
 
-// Counters since Create. Latencies are per attempt, first byte sent to last byte received.
-struct RemoteStats {
-  uint64_t requests = 0;  // attempts sent, retries included
-  uint64_t bytes = 0;     // body bytes received into callers' buffers
-  uint64_t retries = 0;
-  uint64_t failures = 0;  // reads that completed with an error
-  std::vector<int64_t> latency_us;
-  // The `q`-quantile (0..1) of latency_us in microseconds; 0 when there are none.
-  int64_t LatencyQuantileUs(double q) const;
-};
+// Counters since Create (reader/range_reader.h: latency per attempt in a histogram).
+using RemoteStats = RequestStats;
 
 class RemoteClient {
  public:

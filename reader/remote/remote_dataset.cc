@@ -130,6 +130,12 @@ class RemoteRangeReader final : public RangeReader {
   // In a forked child: the connections are the parent's (closing them could send a TLS
   // close_notify on the parent's sessions), so the client is left alive.
   void Abandon() override { (void)client_.release(); }
+  RequestStats TakeRequestStats() override {
+    const RequestStats now = client_->stats();
+    const RequestStats delta = now.Since(taken_);
+    taken_ = now;
+    return delta;
+  }
 
  private:
   struct Read {
@@ -166,12 +172,13 @@ class RemoteRangeReader final : public RangeReader {
   uint64_t buffer_bytes_;
   uint64_t stride_;
   std::unique_ptr<uint8_t[]> memory_;
-  std::vector<std::string> errors_;  // the last failed read's message, per buffer
-  std::vector<Read> queued_;         // since the last Submit
-  std::map<uint64_t, Group> groups_;  // GETs in flight, by tag
+  std::vector<std::string> errors_;                 // the last failed read's message, per buffer
+  std::vector<Read> queued_;                        // since the last Submit
+  std::map<uint64_t, Group> groups_;                // GETs in flight, by tag
   std::deque<std::pair<uint32_t, int64_t>> ready_;  // (buffer, result) not yet returned
   uint64_t next_tag_ = 0;
   uint32_t in_flight_ = 0;  // reads queued and not yet returned by Wait
+  RequestStats taken_;      // the client's counters at the last TakeRequestStats
 };
 
 // Reads all of `object` (a small one: kiln.json) into a string.
@@ -193,8 +200,8 @@ Result<std::string> ReadWhole(RemoteClient* client, const ObjectInfo& object) {
 // What open fetches of one shard: its stand-in mapping and the ranges still to come.
 struct ShardFetch {
   std::unique_ptr<MappedFile> file;
-  ObjectInfo object;    // url, the size and ETag the first answer gave
-  uint64_t tail = 0;    // bytes of the suffix read first
+  ObjectInfo object;  // url, the size and ETag the first answer gave
+  uint64_t tail = 0;  // bytes of the suffix read first
   uint32_t pending = 0;
 };
 
@@ -320,9 +327,9 @@ std::unique_ptr<MappedFile> FetchForVerify(RemoteClient* client, const std::stri
     const uint64_t want = std::min(kVerifyPieceBytes, object->size - done.tag);
     if (failed.ok() && !done.status.ok()) failed = done.status;
     if (failed.ok() && done.bytes != want) {
-      failed = Status::IOError("a read of " + std::to_string(want) + " bytes at offset " +
-                               std::to_string(done.tag) + " returned " +
-                               std::to_string(done.bytes));
+      failed =
+          Status::IOError("a read of " + std::to_string(want) + " bytes at offset " +
+                          std::to_string(done.tag) + " returned " + std::to_string(done.bytes));
     }
   }
   if (!failed.ok()) return problem(-1, ProblemText(failed, path));
@@ -378,8 +385,9 @@ Status RemoteStore::ReadRange(uint32_t file, uint64_t offset, uint64_t size, uin
   KILN_RETURN_IF_ERROR(client_->Wait(&done));
   KILN_RETURN_IF_ERROR(done.status);
   if (done.bytes != size) {
-    return Status::IOError(object.url + ": a read of " + std::to_string(size) + " bytes at offset " +
-                           std::to_string(offset) + " returned " + std::to_string(done.bytes))
+    return Status::IOError(object.url + ": a read of " + std::to_string(size) +
+                           " bytes at offset " + std::to_string(offset) + " returned " +
+                           std::to_string(done.bytes))
         .WithLocation({object.url, -1, static_cast<int64_t>(offset)});
   }
   return Status::Ok();
@@ -424,9 +432,9 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
     objects.push_back(std::move(f.object));
   }
   auto store = std::make_shared<const RemoteStore>(std::move(options), std::move(objects));
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<ShardDataset> dataset,
-                        ShardDataset::FromShards(base, std::move(manifest), std::move(shards),
-                                                 std::move(store)));
+  KILN_ASSIGN_OR_RETURN(
+      std::unique_ptr<ShardDataset> dataset,
+      ShardDataset::FromShards(base, std::move(manifest), std::move(shards), std::move(store)));
   return std::unique_ptr<Dataset>(std::move(dataset));
 }
 

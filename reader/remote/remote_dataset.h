@@ -61,7 +61,7 @@ class RemoteStore final : public DataFileStore {
  private:
   RemoteOptions options_;
   std::vector<ObjectInfo> objects_;
-  mutable std::mutex mu_;                       // guards client_
+  mutable std::mutex mu_;                         // guards client_
   mutable std::unique_ptr<RemoteClient> client_;  // for ReadRange, made on first use
 };
 

@@ -431,6 +431,12 @@ void RecordLoaderStats(const LoaderStats& stats, const BenchOptions& options, Be
   r->direct_reads = stats.direct_reads;
   r->direct_read_mb = stats.direct_read_bytes / 1e6;
   r->direct_max_in_flight = stats.direct_max_in_flight;
+  r->remote_requests = stats.requests.requests;
+  r->remote_retries = stats.requests.retries;
+  r->remote_failures = stats.requests.failures;
+  r->remote_mb = stats.requests.bytes / 1e6;
+  r->remote_p50_ms = stats.requests.LatencyQuantileUs(0.5) / 1e3;
+  r->remote_p99_ms = stats.requests.LatencyQuantileUs(0.99) / 1e3;
   // The parts add up to the fetch time by construction, all wall time: zstd and crop/flip are
   // timed around their calls (so they include the page faults and preemption inside them),
   // copy is the rest. The off-CPU time (storage_wait_seconds) is a second view of the same
@@ -702,6 +708,11 @@ std::string BenchReportJson(const BenchReport& r) {
   j["direct_reads"] = r.direct_reads;
   j["direct_read_mb"] = r.direct_read_mb;
   j["direct_max_in_flight"] = r.direct_max_in_flight;
+  if (r.io == "remote") {
+    j["remote"] = {{"requests", r.remote_requests},     {"retries", r.remote_retries},
+                   {"failures", r.remote_failures},     {"mb", r.remote_mb},
+                   {"latency_p50_ms", r.remote_p50_ms}, {"latency_p99_ms", r.remote_p99_ms}};
+  }
   j["cpu_seconds"] = r.cpu_seconds;
   j["major_faults"] = r.major_faults;
   j["peak_rss_mb"] = r.peak_rss_mb;
@@ -742,6 +753,16 @@ std::string BenchReportText(const BenchReport& r) {
     std::snprintf(line, sizeof(line), "io mmap (%s)\n", r.io_reason.c_str());
   }
   out += line;
+  if (r.io == "remote") {
+    std::snprintf(line, sizeof(line),
+                  "remote: %llu range GETs (%llu retries, %llu failed), %.1f MB, latency p50 "
+                  "%.1f ms, p99 %.1f ms per request\n",
+                  static_cast<unsigned long long>(r.remote_requests),
+                  static_cast<unsigned long long>(r.remote_retries),
+                  static_cast<unsigned long long>(r.remote_failures), r.remote_mb, r.remote_p50_ms,
+                  r.remote_p99_ms);
+    out += line;
+  }
   std::snprintf(line, sizeof(line),
                 "%s order, %s cache (%.0f%% of the files resident at open%s); stages (s, fetch "
                 "threads summed): slot wait %.3f, fetch %.3f = [decompress %.3f + augment %.3f "

@@ -96,11 +96,15 @@ struct BenchReport {
   uint64_t direct_reads = 0;          // reads completed
   double direct_read_mb = 0;          // bytes they read, 10^6 bytes
   uint64_t direct_max_in_flight = 0;  // the most one thread had in flight
-  double cpu_seconds = 0;             // process user + system CPU time during the timed epochs
-  uint64_t major_faults = 0;          // page faults that read storage, during open + epochs
-  double peak_rss_mb = 0;             // process peak resident set (getrusage), 10^6 bytes
-  double rss_anon_mb = 0;             // anonymous resident memory at the end, loader open
-  double rss_file_mb = 0;             // file-backed resident memory (mapped dataset pages)
+  // io remote: range GETs (attempts), retries, failed reads, body bytes (10^6) and per-attempt
+  // latency quantiles in milliseconds (LoaderStats::requests).
+  uint64_t remote_requests = 0, remote_retries = 0, remote_failures = 0;
+  double remote_mb = 0, remote_p50_ms = 0, remote_p99_ms = 0;
+  double cpu_seconds = 0;     // process user + system CPU time during the timed epochs
+  uint64_t major_faults = 0;  // page faults that read storage, during open + epochs
+  double peak_rss_mb = 0;     // process peak resident set (getrusage), 10^6 bytes
+  double rss_anon_mb = 0;     // anonymous resident memory at the end, loader open
+  double rss_file_mb = 0;     // file-backed resident memory (mapped dataset pages)
   double consumer_ms = 0;
   // --device N (LoaderOptions::device): the upload and the fused kernel, measured on the GPU.
   int device = -1;

@@ -3,6 +3,8 @@
 // read through the Loader from s3:// (Swift s3api, SigV4), http:// and https:// (nginx), and
 // compared batch by batch with the same dataset read from its local directory; refusals and
 // failures named; the CLI's inspect, verify and bench on the URL.
+#include "reader/remote/remote_dataset.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -17,7 +19,6 @@
 
 #include "formats/dataset.h"
 #include "reader/loader.h"
-#include "reader/remote/remote_dataset.h"
 #include "tests/reader/remote/remote_test_servers.h"
 
 namespace kiln::remote {
@@ -245,9 +246,8 @@ TEST_F(RemoteDatasetTest, ShardReplacedWhileReadingFailsByNameNotMixed) {
   // Replace the last shard with one of the same size whose bytes differ.
   const std::string staged =
       DamagedCopy(Local("raw") + "/shard-00013.kiln", servers->dir() + "/swap-staging");
-  ASSERT_EQ(servers->Rclone("copyto " + Quote(staged) + " ks3:" + kBucket +
-                            "/swap/shard-00013.kiln"),
-            0);
+  ASSERT_EQ(
+      servers->Rclone("copyto " + Quote(staged) + " ks3:" + kBucket + "/swap/shard-00013.kiln"), 0);
   Status failure;
   for (int e = 0; e < 2 && failure.ok(); ++e) {
     if (e > 0) (*loader)->SetEpoch(1);
@@ -300,6 +300,7 @@ TEST_F(RemoteDatasetTest, CliInspectAndBenchTakeTheUrl) {
   std::ifstream bench(out);
   text.assign((std::istreambuf_iterator<char>(bench)), {});
   EXPECT_NE(text.find("io remote"), std::string::npos) << text;
+  EXPECT_NE(text.find(" range GETs (0 retries, 0 failed)"), std::string::npos) << text;
   EXPECT_NE(text.find("every sample read once: yes"), std::string::npos) << text;
 }
 

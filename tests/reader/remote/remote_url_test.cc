@@ -9,6 +9,8 @@
 #include <fstream>
 #include <map>
 
+#include "reader/range_reader.h"
+
 namespace kiln::remote {
 namespace {
 
@@ -144,3 +146,32 @@ TEST_F(AwsSettingsTest, CustomEndpointDefaultsToPathStyleAndMissingProfileIsName
 
 }  // namespace
 }  // namespace kiln::remote
+
+namespace kiln {
+namespace {
+
+// The request counters keep constant memory (a histogram), so quantiles are bucket bounds:
+// within 19% above the true value, never below it.
+TEST(RequestStatsTest, QuantilesAreWithinABucketAndSinceSubtracts) {
+  RequestStats s;
+  EXPECT_EQ(s.LatencyQuantileUs(0.5), 0);
+  for (int64_t us = 1; us <= 1000; ++us) s.AddLatencyUs(us * 100);  // 0.1 ms .. 100 ms
+  EXPECT_EQ(s.attempts(), 1000u);
+  const int64_t p50 = s.LatencyQuantileUs(0.5), p99 = s.LatencyQuantileUs(0.99);
+  EXPECT_GE(p50, 50000);
+  EXPECT_LE(p50, 50000 * 1.19 + 1);
+  EXPECT_GE(p99, 99000);
+  EXPECT_LE(p99, 99000 * 1.19 + 1);
+  s.requests = 10;
+  RequestStats later = s;
+  later.requests = 15;
+  later.AddLatencyUs(7);
+  const RequestStats d = later.Since(s);
+  EXPECT_EQ(d.requests, 5u);
+  EXPECT_EQ(d.attempts(), 1u);
+  EXPECT_LE(d.LatencyQuantileUs(1.0), 9);
+  EXPECT_GE(d.LatencyQuantileUs(1.0), 7);
+}
+
+}  // namespace
+}  // namespace kiln
