@@ -40,15 +40,16 @@ int ErrnoOf(const RemoteCompletion& done) {
 //
 // Coalescing: the reads queued before a Submit() are sorted by object and offset, and reads of
 // one object whose gap is at most kMaxGapBytes merge into one range GET of at most
-// kMaxRangeBytes (into a buffer of the group's own, then copied into each read's staging
+// kMaxRangeBytes, as long as at least half its bytes are wanted (reads never fetch more than
+// twice the bytes they need) (into a buffer of the group's own, then copied into each read's staging
 // buffer: one memcpy, against a request's round trip saved). A lone read lands straight in its
 // staging buffer. Reads are reported one per staging buffer, as the interface promises; a
 // failed GET fails every read it carried, each with the server's answer.
 class RemoteRangeReader final : public RangeReader {
  public:
-  // Gaps read and thrown away rather than paying a request (about a round trip's worth of
-  // bytes at 1 GB/s), and the longest merged GET (bounds a group's buffer).
-  static constexpr uint64_t kMaxGapBytes = 256 << 10;
+  // Gaps read and thrown away rather than paying a request, and the longest merged GET
+  // (bounds a group's buffer).
+  static constexpr uint64_t kMaxGapBytes = 64 << 10;
   static constexpr uint64_t kMaxRangeBytes = 8 << 20;
 
   RemoteRangeReader(const RemoteStore& store, std::unique_ptr<RemoteClient> client, uint32_t depth,
@@ -86,11 +87,20 @@ class RemoteRangeReader final : public RangeReader {
       g.object = queued_[i].object;
       g.offset = queued_[i].offset;
       uint64_t end = queued_[i].offset + queued_[i].length;
+      uint64_t wanted = 0;  // bytes the group's reads need; the rest of its range is gaps
       size_t j = i;
-      while (j < queued_.size() && queued_[j].object == g.object &&
-             queued_[j].offset <= end + kMaxGapBytes &&
-             std::max(end, queued_[j].offset + queued_[j].length) - g.offset <= kMaxRangeBytes) {
-        end = std::max(end, queued_[j].offset + queued_[j].length);
+      while (j < queued_.size() && queued_[j].object == g.object) {
+        const Read& r = queued_[j];
+        const uint64_t new_end = std::max(end, r.offset + r.length);
+        const uint64_t gap = r.offset > end ? r.offset - end : 0;
+        // A gap is worth reading instead of a request while it is short and the group stays at
+        // least half wanted bytes (at most twice the bytes of reading each record alone).
+        if (j > i && (gap > kMaxGapBytes || new_end - g.offset > kMaxRangeBytes ||
+                      2 * (wanted + r.length) < new_end - g.offset)) {
+          break;
+        }
+        wanted += r.length;
+        end = new_end;
         g.reads.push_back(queued_[j++]);
       }
       g.length = end - g.offset;
