@@ -41,9 +41,9 @@ int ErrnoOf(const RemoteCompletion& done) {
 // Coalescing: the reads queued before a Submit() are sorted by object and offset, and reads of
 // one object whose gap is at most kMaxGapBytes merge into one range GET of at most
 // kMaxRangeBytes, as long as at least half its bytes are wanted (reads never fetch more than
-// twice the bytes they need) (into a buffer of the group's own, then copied into each read's staging
-// buffer: one memcpy, against a request's round trip saved). A lone read lands straight in its
-// staging buffer. Reads are reported one per staging buffer, as the interface promises; a
+// twice the bytes they need) (into a buffer of the group's own, then copied into each read's
+// staging buffer: one memcpy, against a request's round trip saved). A lone read lands straight in
+// its staging buffer. Reads are reported one per staging buffer, as the interface promises; a
 // failed GET fails every read it carried, each with the server's answer.
 class RemoteRangeReader final : public RangeReader {
  public:

@@ -304,5 +304,34 @@ TEST_F(RemoteDatasetTest, CliInspectAndBenchTakeTheUrl) {
   EXPECT_NE(text.find("every sample read once: yes"), std::string::npos) << text;
 }
 
+// What a Python training script does: kiln.Loader and kiln.verify on the URL, batches equal to
+// the local directory's (numpy backend, so no torch is needed).
+TEST_F(RemoteDatasetTest, PythonLoaderAndVerifyTakeTheUrl) {
+  const std::string module_dir = std::string(KILN_BINARY_DIR) + "/python";
+  if (!fs::exists(module_dir + "/kiln/__init__.py")) GTEST_SKIP() << "Python module not built";
+  const std::string script = servers->dir() + "/read.py";
+  std::ofstream(script)
+      << "import sys, numpy as np, kiln\n"
+         "def batches(p):\n"
+         "    l = kiln.Loader(p, batch_size=64, seed=5, backend='numpy', "
+         "num_threads=2, copy=True)\n"
+         "    return [(np.asarray(x).copy(), np.asarray(y).copy()) for x, y in l]\n"
+         "a, b = batches(sys.argv[1]), batches(sys.argv[2])\n"
+         "assert len(a) == len(b) and len(a) > 0, (len(a), len(b))\n"
+         "assert all((x == u).all() and (y == v).all() "
+         "for (x, y), (u, v) in zip(a, b)), 'batches differ'\n"
+         "r = kiln.verify(sys.argv[2])\n"
+         "assert r['ok'] and r['samples'] == 1000, r\n"
+         "print('python ok', len(a))\n";
+  const std::string out = servers->dir() + "/python.txt";
+  const int rc =
+      Shell("PYTHONPATH=" + Quote(module_dir) + " /usr/bin/python3 " + Quote(script) + " " +
+            Quote(Local("zstd")) + " " + S3("zstd") + " > " + Quote(out) + " 2>&1");
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("python ok 16"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace kiln::remote
