@@ -43,7 +43,8 @@ struct RemoteOptions {
   uint32_t max_connections = 64;       // connections per host; reads beyond this wait in curl
   int64_t connect_timeout_ms = 5000;   // per attempt
   int64_t request_timeout_ms = 60000;  // per attempt, whole transfer
-  uint32_t max_retries = 4;            // attempts after the first
+  uint32_t max_retries = 8;            // attempts after the first: with the backoff below,
+                                       // rides out about 8 s of a server gone (a restart)
   int64_t backoff_base_ms = 50;        // first retry waits in [base/2, base], doubling up to max
   int64_t backoff_max_ms = 2000;
 };

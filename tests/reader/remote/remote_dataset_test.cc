@@ -15,6 +15,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "formats/dataset.h"
@@ -331,6 +332,41 @@ TEST_F(RemoteDatasetTest, PythonLoaderAndVerifyTakeTheUrl) {
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("python ok 16"), std::string::npos) << text;
+}
+
+// A server that goes away mid-epoch and comes back a second later: the reads refused meanwhile
+// are retried, and the batches are still the local directory's, none lost or repeated.
+TEST_F(RemoteDatasetTest, HttpServerGoneAndBackMidEpochLosesNothing) {
+  LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 13);
+  o.batch_size = 16;
+  o.prefetch = 1;
+  const Stream local = ReadAll(Local("raw"), o, 1);
+  ASSERT_TRUE(local.error.ok()) << local.error.ToString();
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(servers->var("HTTP_URL") + "/raw", o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Stream remote;
+  Batch b;
+  auto take = [&] {
+    Result<bool> more = (*loader)->Next(&b);
+    if (!more.ok()) remote.error = more.status();
+    if (!more.ok() || !*more) return false;
+    remote.data.emplace_back(reinterpret_cast<const char*>(b.data), b.bytes());
+    remote.labels.emplace_back(b.labels, b.labels + b.size);
+    remote.indices.emplace_back(b.sample_indices, b.sample_indices + b.size);
+    return true;
+  };
+  ASSERT_TRUE(take());
+  const std::string script = RemoteServers::Script();
+  ASSERT_EQ(Shell(script + " stop-http " + Quote(servers->dir())), 0);
+  std::thread back([&] {
+    ::usleep(1000 * 1000);
+    EXPECT_EQ(Shell(script + " start-http " + Quote(servers->dir())), 0);
+  });
+  while (take()) {
+  }
+  back.join();
+  ExpectSameStream(local, remote, "across the restart");
+  EXPECT_GT((*loader)->stats().requests.retries, 0u) << "no read met the server gone";
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #                                            # a guard stops everything once that process is
 #                                            # gone (a test binary that crashed).
 #   remote_servers.sh stop DIR               # stops what DIR's pid files name; waits for each
+#   remote_servers.sh stop-http DIR          # stops nginx alone (a server gone mid-read)
+#   remote_servers.sh start-http DIR         # starts it again on the same ports
 #
 # Exit 77 (skip) when a package is missing: scripts/setup.sh installs them.
 set -euo pipefail
@@ -161,19 +163,30 @@ http {
   }
 }
 CONF
-  nginx -c "$dir/nginx/nginx.conf" -e "$dir/log/nginx.log" > "$dir/log/nginx-stdout.log" 2>&1 &
+  launch_nginx "$h" "$t"
+}
+
+launch_nginx() {  # starts nginx on the configuration start_nginx wrote
+  nginx -c "$dir/nginx/nginx.conf" -e "$dir/log/nginx.log" >> "$dir/log/nginx-stdout.log" 2>&1 &
   echo $! > "$dir/run/nginx.pid"
-  wait_port "$h" nginx
-  wait_port "$t" "nginx (TLS)"
+  wait_port "$1" nginx
+  wait_port "$2" "nginx (TLS)"
 }
 
 cmd=${1:-}
 dir=${2:-}
-[[ -n $dir ]] || { echo "usage: $0 start|stop DIR [WATCH_PID]" >&2; exit 2; }
+[[ -n $dir ]] || { echo "usage: $0 start|stop|stop-http|start-http DIR [WATCH_PID]" >&2; exit 2; }
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 case $cmd in
   stop) stop_all "$dir" ;;
+  # A server that goes away and comes back mid-read (the fault tests): nginx alone, same ports.
+  stop-http) stop_pidfile "$dir/run/nginx.pid" nginx ;;
+  start-http)
+    ph=$(sed -n 's|^HTTP_URL=http://127.0.0.1:||p' "$dir/env")
+    pt=$(sed -n 's|^HTTPS_URL=https://127.0.0.1:||p' "$dir/env")
+    launch_nginx "$ph" "$pt"
+    ;;
   start)
     for tool in swift-proxy-server swift-object-server swift-container-server \
       swift-account-server swift-ring-builder memcached nginx openssl python3; do
@@ -205,5 +218,5 @@ CA_FILE=$dir/tls/cert.pem
 WWW_DIR=$dir/www
 ENV
     ;;
-  *) echo "usage: $0 start|stop DIR [WATCH_PID]" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|stop-http|start-http DIR [WATCH_PID]" >&2; exit 2 ;;
 esac
