@@ -371,6 +371,41 @@ Status CheckParts(std::vector<Part>* parts, const std::vector<std::string>& root
   return Status::Ok();
 }
 
+// Parts split by file list only their own files, so a key that two parts' files share is seen
+// by neither. One pack of the whole input packs both samples of a WebDataset key with a
+// warning (as here) but rejects the later TFRecord record with that key, which a merge cannot
+// undo: then the merge is refused, naming the key and both parts.
+Status CheckKeysAcrossParts(const std::vector<Part>& parts, std::vector<std::string>* warnings) {
+  if (!parts.front().record.split_by_shards) return Status::Ok();  // every part lists it all
+  std::map<std::string, size_t> part_of;                           // key -> first part
+  std::set<std::string> warned;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Part& p = parts[i];
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(p.dir));
+    for (uint64_t s = 0; s < dataset->num_samples(); ++s) {
+      Result<std::string> key = dataset->Key(s);
+      if (!key.ok()) return key.status().WithContext(p.name + " is damaged");
+      const auto [it, fresh] = part_of.emplace(*key, i);
+      if (fresh || it->second == i) continue;
+      const std::string both =
+          "key " + *key + " is a sample of " + parts[it->second].name + " and of " + p.name;
+      if (p.source.kind == "tfrecord") {
+        return Status::Corruption(
+            both +
+            ": one pack of the whole input rejects the later record (keys must be "
+            "unique), which a merge cannot do; give the records unique keys "
+            "(--feature-key, or files with distinct names), or pack without --part");
+      }
+      if (warned.insert(*key).second) {
+        warnings->push_back(both +
+                            " (keys that repeat across shards); all are packed, as one "
+                            "pack of the whole input packs them");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 // The merged dataset's manifest (but for files) and rejected.tsv, from the checked parts.
 void BuildWholeJob(const std::vector<Part>& parts, bool copy_mode, Manifest* manifest,
                    std::string* rejected_tsv, std::string* skipped_tsv) {
@@ -771,6 +806,7 @@ Result<MergeReport> MergeParts(const MergeOptions& options) {
       KILN_RETURN_IF_ERROR(PartLock::CheckFree(p.dir + ".lock", p.name));
     }
     KILN_RETURN_IF_ERROR(CheckParts(&parts, roots));
+    KILN_RETURN_IF_ERROR(CheckKeysAcrossParts(parts, &report.warnings));
     const bool copy_mode = options.reshard || !HasSelfContainedFiles(parts.front().manifest.format);
     uint64_t samples_total = 0, samples_done = 0;
     for (const Part& p : parts) samples_total += p.manifest.samples;
@@ -819,6 +855,7 @@ std::string MergeReportJson(const MergeReport& r) {
   j["resumed"] = r.resumed;
   j["seconds"] = r.seconds;
   j["mb_per_s"] = r.seconds > 0 ? r.bytes_read / 1e6 / r.seconds : 0.0;
+  j["warnings"] = r.warnings;
   return j.dump();
 }
 

@@ -6,8 +6,10 @@
 // Everything is checked before anything is moved: every part 0..N-1 is there exactly once and
 // complete (no `.partial`, no writer holding its lock), of the same N, packed with the same
 // options, classes, listing and tool/library versions, covering the range the partition rule
-// gives it (tools/pack/partition.h) with packed + rejected = its inputs, and every shard has its
-// recorded size and whole-file hash. A refusal names the part and the reason; nothing changes.
+// gives it (tools/pack/partition.h) with packed + rejected = its inputs, every shard has its
+// recorded size and whole-file hash, and (split by file) no key is a sample of two parts unless
+// one pack of the whole input would pack both (see Errors below). A refusal names the part and the
+// reason; nothing changes.
 //
 // Shards format (the default, "move"): no record byte is copied. A journal of the plan is written
 // into `OUT.partial/` first; then each part's kiln.json is removed (a consumed part never looks
@@ -71,13 +73,19 @@ struct MergeReport {
   bool copied = false;      // copy mode (reshard, LMDB, HDF5) rather than moved shards
   bool resumed = false;     // finished an interrupted merge
   double seconds = 0;
+  // Things worth saying that did not stop the merge: a WebDataset key that is a sample of two
+  // parts ("key K is a sample of part 0 of 2 and of part 1 of 2 ...; all are packed").
+  std::vector<std::string> warnings;
   Manifest manifest;
 };
 
 // Merges as described above. Errors: NotFound "part 2 of 4 is missing (...)"; Corruption naming
 // the part and what disagrees (option by flag, classes, listing, versions, range, counts, a
 // damaged manifest or shard), or "part 2 of 4 is incomplete (... left ...partial): rerun it with
-// --resume"; InvalidArgument naming the other writer when another merge or a `kiln pack` is
+// --resume"; Corruption "key K is a sample of part 0 of 2 and of part 1 of 2: ..." for parts
+// split by file whose TFRecord keys repeat across parts (one pack rejects the later record; a
+// WebDataset key in two parts is packed twice, as one pack does, and is a warning);
+// InvalidArgument naming the other writer when another merge or a `kiln pack` is
 // writing `output` (the lock `output.partial.lock`, tools/pack/part_lock.h, held for the whole
 // merge); IOError when a part's writer still holds its lock, or naming a path the system
 // refused (an output that cannot be written: "output O cannot be written: cannot create the
@@ -88,7 +96,7 @@ struct MergeReport {
 Result<MergeReport> MergeParts(const MergeOptions& options);
 
 // Returns the report as one JSON object (output, parts, samples, rejected, files, bytes,
-// bytes_read, mode "moved"/"copied", resumed, seconds, mb_per_s).
+// bytes_read, mode "moved"/"copied", resumed, seconds, mb_per_s, warnings).
 std::string MergeReportJson(const MergeReport& report);
 
 }  // namespace kiln

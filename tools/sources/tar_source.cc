@@ -13,6 +13,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "tools/sources/gzip_stream.h"
 #include "tools/sources/input_pattern.h"
 
 namespace kiln {
@@ -74,6 +75,25 @@ std::string LastMember(archive* a, uint64_t members_read) {
 }
 
 std::string Printable(const std::string& name) { return PrintableName(name); }
+
+// Why a regular file member named `name` is not a member of any sample, or "": macOS metadata
+// (AppleDouble "._NAME" files, anything under a "__MACOSX/" folder) and names without a key or
+// an extension (".DS_Store", "README", "dir/.hidden"), which WebDataset's key rule gives no key.
+std::string NotASampleMember(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  if (name.compare(base, 2, "._") == 0) {
+    return "macOS AppleDouble metadata file (._NAME), not a sample member";
+  }
+  if (name.rfind("__MACOSX/", 0) == 0 || name.find("/__MACOSX/") != std::string::npos) {
+    return "macOS metadata folder __MACOSX/, not a sample member";
+  }
+  const size_t dot = name.find('.', base);
+  if (dot == std::string::npos || dot == base) {
+    return "no KEY.EXTENSION name (WebDataset members are named key.extension)";
+  }
+  return "";
+}
 
 std::string EntryName(archive_entry* e) {
   const char* utf8 = archive_entry_pathname_utf8(e);
@@ -246,6 +266,34 @@ class Lister {
     }
   }
 
+  // For a gzip shard read to its end-of-archive marker: the gzip stream must be whole (libarchive
+  // stops at the tar marker and never reads a cut trailer, and ignores bytes after the last gzip
+  // member), and nothing but zeros may follow the marker in the decompressed stream (a tar
+  // reader stops at the marker: a second tar.gz appended after the first is not read). Either is
+  // a rejection naming the shard: the shard's members before it are packed.
+  void CheckGzipShard(uint32_t s, archive* a) {
+    bool gzip = false;
+    for (int f = 0; f < archive_filter_count(a); ++f) {
+      if (archive_filter_code(a, f) == ARCHIVE_FILTER_GZIP) gzip = true;
+    }
+    if (!gzip) return;
+    const GzipStreamCheck c = CheckGzipStream(shards_[s]);
+    if (!c.problem.empty()) {
+      listing_.problems.push_back({Printable(shards_[s]), 0, c.problem});
+      return;
+    }
+    const int64_t read = archive_filter_bytes(a, 0);  // decompressed bytes the tar reader used
+    if (c.last_nonzero_byte >= read) {
+      listing_.problems.push_back(
+          {Printable(shards_[s]), 0,
+           "data after the end-of-archive marker in the decompressed stream (up to byte offset " +
+               std::to_string(c.last_nonzero_byte) + " of " + std::to_string(c.decompressed) +
+               ", the marker ending at " + std::to_string(read) + ", " + std::to_string(c.members) +
+               " gzip members): a tar reader stops at the marker, " +
+               "so it is not read (two tar.gz files concatenated? unpack and repack them as one)"});
+    }
+  }
+
   // Hints once per key when a sample's key comes back after other members: WebDataset (and
   // kiln) group adjacent members only, so KEY.jpg ... OTHER.cls ... KEY.cls are two samples.
   void NoteKey(uint32_t s, const std::string& key, int64_t offset) {
@@ -271,6 +319,7 @@ class Lister {
       const int r = archive_read_next_header(a.get(), &e);
       if (r == ARCHIVE_EOF) {
         CheckEndOfArchive(s, a.get(), index, last_offset);
+        CheckGzipShard(s, a.get());
         break;
       }
       if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
@@ -293,14 +342,15 @@ class Lister {
                                                    : "not a regular file member");
         continue;
       }
-      const size_t slash = name.rfind('/');
-      const size_t base = slash == std::string::npos ? 0 : slash + 1;
-      const size_t dot = name.find('.', base);
-      if (dot == std::string::npos || dot == base) {
-        Flush(s, &group);
-        Skip(s, name, "no KEY.EXTENSION name (WebDataset members are named key.extension)");
+      // Members that are not sample members are skipped by name, without ending the sample
+      // around them (a standard tar reader gives them; WebDataset's grouping passes over them).
+      const std::string not_a_member = NotASampleMember(name);
+      if (!not_a_member.empty()) {
+        Skip(s, name, not_a_member);
         continue;
       }
+      const size_t slash = name.rfind('/');
+      const size_t dot = name.find('.', slash == std::string::npos ? 0 : slash + 1);
       const std::string key = name.substr(0, dot);
       if (key != group.key) {
         Flush(s, &group);

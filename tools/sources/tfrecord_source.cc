@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "tools/sources/gzip_stream.h"
 #include "tools/sources/input_pattern.h"
 #include "tools/sources/tfrecord_example.pb.h"
 #include "tools/sources/tfrecord_reader.h"
@@ -177,9 +178,22 @@ Result<SourceListing> ListTFRecordFiles(const std::vector<std::string>& files,
     const std::string& path = files[f];
     const std::string base = fs::path(path).filename().string();
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<TFRecordReader> reader, TFRecordReader::Open(path));
+    bool stream_broken = false;
     for (;;) {
       const TFRecordRead r = reader->Next(&data, &problem);
-      if (r == TFRecordRead::kEnd) break;
+      if (r == TFRecordRead::kEnd) {
+        // zlib stops without a word at a cut trailer or at junk after the last gzip member.
+        if (reader->compressed() && !stream_broken) {
+          const GzipStreamCheck gz = CheckGzipStream(path);
+          if (!gz.problem.empty()) {
+            listing.problems.push_back({path, 0,
+                                        "after its " + std::to_string(reader->record_index()) +
+                                            " records: " + gz.problem});
+          }
+        }
+        break;
+      }
+      if (r == TFRecordRead::kBadStream) stream_broken = true;
       const uint64_t index = reader->record_index(), offset = reader->record_offset();
       const std::string where = "record " + std::to_string(index) + " at byte offset " +
                                 std::to_string(offset) +
