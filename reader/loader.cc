@@ -82,6 +82,7 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   const auto* store = dynamic_cast<const remote::RemoteStore*>(dataset_->file_store());
 #else
   const void* store = nullptr;
+  (void)threads;
 #endif
   if (store == nullptr) {
     // A store of another kind: records are read one at a time through Dataset::ReadSample.

@@ -57,7 +57,7 @@ build() {
   local nvcc="${CUDACXX:-/usr/local/cuda/bin/nvcc}"
   cmake -S "$root" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DKILN_BUILD_TOOLS=OFF -DKILN_BUILD_PYTHON=OFF -DKILN_WITH_CUDA=ON \
-    -DKILN_WITH_LMDB=OFF -DKILN_WITH_HDF5=OFF \
+    -DKILN_WITH_LMDB=OFF -DKILN_WITH_HDF5=OFF -DKILN_WITH_REMOTE=OFF \
     -DCMAKE_CUDA_COMPILER="$nvcc" \
     -DCMAKE_PROJECT_INCLUDE="$root/scripts/gpu-check-static.cmake" \
     -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc"

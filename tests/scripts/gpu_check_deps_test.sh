@@ -5,7 +5,7 @@
 # NEEDED) and fails for any that neither the node has nor the bundle build links statically:
 # -static-libstdc++/-static-libgcc, the static CUDA runtime, and every archive named in
 # scripts/gpu-check-static.cmake. A new dependency of the reader shows up here first.
-# The backends that the bundle's configure switches off (LMDB, HDF5) are allowed too.
+# What the bundle's configure switches off (LMDB, HDF5, the remote reader's libcurl) is allowed too.
 #   gpu_check_deps_test.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -29,6 +29,7 @@ for bin in "${bins[@]}"; do
       libcudart.so.*) ;;                # CMAKE_CUDA_RUNTIME_LIBRARY Static
       liblmdb.so.*) switched_off LMDB "$bin" "$soname" ;;
       libhdf5*.so.*) switched_off HDF5 "$bin" "$soname" ;;
+      libcurl.so.*) switched_off REMOTE "$bin" "$soname" ;;  # reading from URLs (reader/remote)
       *)
         stem=${soname%%.so*}
         if ! grep -qF "/$stem.a\"" "$static_cmake"; then
