@@ -51,7 +51,8 @@ GzipStreamCheck CheckGzipStream(const std::string& path) {
     if (inf.z.avail_in == 0) {
       const size_t n = std::fread(in.data(), 1, in.size(), f.get());
       if (n == 0) {
-        if (std::ferror(f.get())) c.problem = std::string("read error (") + std::strerror(errno) + ")";
+        if (std::ferror(f.get()))
+          c.problem = std::string("read error (") + std::strerror(errno) + ")";
         else if (in_member)
           c.problem = "the gzip stream is cut short: it ends inside gzip member " +
                       std::to_string(c.members) + " at byte offset " + std::to_string(consumed) +
@@ -96,8 +97,8 @@ GzipStreamCheck CheckGzipStream(const std::string& path) {
     }
     if (r != Z_OK && r != Z_BUF_ERROR) {
       c.problem = "damaged gzip data in gzip member " + std::to_string(c.members) +
-                  " near byte offset " + std::to_string(consumed) + " (zlib: " +
-                  (inf.z.msg ? inf.z.msg : std::to_string(r)) + ")";
+                  " near byte offset " + std::to_string(consumed) +
+                  " (zlib: " + (inf.z.msg ? inf.z.msg : std::to_string(r)) + ")";
       return c;
     }
   }
