@@ -93,11 +93,12 @@ struct PackOptions {
   // options), packs from the start and says why in PackReport::resume_note (naming each option
   // that differs with both values, or the listed counts when the input changed). Default false.
   bool resume = false;
-  // Partitioned packing (tools/pack/partition.h; tools/pack/scale_out.md). Every part lists the whole input,
-  // takes the classes from the whole listing, applies the shuffle to the whole listing, then
-  // keeps the items PartRange(listed images, part_index, part_count); listing problems belong to
-  // part 0. Tar input is split by shard file instead: a part lists and reads only the shard
-  // files PartRange(shards, part_index, part_count), and rejects their listing problems itself;
+  // Partitioned packing (tools/pack/partition.h; tools/pack/scale_out.md). Every part lists the
+  // whole input, takes the classes from the whole listing, applies the shuffle to the whole
+  // listing, then keeps the items PartRange(listed images, part_index, part_count); listing
+  // problems belong to part 0. Tar input is split by shard file instead: a part lists and reads
+  // only the shard files PartRange(shards, part_index, part_count), and rejects their listing
+  // problems itself;
   // `--label-from class-folder` then needs a class map (InvalidArgument without one).
   //  - part_index set: packs that part only, into `<output>.parts/part-IIIII-of-NNNNN/` (a
   //    complete dataset whose manifest's `source.partition` says which part it is), holding the
