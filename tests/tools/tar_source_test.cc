@@ -206,9 +206,9 @@ os.truncate(path, cut)
   EXPECT_NE(x.reason.find("runcated"), std::string::npos) << x.reason;
 }
 
-// Bytes after a tar's end-of-archive marker (and its zero padding) are named as junk after the
-// marker, with the marker's and the junk's byte offsets; the marker is not called missing. A
-// shard whose marker is followed by zeros only gets no warning.
+// Bytes after a tar's end-of-archive marker (and its zero padding) are a rejection naming them as
+// junk after the marker, with the marker's and the junk's byte offsets; the marker is not called
+// missing. A shard whose marker is followed by zeros only gets no warning and no rejection.
 TEST(TarSourceTest, JunkAfterTheEndOfArchiveMarkerIsNamedWithItsOffset) {
   const TempDir tmp;
   const std::string& dir = tmp.path();
@@ -236,11 +236,14 @@ for name in ("clean.tar", "junk.tar"):
   Result<SourceListing> clean = ListTarShards({dir + "/clean.tar"}, options);
   ASSERT_TRUE(clean.ok()) << clean.status().ToString();
   EXPECT_TRUE(clean->warnings.empty()) << clean->warnings[0];
+  EXPECT_TRUE(clean->problems.empty()) << clean->problems[0].reason;
   Result<SourceListing> junk = ListTarShards({dir + "/junk.tar"}, options);
   ASSERT_TRUE(junk.ok()) << junk.status().ToString();
   EXPECT_EQ(junk->items.size(), 1u);
-  ASSERT_EQ(junk->warnings.size(), 1u);
-  const std::string& w = junk->warnings[0];
+  EXPECT_TRUE(junk->warnings.empty()) << junk->warnings[0];
+  ASSERT_EQ(junk->problems.size(), 1u);  // a rejection: the dataset records what was not read
+  EXPECT_EQ(junk->problems[0].path, dir + "/junk.tar");
+  const std::string w = junk->problems[0].path + ": " + junk->problems[0].reason;
   EXPECT_EQ(w.rfind(dir +
                         "/junk.tar: 16 bytes of junk after the end-of-archive marker (at byte "
                         "offset " +

@@ -222,9 +222,10 @@ class Lister {
 
   // Warns when an uncompressed shard does not end with the two 512-byte zero blocks that close
   // every tar archive (POSIX ustar): libarchive reads a tar cut at a member boundary as
-  // complete, so a copy cut short would otherwise lose its last samples without a word. Also
-  // warns, naming the byte offset, when bytes other than zero padding follow the marker (a
-  // standard tar reader stops at the marker, so whatever follows is not read).
+  // complete, so a copy cut short would otherwise lose its last samples without a word. Bytes
+  // other than zero padding after the marker (a standard tar reader stops at the marker, so
+  // whatever follows, such as a second tar appended, is not read) are a rejection naming the
+  // shard and the byte offset, so that the dataset records that something was left unread.
   void CheckEndOfArchive(uint32_t s, archive* a, uint64_t members, int64_t last_offset) {
     if (members == 0 || archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) return;
     const std::string& path = shards_[s];
@@ -256,12 +257,13 @@ class Lister {
       if (!in.read(rest.data(), static_cast<std::streamsize>(rest.size()))) return;
       const size_t junk = rest.find_first_not_of('\0');
       if (junk == std::string::npos) continue;
-      listing_.warnings.push_back(Printable(path) + ": " + std::to_string(size - at - junk) +
-                                  " bytes of junk after the end-of-archive marker (" +
-                                  Offset(static_cast<int64_t>(*marker)) + "), from byte offset " +
-                                  std::to_string(at + junk) +
-                                  ": a tar reader stops at the marker, so they are not read; its " +
-                                  std::to_string(members) + " members are packed");
+      listing_.problems.push_back(
+          {Printable(path), 0,
+           std::to_string(size - at - junk) + " bytes of junk after the end-of-archive marker (" +
+               Offset(static_cast<int64_t>(*marker)) + "), from byte offset " +
+               std::to_string(at + junk) +
+               ": a tar reader stops at the marker, so they are not read; the shard's " +
+               std::to_string(members) + " members before it are listed"});
       return;
     }
   }
@@ -336,7 +338,8 @@ class Lister {
       const int64_t offset = archive_read_header_position(a.get());
       last_offset = offset;
       const std::string name = EntryName(e);
-      if (archive_entry_filetype(e) != AE_IFREG) {
+      // A hard link member has no data of its own (tar readers do not count it a regular file).
+      if (archive_entry_filetype(e) != AE_IFREG || archive_entry_hardlink(e) != nullptr) {
         Skip(s, name,
              archive_entry_filetype(e) == AE_IFDIR ? "directory entry"
                                                    : "not a regular file member");

@@ -15,9 +15,15 @@
 //     decimal integer), "json:FIELD" (KEY.json is a JSON object whose FIELD is an integer) or
 //     "class-folder" (the key's first directory names the class; classes sorted by bytes, as
 //     ImageFolder's class folders);
-//   - every other member (another extension, a directory, a link) is skipped, with a reason.
+//   - every other member (another extension, a directory, a link) is skipped, with a reason;
+//     so are members that are not sample members by name (macOS "._NAME" AppleDouble files,
+//     anything under "__MACOSX/", names without KEY.EXT such as ".DS_Store"), which never end
+//     the sample around them.
 // The sample's dataset key is its WebDataset key. A member cut short by the end of the file is
-// a problem naming the member and its byte offset; listing of that shard stops there.
+// a problem naming the member and its byte offset; listing of that shard stops there. What a
+// tar reader would not reach is a problem naming the shard: bytes after the end-of-archive
+// marker, and for a gzip shard a cut stream or bytes after its last gzip member
+// (tools/sources/gzip_stream.h).
 //
 // Thread safety: ListTarShards is reentrant. A TarSampleReader is used by one thread at a time.
 #ifndef KILN_TOOLS_SOURCES_TAR_SOURCE_H_

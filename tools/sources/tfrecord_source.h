@@ -69,9 +69,11 @@ Status ValidateTFRecordListOptions(const TFRecordListOptions& options);
 // order. Items: `path` "FILE:RECORD_INDEX" (for messages), `key`, `label`, `file_index` (the
 // file's index in `files`), `member_index` (the record's index in its file, from 0) and
 // `record_offset` (its byte offset). Problems: `path` FILE, reason "record I at byte offset N:
-// ...". `classes`: empty (the packer names them "0".."max label"). `root`: the first file's
-// directory. Reads every record once (the label is inside it) and keeps none of the image
-// bytes. Errors: NotFound or IOError when a file cannot be opened (naming it).
+// ...", or for a gzip file whose stream is cut or followed by other bytes (read to its end once
+// more, tools/sources/gzip_stream.h) "after its N records: ...". `classes`: empty (the packer names
+// them "0".."max label"). `root`: the first file's directory. Reads every record once (the label is
+// inside it) and keeps none of the image bytes. Errors: NotFound or IOError when a file cannot be
+// opened (naming it).
 Result<SourceListing> ListTFRecordFiles(const std::vector<std::string>& files,
                                         const TFRecordListOptions& options);
 
