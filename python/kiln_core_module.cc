@@ -108,17 +108,8 @@ DLDataType ToDLDataType(DType dtype) {
   return DLDataType{kDLUInt, 8, 1};
 }
 
-const char* NumpyTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kUint8:
-      return "uint8";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kFloat32:
-      return "float32";
-  }
-  return "uint8";
-}
+// NumPy's name of `dtype`: kiln's dtype names (formats/tensor_schema.h: DTypeName) are NumPy's.
+std::string NumpyTypeName(DType dtype) { return std::string(DTypeName(dtype)); }
 
 // [batch, dims of one sample in layout order].
 std::vector<int64_t> BatchShape(uint32_t size, const TensorSchema& s) {
@@ -175,21 +166,14 @@ py::capsule MakeDLPackCapsule(void* data, DLDataType dtype, std::vector<int64_t>
 }
 
 // Returns a NumPy array over `data` whose base object holds `owner`.
-py::array MakeNumpyArray(void* data, const char* dtype_name, const std::vector<int64_t>& shape,
-                         std::shared_ptr<void> owner) {
+py::array MakeNumpyArray(void* data, const std::string& dtype_name,
+                         const std::vector<int64_t>& shape, std::shared_ptr<void> owner) {
   py::dtype dtype(dtype_name);
   std::vector<int64_t> strides = ContiguousStrides(shape);
   for (int64_t& s : strides) s *= dtype.itemsize();
   auto* holder = new std::shared_ptr<void>(std::move(owner));
   py::capsule base(holder, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
   return py::array(dtype, shape, strides, data, base);
-}
-
-TailPolicy ParseTail(const std::string& tail) {
-  if (tail == "short") return TailPolicy::kShort;
-  if (tail == "drop") return TailPolicy::kDrop;
-  if (tail == "pad") return TailPolicy::kPad;
-  ThrowStatus(Status::InvalidArgument("tail '" + tail + "' must be short, drop or pad"));
 }
 
 // A dataset opened for random access: kiln.Dataset's map-style view. Holds no threads, so a
@@ -252,18 +236,6 @@ class PyDataset {
   std::shared_ptr<const Dataset> dataset_;
 };
 
-const char* TailName(TailPolicy tail) {
-  switch (tail) {
-    case TailPolicy::kShort:
-      return "short";
-    case TailPolicy::kDrop:
-      return "drop";
-    case TailPolicy::kPad:
-      return "pad";
-  }
-  return "short";
-}
-
 py::dict SchemaDict(const TensorSchema& s) {
   py::dict d;
   d["dtype"] = std::string(DTypeName(s.dtype));
@@ -301,7 +273,7 @@ std::string LoaderOptionsRepr(const LoaderOptions& o) {
          ShuffleModeName(o.shuffle) + "', seed=" + std::to_string(o.seed) +
          ", rank=" + std::to_string(o.rank) + ", world_size=" + std::to_string(o.world_size) +
          ", num_threads=" + std::to_string(o.num_threads) +
-         ", prefetch=" + std::to_string(o.prefetch) + ", tail='" + TailName(o.tail_policy) +
+         ", prefetch=" + std::to_string(o.prefetch) + ", tail='" + TailPolicyName(o.tail_policy) +
          "', device=" + std::to_string(o.device) + ")";
 }
 
@@ -544,7 +516,7 @@ py::dict StateToDict(const py::bytes& blob) {
   d["window"] = s.window_blocks;
   d["batch_size"] = s.batch_size;
   d["world_size"] = s.world_size;
-  d["tail"] = std::string(TailName(s.tail));
+  d["tail"] = std::string(TailPolicyName(s.tail));
   d["drop_last"] = s.drop_last;
   py::list crop;
   crop.append(s.crop_height);
@@ -592,7 +564,7 @@ py::bytes StateFromDict(const py::dict& d) {
   s.window_blocks = u32("window");
   s.batch_size = u32("batch_size");
   s.world_size = u32("world_size");
-  s.tail = ParseTail(text("tail"));
+  s.tail = ValueOrThrow(ParseTailPolicy(text("tail")));
   s.drop_last = boolean("drop_last");
   py::object crop = field("crop");
   if (!PyList_Check(crop.ptr()) && !PyTuple_Check(crop.ptr())) {
@@ -653,22 +625,14 @@ PYBIND11_MODULE(_core, m) {
   using kiln::python::ToBool;
   using kiln::python::ToInteger;
   using kiln::python::ToString;
-// One Python property per LoaderOptions field, read and written in its C++ type (checked
-// conversion: python/py_args.h). Ranges are ValidateLoaderOptions'.
-#define KILN_INT_FIELD(name, member, doc)                                                        \
-  def_property(                                                                                  \
-      name, [](const LoaderOptions& o) { return o.member; },                                     \
-      [](LoaderOptions& o, py::handle v) { o.member = ToInteger<decltype(o.member)>(v, name); }, \
-      doc)
-#define KILN_BOOL_FIELD(name, member, doc)                   \
-  def_property(                                              \
-      name, [](const LoaderOptions& o) { return o.member; }, \
-      [](LoaderOptions& o, py::handle v) { o.member = ToBool(v, name); }, doc)
+  // One Python property per LoaderOptions field, read and written in its C++ type (checked
+  // conversion: python/py_args.h). Ranges are ValidateLoaderOptions'.
   py::class_<LoaderOptions>(m, "LoaderOptions",
                             "kiln::LoaderOptions (reader/loader.h), field by field; the "
                             "defaults are the C++ ones.")
       .def(py::init<>())
-      .KILN_INT_FIELD("batch_size", batch_size, "Samples per batch, >= 1. Default 256.")
+      .KILN_INT_FIELD(LoaderOptions, "batch_size", batch_size,
+                      "Samples per batch, >= 1. Default 256.")
       .def_property(
           "shuffle",
           [](const LoaderOptions& o) { return std::string(kiln::ShuffleModeName(o.shuffle)); },
@@ -676,29 +640,38 @@ PYBIND11_MODULE(_core, m) {
             o.shuffle = kiln::python::ValueOrThrow(kiln::ParseShuffleMode(ToString(v, "shuffle")));
           },
           "'exact', 'block' or 'none'. Default 'exact'.")
-      .KILN_INT_FIELD("block_bytes", block_bytes,
+      .KILN_INT_FIELD(LoaderOptions, "block_bytes", block_bytes,
                       "shuffle='block': bytes per block. Default 4 MiB.")
-      .KILN_INT_FIELD("shuffle_window", shuffle_window,
+      .KILN_INT_FIELD(LoaderOptions, "shuffle_window", shuffle_window,
                       "shuffle='block': blocks per window. Default 16.")
-      .KILN_INT_FIELD("seed", seed, "Permutation and augmentation seed. Default 0.")
-      .KILN_BOOL_FIELD("drop_last", drop_last, "Drop each rank's last partial batch.")
+      .KILN_INT_FIELD(LoaderOptions, "seed", seed, "Permutation and augmentation seed. Default 0.")
+      .KILN_BOOL_FIELD(LoaderOptions, "drop_last", drop_last,
+                       "Drop each rank's last partial batch.")
       .def_property(
           "tail",
-          [](const LoaderOptions& o) { return std::string(kiln::python::TailName(o.tail_policy)); },
+          [](const LoaderOptions& o) { return std::string(kiln::TailPolicyName(o.tail_policy)); },
           [](LoaderOptions& o, py::handle v) {
-            o.tail_policy = kiln::python::ParseTail(ToString(v, "tail"));
+            o.tail_policy = kiln::python::ValueOrThrow(kiln::ParseTailPolicy(ToString(v, "tail")));
           },
           "'short', 'drop' or 'pad' (reader/sampler.h). Default 'short'.")
-      .KILN_INT_FIELD("rank", rank, "This process's rank, below world_size. Default 0.")
-      .KILN_INT_FIELD("world_size", world_size, "Ranks reading together, >= 1. Default 1.")
-      .KILN_INT_FIELD("num_threads", num_threads, "Fetch threads; 0 = hardware threads. Max 256.")
-      .KILN_INT_FIELD("prefetch", prefetch, "Batches filled ahead, [1, 64]. Default 2.")
-      .KILN_BOOL_FIELD("pin_memory", pin_memory, "Pinned slots when a CUDA device is present.")
-      .KILN_INT_FIELD("crop_height", augment.crop_height, "Random crop height; 0 = no crop.")
-      .KILN_INT_FIELD("crop_width", augment.crop_width, "Random crop width; 0 = no crop.")
-      .KILN_BOOL_FIELD("flip", augment.flip, "Random horizontal flip.")
-      .KILN_INT_FIELD("start_epoch", start_epoch, "The epoch the first batch belongs to.")
-      .KILN_INT_FIELD("read_ahead_bytes", read_ahead_bytes,
+      .KILN_INT_FIELD(LoaderOptions, "rank", rank,
+                      "This process's rank, below world_size. Default 0.")
+      .KILN_INT_FIELD(LoaderOptions, "world_size", world_size,
+                      "Ranks reading together, >= 1. Default 1.")
+      .KILN_INT_FIELD(LoaderOptions, "num_threads", num_threads,
+                      "Fetch threads; 0 = hardware threads. Max 256.")
+      .KILN_INT_FIELD(LoaderOptions, "prefetch", prefetch,
+                      "Batches filled ahead, [1, 64]. Default 2.")
+      .KILN_BOOL_FIELD(LoaderOptions, "pin_memory", pin_memory,
+                       "Pinned slots when a CUDA device is present.")
+      .KILN_INT_FIELD(LoaderOptions, "crop_height", augment.crop_height,
+                      "Random crop height; 0 = no crop.")
+      .KILN_INT_FIELD(LoaderOptions, "crop_width", augment.crop_width,
+                      "Random crop width; 0 = no crop.")
+      .KILN_BOOL_FIELD(LoaderOptions, "flip", augment.flip, "Random horizontal flip.")
+      .KILN_INT_FIELD(LoaderOptions, "start_epoch", start_epoch,
+                      "The epoch the first batch belongs to.")
+      .KILN_INT_FIELD(LoaderOptions, "read_ahead_bytes", read_ahead_bytes,
                       "Read-ahead, [0, 4 GiB]. Default 16 MiB.")
       .def_property(
           "io", [](const LoaderOptions& o) { return std::string(kiln::IoModeName(o.io)); },
@@ -706,8 +679,9 @@ PYBIND11_MODULE(_core, m) {
             o.io = kiln::python::ValueOrThrow(kiln::ParseIoMode(ToString(v, "io")));
           },
           "'auto', 'mmap' or 'direct' (reader/loader.h, IoMode). Default 'auto'.")
-      .KILN_INT_FIELD("device", device, "CUDA device for device batches; -1 = host. Default -1.")
-      .KILN_INT_FIELD("pin_device", pin_device,
+      .KILN_INT_FIELD(LoaderOptions, "device", device,
+                      "CUDA device for device batches; -1 = host. Default -1.")
+      .KILN_INT_FIELD(LoaderOptions, "pin_device", pin_device,
                       "With device -1: the CUDA device current while pinned slots are "
                       "allocated; -1 = the current device. Default -1.")
       .def_property("resume", &kiln::python::ResumeBytes, &kiln::python::SetResume,
@@ -721,8 +695,6 @@ PYBIND11_MODULE(_core, m) {
           "Raises kiln.InvalidArgumentError naming the first option out of range.")
       .def("copy", [](const LoaderOptions& o) { return LoaderOptions(o); })
       .def("__repr__", &kiln::python::LoaderOptionsRepr);
-#undef KILN_INT_FIELD
-#undef KILN_BOOL_FIELD
 
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, const LoaderOptions&>(), py::arg("path"),

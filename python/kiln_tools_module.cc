@@ -2,8 +2,8 @@
 // imports this module only when pack() is called, so a training process that reads datasets
 // never loads OpenCV.
 //
-// PackOptions is kiln::PackOptions (tools/pack/packer.h) bound field by field, in its C++ types
-// (checked conversion: python/py_args.h); Pack validates it with ValidatePackOptions, the
+// PackOptions is kiln::PackOptions (tools/pack/pack_options.h) bound field by field, in its C++
+// types (checked conversion: python/py_args.h); Pack validates it with ValidatePackOptions, the
 // function `kiln pack` goes through, so both refuse the same options with the same message.
 // Only values that are text on the command line too are parsed from text here: a byte size
 // ("64MiB", tools/cli/cli_parsing.h) and a compression ("zstd:3", formats/record_codec.h).
@@ -23,6 +23,7 @@
 #include "python/py_args.h"
 #include "python/py_status.h"
 #include "tools/cli/cli_parsing.h"
+#include "tools/pack/pack_option_table.h"
 #include "tools/pack/packer.h"
 #include "tools/sources/tar_source.h"
 
@@ -30,15 +31,6 @@ namespace py = pybind11;
 
 namespace kiln::python {
 namespace {
-
-// The options of `kiln pack` with its flags' defaults (224x224, 3 channels, hwc, uint8).
-PackOptions DefaultPackOptions() {
-  PackOptions o;
-  o.preprocess.schema.height = 224;
-  o.preprocess.schema.width = 224;
-  o.preprocess.schema.channels = 3;
-  return o;
-}
 
 // mean/std: one number (every channel) or a sequence of 1 or 3.
 std::array<float, 3> ChannelValues(py::handle value, const std::string& name) {
@@ -145,54 +137,37 @@ std::string PackJson(PackOptions options) {
 
 PYBIND11_MODULE(_tools, m) {
   using kiln::PackOptions;
-  using kiln::python::ToBool;
   using kiln::python::ToInteger;
   using kiln::python::ToString;
   m.doc() = "kiln's converter (links OpenCV). Use kiln.pack(), not this.";
-#define KILN_INT_FIELD(name, member, doc)                                                      \
-  def_property(                                                                                \
-      name, [](const PackOptions& o) { return o.member; },                                     \
-      [](PackOptions& o, py::handle v) { o.member = ToInteger<decltype(o.member)>(v, name); }, \
-      doc)
-#define KILN_STR_FIELD(name, member, doc)                  \
-  def_property(                                            \
-      name, [](const PackOptions& o) { return o.member; }, \
-      [](PackOptions& o, py::handle v) { o.member = ToString(v, name); }, doc)
-#define KILN_BOOL_FIELD(name, member, doc)                 \
-  def_property(                                            \
-      name, [](const PackOptions& o) { return o.member; }, \
-      [](PackOptions& o, py::handle v) { o.member = ToBool(v, name); }, doc)
   py::class_<PackOptions>(
       m, "PackOptions",
-      "kiln::PackOptions (tools/pack/packer.h), field by field, with the defaults "
-      "of `kiln pack`.")
-      .def(py::init(&kiln::python::DefaultPackOptions))
-      .KILN_STR_FIELD("input", input, "ImageFolder directory or list file.")
-      .KILN_STR_FIELD("output", output, "The dataset directory to create.")
-      .KILN_STR_FIELD("root", root, "Root of the list file's paths ('' = its folder).")
+      "kiln::PackOptions (tools/pack/pack_options.h), field by field, with the defaults "
+      "of `kiln pack` (kiln::DefaultPackOptions, tools/pack/pack_option_table.h).")
+      .def(py::init(&kiln::DefaultPackOptions))
+      .KILN_STR_FIELD(PackOptions, "input", input, "ImageFolder directory or list file.")
+      .KILN_STR_FIELD(PackOptions, "output", output, "The dataset directory to create.")
+      .KILN_STR_FIELD(PackOptions, "root", root, "Root of the list file's paths ('' = its folder).")
       .def_property(
           "size",
           [](const PackOptions& o) {
             return py::make_tuple(o.preprocess.schema.height, o.preprocess.schema.width);
           },
           &kiln::python::SetSize, "(height, width); set from an int, a pair or 'HxW'.")
-      .KILN_INT_FIELD("height", preprocess.schema.height, "Final height. Default 224.")
-      .KILN_INT_FIELD("width", preprocess.schema.width, "Final width. Default 224.")
-      .KILN_INT_FIELD("channels", preprocess.schema.channels, "1 or 3. Default 3.")
-      .KILN_INT_FIELD("resize", preprocess.resize_shorter,
+      .KILN_INT_FIELD(PackOptions, "height", preprocess.schema.height, "Final height. Default 224.")
+      .KILN_INT_FIELD(PackOptions, "width", preprocess.schema.width, "Final width. Default 224.")
+      .KILN_INT_FIELD(PackOptions, "channels", preprocess.schema.channels, "1 or 3. Default 3.")
+      .KILN_INT_FIELD(PackOptions, "resize", preprocess.resize_shorter,
                       "Shorter side before the crop; 0 = cover the size.")
       .def_property(
           "crop",
-          [](const PackOptions& o) {
-            return std::string(o.preprocess.crop == kiln::CropMode::kNone ? "none" : "center");
-          },
+          [](const PackOptions& o) { return std::string(kiln::CropModeName(o.preprocess.crop)); },
           [](PackOptions& o, py::handle v) {
             const std::string crop = ToString(v, "crop");
-            if (crop != "center" && crop != "none") {
+            if (!kiln::ParseCropMode(crop, &o.preprocess.crop)) {
               kiln::python::ThrowStatus(
                   kiln::Status::InvalidArgument("crop '" + crop + "' must be center or none"));
             }
-            o.preprocess.crop = crop == "none" ? kiln::CropMode::kNone : kiln::CropMode::kCenter;
           },
           "'center' or 'none'. Default 'center'.")
       .def_property(
@@ -228,7 +203,7 @@ PYBIND11_MODULE(_tools, m) {
             o.preprocess.std = kiln::python::ChannelValues(v, "std");
           },
           "Per-channel std (float dtypes): a number or 1 or 3 of them.")
-      .KILN_STR_FIELD("format", format, "A storage format name (kiln.formats()).")
+      .KILN_STR_FIELD(PackOptions, "format", format, "A storage format name (kiln.formats()).")
       .def_property(
           "shard_size", [](const PackOptions& o) { return o.shard_size_bytes; },
           [](PackOptions& o, py::handle v) {
@@ -247,7 +222,7 @@ PYBIND11_MODULE(_tools, m) {
                 kiln::python::ValueOrThrow(kiln::Compression::Parse(ToString(v, "compress")));
           },
           "'none', 'zstd' or 'zstd:LEVEL'. Default 'none'.")
-      .KILN_INT_FIELD("threads", threads, "Worker threads; 0 = every core.")
+      .KILN_INT_FIELD(PackOptions, "threads", threads, "Worker threads; 0 = every core.")
       .def_property(
           "shuffle_seed", [](const PackOptions& o) { return o.shuffle_seed; },
           [](PackOptions& o, py::handle v) {
@@ -260,24 +235,22 @@ PYBIND11_MODULE(_tools, m) {
           "Write-time shuffle seed, or None. Default None.")
       .def_property(
           "on_error",
-          [](const PackOptions& o) {
-            return std::string(o.on_error == kiln::OnError::kFail ? "fail" : "skip");
-          },
+          [](const PackOptions& o) { return std::string(kiln::OnErrorName(o.on_error)); },
           [](PackOptions& o, py::handle v) {
             const std::string text = ToString(v, "on_error");
-            if (text != "skip" && text != "fail") {
+            if (!kiln::ParseOnError(text, &o.on_error)) {
               kiln::python::ThrowStatus(
                   kiln::Status::InvalidArgument("on_error '" + text + "' must be skip or fail"));
             }
-            o.on_error = text == "fail" ? kiln::OnError::kFail : kiln::OnError::kSkip;
           },
           "'skip' (report and go on) or 'fail'. Default 'skip'.")
-      .KILN_INT_FIELD("max_pixels", decode.max_pixels,
+      .KILN_INT_FIELD(PackOptions, "max_pixels", decode.max_pixels,
                       "The one pixel limit: decoded and resized images (0: none).")
-      .KILN_BOOL_FIELD("overwrite", overwrite, "Replace an existing dataset at output.")
-      .KILN_BOOL_FIELD("resume", resume,
+      .KILN_BOOL_FIELD(PackOptions, "overwrite", overwrite,
+                       "Replace an existing dataset at output.")
+      .KILN_BOOL_FIELD(PackOptions, "resume", resume,
                        "Continue an interrupted pack from OUT.partial (shards format).")
-      .KILN_BOOL_FIELD("exact_decode", exact_decode,
+      .KILN_BOOL_FIELD(PackOptions, "exact_decode", exact_decode,
                        "Decode every JPEG at full size (no shrink-on-load). Default False.")
       .def_property(
           "image_ext",
@@ -320,8 +293,23 @@ PYBIND11_MODULE(_tools, m) {
             if (!s.ok()) kiln::python::ThrowStatus(s);
           },
           "Raises kiln.InvalidArgumentError naming the first option `kiln pack` would refuse.");
-#undef KILN_INT_FIELD
-#undef KILN_STR_FIELD
-#undef KILN_BOOL_FIELD
   m.def("pack_json", &kiln::python::PackJson, py::arg("options"));
+  m.def(
+      "pack_option_table",
+      [] {
+        py::list rows;
+        for (const kiln::PackOptionInfo& info : kiln::PackOptionTable()) {
+          py::dict row;
+          row["name"] = info.name;
+          row["flag"] = info.flag;
+          row["part_key"] = info.part_key;
+          row["manifest_key"] = info.manifest_key;
+          row["fingerprinted"] = info.fingerprinted;
+          rows.append(row);
+        }
+        return rows;
+      },
+      "kiln::PackOptionTable() (tools/pack/pack_option_table.h): one dict per pack option (name, "
+      "flag, part_key, manifest_key, fingerprinted); name is kiln.pack()'s keyword and "
+      "PackOptions' property, '' for an option Python does not set.");
 }

@@ -96,4 +96,25 @@ inline std::string ToString(pybind11::handle value, const std::string& name) {
 
 }  // namespace kiln::python
 
+// One Python property per field of an options struct, for a py::class_<Options> chain:
+//   .KILN_INT_FIELD(LoaderOptions, "batch_size", batch_size, "Samples per batch.")
+// The getter returns the field in its C++ type; the setter converts with ToInteger, ToBool or
+// ToString above, naming the property in its errors. `member` may be nested
+// (augment.crop_height).
+#define KILN_INT_FIELD(Options, name, member, doc)                         \
+  def_property(                                                            \
+      name, [](const Options& o) { return o.member; },                     \
+      [](Options& o, ::pybind11::handle v) {                               \
+        o.member = ::kiln::python::ToInteger<decltype(o.member)>(v, name); \
+      },                                                                   \
+      doc)
+#define KILN_BOOL_FIELD(Options, name, member, doc)    \
+  def_property(                                        \
+      name, [](const Options& o) { return o.member; }, \
+      [](Options& o, ::pybind11::handle v) { o.member = ::kiln::python::ToBool(v, name); }, doc)
+#define KILN_STR_FIELD(Options, name, member, doc)     \
+  def_property(                                        \
+      name, [](const Options& o) { return o.member; }, \
+      [](Options& o, ::pybind11::handle v) { o.member = ::kiln::python::ToString(v, name); }, doc)
+
 #endif  // KILN_PYTHON_PY_ARGS_H_

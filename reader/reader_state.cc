@@ -27,18 +27,6 @@ uint64_t Get(const uint8_t* p, int bytes) {
   return v;
 }
 
-const char* TailName(TailPolicy tail) {
-  switch (tail) {
-    case TailPolicy::kShort:
-      return "short";
-    case TailPolicy::kDrop:
-      return "drop";
-    case TailPolicy::kPad:
-      return "pad";
-  }
-  return "unknown";
-}
-
 }  // namespace
 
 std::string ReaderState::Encode() const {
@@ -142,7 +130,7 @@ std::string ReaderState::ToString() const {
          std::to_string(window_blocks) + ")";
   }
   s += ", batch size " + std::to_string(batch_size) + ", world size " + std::to_string(world_size) +
-       ", tail " + TailName(tail) + (drop_last ? ", drop_last" : "") + ", crop " +
+       ", tail " + TailPolicyName(tail) + (drop_last ? ", drop_last" : "") + ", crop " +
        std::to_string(crop_height) + "x" + std::to_string(crop_width) + (flip ? ", flip" : "") +
        ", dataset of " + std::to_string(num_samples) + " samples, fingerprint " +
        HexDigest(dataset_fingerprint);

@@ -39,6 +39,25 @@ Result<ShuffleMode> ParseShuffleMode(const std::string& name) {
                                  "' is not one of 'none', 'exact', 'block'");
 }
 
+const char* TailPolicyName(TailPolicy tail) {
+  switch (tail) {
+    case TailPolicy::kShort:
+      return "short";
+    case TailPolicy::kDrop:
+      return "drop";
+    case TailPolicy::kPad:
+      return "pad";
+  }
+  return "unknown";
+}
+
+Result<TailPolicy> ParseTailPolicy(const std::string& name) {
+  if (name == "short") return TailPolicy::kShort;
+  if (name == "drop") return TailPolicy::kDrop;
+  if (name == "pad") return TailPolicy::kPad;
+  return Status::InvalidArgument("tail '" + name + "' must be short, drop or pad");
+}
+
 IndexPermutation::IndexPermutation(uint64_t n, uint64_t key) : n_(n) {
   if (n <= 1) return;
   uint32_t bits = 64 - static_cast<uint32_t>(__builtin_clzll(n - 1));  // ceil(log2 n)

@@ -145,6 +145,13 @@ enum class TailPolicy {
   kPad,
 };
 
+// "short", "drop" or "pad" (kiln.Loader(tail=), the reader state); "unknown" for a value
+// outside the enum.
+const char* TailPolicyName(TailPolicy tail);
+// Parses "short", "drop" or "pad". Errors: InvalidArgument "tail 'TEXT' must be short, drop or
+// pad".
+Result<TailPolicy> ParseTailPolicy(const std::string& name);
+
 // kBlock: the fewest blocks each rank is dealt when N allows it (N >= 16 W); block_samples is
 // capped at N / (kMinBlocksPerRank * W) to guarantee it.
 inline constexpr uint64_t kMinBlocksPerRank = 16;

@@ -97,17 +97,15 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     NotFoundError (missing input), CorruptionError (first bad input with ``on_error="fail"``),
     KilnIOError (naming the path).
     """
+    arguments = dict(locals())  # every parameter, by name (before any other local exists)
     from . import _tools  # lazily: the converter links OpenCV
 
-    o = _set_options(_tools.PackOptions(), dict(
-        input=_fspath(input, "input"), output=_fspath(output, "output"),
-        root="" if root is None else _fspath(root, "root"), size=size, resize=resize, crop=crop,
-        channels=channels, layout=layout, dtype=dtype, mean=mean, std=std, format=format,
-        shard_size=shard_size, compress=compress, threads=threads, shuffle_seed=shuffle_seed,
-        on_error=on_error, max_pixels=max_pixels, overwrite=overwrite, resume=resume,
-        exact_decode=exact_decode,
-        image_ext=image_ext, label_from=label_from, feature_image=feature_image,
-        feature_label=feature_label, feature_key=feature_key),
+    arguments.update(input=_fspath(input, "input"), output=_fspath(output, "output"),
+                     root="" if root is None else _fspath(root, "root"))
+    # The fields are the pack option table's names (tools/pack/pack_option_table.h), in its
+    # order; test_options.py checks that they are this function's parameters.
+    o = _set_options(_tools.PackOptions(), {
+        row["name"]: arguments[row["name"]] for row in _tools.pack_option_table() if row["name"]},
         keep_default_if_none=("mean", "std", "max_pixels", "image_ext"))
     o.validate()
     result: Dict[str, Any] = _json.loads(_tools.pack_json(o))

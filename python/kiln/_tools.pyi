@@ -1,8 +1,8 @@
 # Type stub of kiln._tools (python/kiln_tools_module.cc): the converter, for kiln.pack().
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 class PackOptions:
-    """kiln::PackOptions (tools/pack/packer.h), field by field, with `kiln pack`'s defaults."""
+    """kiln::PackOptions (tools/pack/pack_options.h), field by field, with `kiln pack`'s defaults."""
     input: str
     output: str
     root: str
@@ -38,3 +38,5 @@ class PackOptions:
     def validate(self) -> None: ...
 
 def pack_json(options: PackOptions) -> str: ...
+# kiln::PackOptionTable(): one dict per option (name, flag, part_key, manifest_key, fingerprinted).
+def pack_option_table() -> List[Dict[str, Any]]: ...

@@ -205,3 +205,66 @@ def test_pack_options_fields():
     assert o.exact_decode is False
     o.exact_decode = True
     assert o.exact_decode is True
+
+
+def _properties(cls):
+    """The names of a pybind11 class's properties."""
+    return sorted(n for n in dir(cls) if isinstance(getattr(cls, n, None), property))
+
+
+def test_loader_defaults_are_the_cpp_defaults():
+    """kiln.Loader's and kiln.loader_options()'s keyword defaults are kiln::LoaderOptions' own
+    (reader/loader.h): fails when one side's default changes alone."""
+    import inspect
+    loader = inspect.signature(kiln.Loader.__init__).parameters
+    options = inspect.signature(kiln.loader_options).parameters
+    for name, p in options.items():
+        assert name in loader, f"kiln.Loader has no keyword {name}"
+        assert loader[name].default == p.default, \
+            f"{name}: kiln.Loader's default {loader[name].default!r}, loader_options' {p.default!r}"
+    # rank and world_size default to None (the launcher's environment): give C++'s.
+    ours = kiln.loader_options(rank=0, world_size=1)
+    cpp = _core.LoaderOptions()
+    names = _properties(_core.LoaderOptions)
+    assert "batch_size" in names and "tail" in names, names
+    for name in names:
+        assert getattr(ours, name) == getattr(cpp, name), \
+            f"{name}: Python's default {getattr(ours, name)!r}, C++'s {getattr(cpp, name)!r}"
+
+
+def test_pack_keywords_are_the_option_table():
+    """kiln.pack()'s parameters, kiln._tools.PackOptions' properties and the stub's fields are
+    the pack option table's names (tools/pack/pack_option_table.h)."""
+    import inspect
+    import kiln._tools as _tools
+    table = [row["name"] for row in _tools.pack_option_table() if row["name"]]
+    assert len(table) == len(set(table)) and "shard_size" in table, table
+    assert sorted(inspect.signature(kiln.pack).parameters) == sorted(table)
+    # height and width: size's two halves, settable one by one.
+    assert _properties(_tools.PackOptions) == sorted(table + ["height", "width"])
+    stub = os.path.join(os.path.dirname(kiln.__file__), "_tools.pyi")
+    with open(stub) as f:
+        text = f.read().split("class PackOptions:")[1].split("def __init__")[0]
+    fields = sorted(line.split(":")[0].strip() for line in text.splitlines()
+                    if ":" in line and not line.strip().startswith(("#", '"')))
+    assert fields == sorted(table + ["height", "width"])
+
+
+def test_pack_defaults_are_the_cpp_defaults():
+    """Each kiln.pack() keyword default, set on a kiln._tools.PackOptions, leaves that field at
+    kiln pack's default (kiln::DefaultPackOptions): fails when one side changes alone. A default
+    of None means "the C++ default" and is not compared."""
+    import inspect
+    from kiln import _tools
+    defaults = _tools.PackOptions()
+    compared = []
+    for name, p in inspect.signature(kiln.pack).parameters.items():
+        if p.default is inspect.Parameter.empty or p.default is None:
+            continue
+        o = _tools.PackOptions()
+        setattr(o, name, p.default)
+        assert getattr(o, name) == getattr(defaults, name), \
+            f"{name}: kiln.pack's default {p.default!r} is {getattr(o, name)!r}, " \
+            f"C++'s {getattr(defaults, name)!r}"
+        compared.append(name)
+    assert "size" in compared and "shard_size" in compared and "feature_image" in compared

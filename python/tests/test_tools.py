@@ -123,7 +123,7 @@ def write_pgm(path, width, height, value=128):
 
 def test_max_pixels_is_one_limit(tmp_path):
     """max_pixels bounds the decoded image and the resized one alike; 0 lifts both
-    (tools/pack/packer.h, PackOptions::decode)."""
+    (tools/pack/pack_options.h, PackOptions::decode)."""
     tree = tmp_path / "tree"
     # 100 x 2 = 200 pixels decoded; covering 28 x 28 resizes it to 1400 x 28 = 39200 pixels.
     write_pgm(str(tree / "a" / "wide.pgm"), 100, 2)

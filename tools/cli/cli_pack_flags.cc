@@ -108,7 +108,9 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   o.overwrite = f.overwrite;
   o.resume = f.resume;
   o.format = f.format;
-  o.on_error = f.on_error == "fail" ? OnError::kFail : OnError::kSkip;
+  if (!ParseOnError(f.on_error, &o.on_error)) {
+    return Status::InvalidArgument("--on-error " + f.on_error + " must be skip or fail");
+  }
   o.decode.max_pixels = f.max_pixels;
   o.exact_decode = f.exact_decode;
   o.tar.label_from = f.label_from;

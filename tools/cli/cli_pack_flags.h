@@ -11,8 +11,8 @@
 #include <string>
 
 #include "formats/status.h"
+#include "tools/pack/pack_options.h"
 #include "tools/pack/pack_plan.h"
-#include "tools/pack/packer.h"
 
 namespace kiln {
 

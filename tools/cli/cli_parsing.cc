@@ -103,7 +103,9 @@ Status ParsePackFlags(const std::string& size, uint32_t resize, const std::strin
   KILN_ASSIGN_OR_RETURN(p.schema.layout, ParseLayout(layout));
   KILN_ASSIGN_OR_RETURN(p.schema.dtype, ParseDType(dtype));
   p.resize_shorter = resize;
-  p.crop = crop == "none" ? CropMode::kNone : CropMode::kCenter;
+  if (!ParseCropMode(crop, &p.crop)) {
+    return Status::InvalidArgument("--crop " + crop + " must be center or none");
+  }
   if (!mean.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues("--mean", mean, &p.mean));
   if (!std_dev.empty()) KILN_RETURN_IF_ERROR(ParseChannelValues("--std", std_dev, &p.std));
   if (channels == 1 && (p.mean[1] != p.mean[0] || p.mean[2] != p.mean[0] || p.std[1] != p.std[0] ||

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "formats/status.h"
-#include "tools/pack/packer.h"
+#include "tools/pack/pack_options.h"
 
 namespace kiln {
 

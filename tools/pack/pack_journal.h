@@ -17,7 +17,8 @@
 #include <vector>
 
 #include "formats/manifest.h"
-#include "tools/pack/packer.h"
+#include "tools/pack/pack_options.h"
+#include "tools/pack/rejection.h"
 #include "tools/sources/source_listing.h"
 
 namespace kiln {

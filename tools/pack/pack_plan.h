@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "formats/status.h"
-#include "tools/pack/packer.h"
 #include "tools/pack/partition.h"
+#include "tools/pack/rejection.h"
 #include "tools/sources/source_listing.h"
 
 namespace kiln {

@@ -33,6 +33,7 @@
 #include "reader/sampler.h"
 #include "tools/imaging/shrink_on_load.h"
 #include "tools/pack/pack_journal.h"
+#include "tools/pack/pack_option_table.h"
 #include "tools/pack/pack_plan.h"
 #include "tools/pack/part_lock.h"
 #include "tools/pack/partition.h"
@@ -127,27 +128,6 @@ Status CheckOutputApart(const std::string& input_root, const std::string& output
   return Status::Ok();
 }
 
-std::string CropName(CropMode mode) { return mode == CropMode::kCenter ? "center" : "none"; }
-
-std::string PreprocessingJson(const PackOptions& o) {
-  const PreprocessOptions& p = o.preprocess;
-  nlohmann::ordered_json j;
-  j["size"] = {p.schema.height, p.schema.width};
-  j["resize_shorter"] = p.resize_shorter;
-  j["crop"] = CropName(p.crop);
-  j["interpolation"] = "area when shrinking, linear when enlarging";
-  j["channels"] = p.schema.channels;
-  j["dtype"] = DTypeName(p.schema.dtype);
-  j["layout"] = LayoutName(p.schema.layout);
-  j["mean"] = {p.mean[0], p.mean[1], p.mean[2]};
-  j["std"] = {p.std[0], p.std[1], p.std[2]};
-  j["decode_policy"] = "tools/imaging/decode_policy.md";
-  j["jpeg_decode"] = o.exact_decode ? "exact" : "shrink-on-load";
-  j["alpha_background"] = o.decode.background;
-  j["max_pixels"] = o.decode.max_pixels;
-  return j.dump();
-}
-
 // What the serial input stage hands to the parallel stage: the item, and for tar and TFRecord
 // input its bytes, read in stream order.
 struct Fetched {
@@ -214,9 +194,6 @@ Result<std::vector<SourceItem>> ShuffleItems(std::vector<SourceItem> items, uint
   }
   return shuffled;
 }
-
-// Every option that decides a record's bytes, keyed by its flag (defined below).
-std::string PartOptionsJson(const PackOptions& o);
 
 // Refuses a pack whose options are not the plan's (PackOptions::plan), naming each difference.
 Status CheckPlanOptions(const PackOptions& options, const PackPlan& plan) {
@@ -852,36 +829,6 @@ std::string SourceJson(const PackOptions& options, const PackInput& input,
     source.parts = options.part_count;
   source.partition = report.partition;
   return PackSourceJson(source);
-}
-
-// Every option that decides a record's bytes, keyed by its flag, for the partition record: a
-// merge names the flag that differs between two parts.
-std::string PartOptionsJson(const PackOptions& o) {
-  const PreprocessOptions& p = o.preprocess;
-  nlohmann::ordered_json j;
-  j["--format"] = o.format;
-  j["--size"] = std::to_string(p.schema.height) + "x" + std::to_string(p.schema.width);
-  j["--resize"] = p.resize_shorter;
-  j["--crop"] = CropName(p.crop);
-  j["--channels"] = p.schema.channels;
-  j["--layout"] = LayoutName(p.schema.layout);
-  j["--dtype"] = DTypeName(p.schema.dtype);
-  j["--mean"] = {p.mean[0], p.mean[1], p.mean[2]};
-  j["--std"] = {p.std[0], p.std[1], p.std[2]};
-  j["--compress"] = o.compression.ToString();
-  j["--shard-size"] = o.shard_size_bytes;
-  j["--shuffle-seed"] = o.shuffle_seed ? nlohmann::ordered_json(*o.shuffle_seed) : nullptr;
-  j["--max-pixels"] = o.decode.max_pixels;
-  j["--on-error"] = o.on_error == OnError::kFail ? "fail" : "skip";
-  j["--exact-decode"] = o.exact_decode;
-  j["--image-ext"] = o.tar.image_exts;
-  j["--label-from"] = o.tar.label_from;
-  j["--feature-image"] = o.tfrecord.feature_image;
-  j["--feature-label"] = o.tfrecord.feature_label;
-  j["--feature-key"] = o.tfrecord.feature_key;
-  j["alpha background"] = o.decode.background;
-  j["resized max pixels"] = p.max_pixels;
-  return j.dump();
 }
 
 uint64_t HashText(const std::string& text) { return Xxh3(text.data(), text.size()); }
