@@ -87,11 +87,15 @@ Result<std::unique_ptr<ShardDataset>> ShardDataset::FromShards(
   return ds;
 }
 
-std::pair<const ShardReader*, uint64_t> ShardDataset::Locate(uint64_t index) const {
+size_t ShardDataset::ShardOf(uint64_t index) const {
   // The last shard whose first sample is <= index. Empty shards never exist (writers roll over
-  // only after adding a record), so the result holds index.
+  // only after adding a record), so it holds index.
   const auto it = std::upper_bound(first_sample_.begin(), first_sample_.end(), index);
-  const size_t s = static_cast<size_t>(it - first_sample_.begin()) - 1;
+  return static_cast<size_t>(it - first_sample_.begin()) - 1;
+}
+
+std::pair<const ShardReader*, uint64_t> ShardDataset::Locate(uint64_t index) const {
+  const size_t s = ShardOf(index);
   return {shards_[s].get(), index - first_sample_[s]};
 }
 
@@ -101,7 +105,9 @@ Status ShardDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t*
     return Status::OutOfRange(dir() + ": sample " + std::to_string(index) + " of " +
                               std::to_string(num_samples()));
   }
-  const auto [shard, record] = Locate(index);
+  const size_t s = ShardOf(index);
+  const ShardReader* shard = shards_[s].get();
+  const uint64_t record = index - first_sample_[s];
   if (store_ == nullptr) return shard->ReadRecord(record, decoder, out, label);
   // The record's bytes are not in the mapping: one range read of exactly the stored record.
   const ShardIndexEntry e = shard->entry(record);
@@ -110,10 +116,8 @@ Status ShardDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t*
   }
   thread_local std::vector<uint8_t> stored;
   stored.resize(e.stored_size);
-  const auto s =
-      static_cast<uint32_t>(std::upper_bound(first_sample_.begin(), first_sample_.end(), index) -
-                            first_sample_.begin() - 1);
-  KILN_RETURN_IF_ERROR(store_->ReadRange(s, e.offset, e.stored_size, stored.data()));
+  KILN_RETURN_IF_ERROR(
+      store_->ReadRange(static_cast<uint32_t>(s), e.offset, e.stored_size, stored.data()));
   return shard->ReadRecordFrom(record, stored.data(), stored.size(), decoder, out, label);
 }
 
@@ -162,8 +166,7 @@ std::string ShardDataset::DataFilePath(uint32_t file) const {
 
 bool ShardDataset::LocateStored(uint64_t index, StoredLocation* location) const {
   if (index >= num_samples()) return false;
-  const auto it = std::upper_bound(first_sample_.begin(), first_sample_.end(), index);
-  const size_t s = static_cast<size_t>(it - first_sample_.begin()) - 1;
+  const size_t s = ShardOf(index);
   const ShardReader& shard = *shards_[s];
   const ShardIndexEntry e = shard.entry(index - first_sample_[s]);
   if (!shard.EntryProblem(e).empty()) return false;  // payload inside the data region: before EOF

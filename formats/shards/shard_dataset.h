@@ -56,6 +56,8 @@ class ShardDataset final : public Dataset {
 
  private:
   ShardDataset(std::string dir, Manifest manifest) : Dataset(std::move(dir), std::move(manifest)) {}
+  // Returns the number of the shard holding `index` (O(log shards)). Requires a valid index.
+  size_t ShardOf(uint64_t index) const;
   // Returns the shard holding `index` and the record index inside it. Requires a valid index.
   std::pair<const ShardReader*, uint64_t> Locate(uint64_t index) const;
 

@@ -381,29 +381,33 @@ Status RemoteClient::Wait(RemoteCompletion* done) {
   }
 }
 
-void RemoteClient::QueueRange(uint64_t tag, const ObjectInfo& object, uint64_t offset,
-                              uint64_t length, uint8_t* dest) {
-  auto r = std::make_unique<Request>();
-  r->kind = Request::Kind::kRange;
+namespace {
+
+// A queued read of `length` bytes at `offset` (kRange) or of the last `length` bytes (kSuffix).
+std::unique_ptr<RemoteClient::Request> ReadRequest(RemoteClient::Request::Kind kind, uint64_t tag,
+                                                   const ObjectInfo& object, uint64_t offset,
+                                                   uint64_t length, uint8_t* dest) {
+  auto r = std::make_unique<RemoteClient::Request>();
+  r->kind = kind;
   r->tag = tag;
   r->name = object.url;
   r->if_match = object.etag;
   r->offset = offset;
   r->length = length;
   r->dest = dest;
-  Enqueue(std::move(r));
+  return r;
+}
+
+}  // namespace
+
+void RemoteClient::QueueRange(uint64_t tag, const ObjectInfo& object, uint64_t offset,
+                              uint64_t length, uint8_t* dest) {
+  Enqueue(ReadRequest(Request::Kind::kRange, tag, object, offset, length, dest));
 }
 
 void RemoteClient::QueueSuffix(uint64_t tag, const ObjectInfo& object, uint64_t length,
                                uint8_t* dest) {
-  auto r = std::make_unique<Request>();
-  r->kind = Request::Kind::kSuffix;
-  r->tag = tag;
-  r->name = object.url;
-  r->if_match = object.etag;
-  r->length = length;
-  r->dest = dest;
-  Enqueue(std::move(r));
+  Enqueue(ReadRequest(Request::Kind::kSuffix, tag, object, 0, length, dest));
 }
 
 Result<ObjectInfo> RemoteClient::Stat(const std::string& url) {

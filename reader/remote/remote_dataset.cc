@@ -191,20 +191,29 @@ class RemoteRangeReader final : public RangeReader {
   RequestStats taken_;      // the client's counters at the last TakeRequestStats
 };
 
-// Reads all of `object` (a small one: kiln.json) into a string.
-Result<std::string> ReadWhole(RemoteClient* client, const ObjectInfo& object) {
-  std::string text(object.size, '\0');
-  if (object.size == 0) return text;
-  client->QueueRange(0, object, 0, object.size, reinterpret_cast<uint8_t*>(text.data()));
+// Reads exactly [offset, offset + size) of `object` into `dest`, alone on `client`.
+// Errors: the read's; IOError naming the URL and offset when fewer bytes came.
+Status ReadExactly(RemoteClient* client, const ObjectInfo& object, uint64_t offset, uint64_t size,
+                   uint8_t* dest) {
+  if (size == 0) return Status::Ok();
+  client->QueueRange(0, object, offset, size, dest);
   RemoteCompletion done;
   KILN_RETURN_IF_ERROR(client->Wait(&done));
   KILN_RETURN_IF_ERROR(done.status);
-  if (done.bytes != object.size) {
-    return Status::IOError(object.url + ": read " + std::to_string(done.bytes) + " of its " +
-                           std::to_string(object.size) + " bytes")
-        .WithLocation({object.url});
+  if (done.bytes != size) {
+    return Status::IOError(object.url + ": a read of " + std::to_string(size) +
+                           " bytes at offset " + std::to_string(offset) + " returned " +
+                           std::to_string(done.bytes))
+        .WithLocation({object.url, -1, static_cast<int64_t>(offset)});
   }
-  return text;
+  return Status::Ok();
+}
+
+// `url` without trailing slashes: the dataset's location, to which file names are appended.
+std::string DatasetBase(const std::string& url) {
+  std::string base = url;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  return base;
 }
 
 // What open fetches of one shard: its stand-in mapping and the ranges still to come.
@@ -290,7 +299,9 @@ Result<Manifest> FetchManifest(RemoteClient* client, const std::string& base) {
                             manifest_object.status().message() + ")")
         .WithLocation({manifest_url});
   }
-  KILN_ASSIGN_OR_RETURN(std::string text, ReadWhole(client, *manifest_object));
+  std::string text(manifest_object->size, '\0');
+  KILN_RETURN_IF_ERROR(ReadExactly(client, *manifest_object, 0, text.size(),
+                                   reinterpret_cast<uint8_t*>(text.data())));
   return Manifest::FromJson(text, manifest_url);
 }
 
@@ -350,8 +361,7 @@ std::unique_ptr<MappedFile> FetchForVerify(RemoteClient* client, const std::stri
 }  // namespace
 
 VerifyReport VerifyRemoteDataset(const std::string& url, const VerifyOptions& options) {
-  std::string base = url;
-  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  const std::string base = DatasetBase(url);
   VerifyReport report;
   report.dir = base;
   report.deep = options.deep;
@@ -389,18 +399,7 @@ Status RemoteStore::ReadRange(uint32_t file, uint64_t offset, uint64_t size, uin
   if (client_ == nullptr) {
     KILN_ASSIGN_OR_RETURN(client_, RemoteClient::Create(options_));
   }
-  const ObjectInfo& object = objects_[file];
-  client_->QueueRange(0, object, offset, size, dest);
-  RemoteCompletion done;
-  KILN_RETURN_IF_ERROR(client_->Wait(&done));
-  KILN_RETURN_IF_ERROR(done.status);
-  if (done.bytes != size) {
-    return Status::IOError(object.url + ": a read of " + std::to_string(size) +
-                           " bytes at offset " + std::to_string(offset) + " returned " +
-                           std::to_string(done.bytes))
-        .WithLocation({object.url, -1, static_cast<int64_t>(offset)});
-  }
-  return Status::Ok();
+  return ReadExactly(client_.get(), objects_[file], offset, size, dest);
 }
 
 Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
@@ -411,8 +410,7 @@ Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
 }
 
 Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
-  std::string base = url;
-  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  const std::string base = DatasetBase(url);
   KILN_ASSIGN_OR_RETURN(RemoteOptions options, OptionsFromEnvironment());
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
   KILN_ASSIGN_OR_RETURN(Manifest manifest, FetchManifest(client.get(), base));

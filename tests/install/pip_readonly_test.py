@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CTest entry python_install_readonly: `pip install --no-build-isolation --no-index` from a
+"""CTest entry B62_PipInstallFromAReadOnlyTree: `pip install --no-build-isolation --no-index` from a
 source tree mounted read-only. With KILN_BUILD_DIR naming a writable build folder it installs
 and nothing lands in the tree (egg-info, build/, __pycache__, setuptools' build folders: the
 mount refuses any write); without KILN_BUILD_DIR it fails with an error that names the tree and
@@ -26,8 +26,8 @@ def run(cmd, **kwargs):
 def main():
     source, build = (os.path.abspath(a) for a in sys.argv[1:3])
     if subprocess.run(["/usr/bin/python3", "-c", "import pip, venv"]).returncode != 0:
-        print("python_install_readonly: SKIPPED: /usr/bin/python3 has no pip or venv")
-        return 0
+        print("B62_PipInstallFromAReadOnlyTree: SKIPPED: /usr/bin/python3 has no pip or venv")
+        return 77  # a skip (SKIP_RETURN_CODE): nothing was checked
     tmp = tempfile.mkdtemp(prefix="kiln-ro-")
     tree = os.path.join(tmp, "src")
     mounted = False
@@ -40,14 +40,14 @@ def main():
         before = sorted(os.path.relpath(os.path.join(d, n), tree)
                         for d, ds, fs in os.walk(tree) for n in ds + fs)
         if run(["mount", "--bind", tree, tree]).returncode != 0:
-            print("python_install_readonly: SKIPPED: cannot bind-mount (needs root)")
-            return 0
+            print("B62_PipInstallFromAReadOnlyTree: SKIPPED: cannot bind-mount (needs root)")
+            return 77  # a skip (SKIP_RETURN_CODE): nothing was checked
         mounted = True
         if run(["mount", "-o", "remount,ro,bind", tree]).returncode != 0:
-            print("python_install_readonly: SKIPPED: cannot remount read-only")
-            return 0
+            print("B62_PipInstallFromAReadOnlyTree: SKIPPED: cannot remount read-only")
+            return 77  # a skip (SKIP_RETURN_CODE): nothing was checked
         if os.access(tree, os.W_OK):
-            print(f"python_install_readonly: FAILED: {tree} is still writable after the remount")
+            print(f"B62_PipInstallFromAReadOnlyTree: FAILED: {tree} is still writable after the remount")
             return 1
         env = {k: v for k, v in os.environ.items()
                if k not in ("PYTHONPATH", "PYTHONHOME", "KILN_BUILD_DIR")}
@@ -62,23 +62,23 @@ def main():
         out = r.stdout + r.stderr
         if r.returncode == 0 or tree not in out or "KILN_BUILD_DIR" not in out:
             print(out)
-            print("python_install_readonly: FAILED: without KILN_BUILD_DIR pip should fail "
+            print("B62_PipInstallFromAReadOnlyTree: FAILED: without KILN_BUILD_DIR pip should fail "
                   f"naming {tree} and KILN_BUILD_DIR (exit {r.returncode})")
             return 1
         # With it: installed, and importable from the venv.
         r = run(pip, env=dict(env, KILN_BUILD_DIR=build), cwd=tmp)
         if r.returncode != 0:
-            print("python_install_readonly: FAILED: pip install with KILN_BUILD_DIR set")
+            print("B62_PipInstallFromAReadOnlyTree: FAILED: pip install with KILN_BUILD_DIR set")
             return 1
         run([os.path.join(venv, "bin", "python"), "-c", "import kiln._core"], env=env, cwd=tmp,
             check=True)
         after = sorted(os.path.relpath(os.path.join(d, n), tree)
                        for d, ds, fs in os.walk(tree) for n in ds + fs)
         if after != before:
-            print("python_install_readonly: FAILED: the tree changed:",
+            print("B62_PipInstallFromAReadOnlyTree: FAILED: the tree changed:",
                   sorted(set(after) ^ set(before)))
             return 1
-        print("python_install_readonly: installed from a read-only tree; without "
+        print("B62_PipInstallFromAReadOnlyTree: installed from a read-only tree; without "
               "KILN_BUILD_DIR the error names the tree and the variable")
         return 0
     finally:

@@ -20,33 +20,19 @@ slurm_die() {
   exit 1
 }
 
-# Stops the daemon whose pid is in file $1 when its command line names $2; waits up to 10 s,
-# then sends SIGKILL.
-slurm_stop_pidfile() {
-  local file=$1 name=$2 pid
-  [[ -f $file ]] || return 0
-  pid=$(cat "$file" 2> /dev/null || true)
-  rm -f "$file"
-  [[ $pid =~ ^[0-9]+$ ]] || return 0
-  grep -qa -- "$name" "/proc/$pid/cmdline" 2> /dev/null || return 0
-  kill -TERM "$pid" 2> /dev/null || return 0
-  for _ in $(seq 1 100); do
-    kill -0 "$pid" 2> /dev/null || return 0
-    sleep 0.1
-  done
-  echo "slurm_cluster: $name (pid $pid) did not stop in 10 s; SIGKILL" >&2
-  kill -KILL "$pid" 2> /dev/null || true
-}
+# stop_pidfile FILE NAME (tests/lib/daemon.sh)
+# shellcheck source=../lib/daemon.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/daemon.sh"
 
 slurm_stop() {
   local d=${SLURM_CLUSTER_DIR:-}
   [[ -n $d ]] || return 0
-  slurm_stop_pidfile "$d/slurmd.pid" slurmd
-  slurm_stop_pidfile "$d/slurmctld.pid" slurmctld
+  stop_pidfile "$d/slurmd.pid" slurmd
+  stop_pidfile "$d/slurmctld.pid" slurmctld
   local m
   m=$(cat "$d/munge.dir" 2> /dev/null || true)
   if [[ $m == /*/kiln-munge.* && -d $m ]]; then
-    slurm_stop_pidfile "$m/munged.pid" munged
+    stop_pidfile "$m/munged.pid" munged
     rm -rf "$m"
   fi
   rm -f "$d/munge.dir"

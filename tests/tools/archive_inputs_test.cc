@@ -1,9 +1,9 @@
 // Real-world archive inputs (tools/sources/pack_inputs.md): WebDataset shards written by GNU tar
 // and Python's tarfile with members that are not samples (macOS "._NAME" and "__MACOSX/" files,
-// .DS_Store, names without a key or an extension, directory entries, symbolic and hard links, pax and GNU
-// long-name headers) pack exactly the samples that Python's tarfile and WebDataset's grouping
-// rule give (tests/tools/webdataset_reference.py); gzip inputs are read to the end of their
-// last gzip member, and a cut trailer or bytes after the stream are a rejection naming the
+// .DS_Store, names without a key or an extension, directory entries, symbolic and hard links, pax
+// and GNU long-name headers) pack exactly the samples that Python's tarfile and WebDataset's
+// grouping rule give (tests/tools/webdataset_reference.py); gzip inputs are read to the end of
+// their last gzip member, and a cut trailer or bytes after the stream are a rejection naming the
 // file; a plain pack, `kiln pack --of N` and `--part I --of N` + `kiln merge` give the same
 // bytes or a refusal for every input kind, with file names and keys that repeat in different
 // folders or shards.
@@ -31,7 +31,8 @@ using testing::Packed;
 using testing::PackInputOptions;
 
 const std::string kPhotos = std::string(KILN_SOURCE_DIR) + "/samples/photos";
-const std::string kReference = std::string(KILN_SOURCE_DIR) + "/tests/tools/webdataset_reference.py";
+const std::string kReference =
+    std::string(KILN_SOURCE_DIR) + "/tests/tools/webdataset_reference.py";
 
 int RunPython(const std::string& script_dir, const std::string& program) {
   const std::string script = script_dir + "/make.py";
@@ -259,9 +260,8 @@ open(dir + "/tf/junk.tfrecord.gz", "wb").write(gzip.compress(data) + b"junk")
   EXPECT_EQ(reason["two-members.tfrecord.gz"], "");
   EXPECT_NE(reason["zlib.tfrecord"].find("compression ZLIB is not read"), std::string::npos)
       << reason["zlib.tfrecord"];
-  EXPECT_EQ(reason["cut.tfrecord"].rfind("record 2 at byte offset " + std::to_string(last) +
-                                             ": truncated",
-                                         0),
+  EXPECT_EQ(reason["cut.tfrecord"].rfind(
+                "record 2 at byte offset " + std::to_string(last) + ": truncated", 0),
             0u)
       << reason["cut.tfrecord"];
   EXPECT_NE(reason["kinds.tfrecord"].find("record 1 at byte offset"), std::string::npos);
@@ -325,8 +325,8 @@ Status ExpectPartsEqualTheWholePack(const std::string& input, const std::string&
     }
     if (warnings != nullptr && !m.reshard) *warnings = report->warnings;
     const std::string expected = out + (m.reshard ? "/plain" : "/whole");
-    EXPECT_EQ(Files(m.output), Files(expected)) << input << ": " << m.output << " differs from "
-                                                << expected;
+    EXPECT_EQ(Files(m.output), Files(expected))
+        << input << ": " << m.output << " differs from " << expected;
   }
   return merged;
 }
@@ -340,15 +340,16 @@ TEST(ArchiveInputsTest, PartsEqualTheWholePackWithRepeatedNamesAndKeys) {
   const TempDir tmp;
   const std::string dir = tmp.path() + "/in";
   const std::string out = tmp.path() + "/out";  // outside the list file's root
-  const std::vector<std::string> photos = {"animal/baboon.jpg", "fruit/apple.jpg",
-                                           "scene/home.jpg", "letter_f/orientation_1.jpg"};
+  const std::vector<std::string> photos = {"animal/baboon.jpg", "fruit/apple.jpg", "scene/home.jpg",
+                                           "letter_f/orientation_1.jpg"};
   std::string list;
   for (size_t i = 0; i < photos.size(); ++i) {
     for (const char* c : {"a", "b"}) {
       fs::create_directories(dir + "/folder/" + c);
-      fs::copy_file(kPhotos + "/" + photos[i], dir + "/folder/" + c + "/" + std::to_string(i) + ".jpg");
-      list += std::string("folder/") + c + "/" + std::to_string(i) + ".jpg " + std::to_string(i) +
-              "\n";
+      fs::copy_file(kPhotos + "/" + photos[i],
+                    dir + "/folder/" + c + "/" + std::to_string(i) + ".jpg");
+      list +=
+          std::string("folder/") + c + "/" + std::to_string(i) + ".jpg " + std::to_string(i) + "\n";
     }
   }
   list += "folder/a/0.jpg 0\n";  // the same file twice
@@ -361,7 +362,8 @@ import io, os, tarfile
 photos = ")PY" + kPhotos + R"PY("
 for shard, names in (("a", ["animal/baboon.jpg", "fruit/apple.jpg"]), ("b", ["scene/home.jpg", "fruit/orange.jpg"])):
     os.makedirs(")PY" + dir + R"PY(/shards/" + shard)
-    with tarfile.open(")PY" + dir + R"PY(/shards/" + shard + "/000000.tar", "w") as t:
+    with tarfile.open(")PY" + dir +
+                               R"PY(/shards/" + shard + "/000000.tar", "w") as t:
         for i, p in enumerate(names):
             for name, data in ((f"{i:06d}.jpg", open(os.path.join(photos, p), "rb").read()), (f"{i:06d}.cls", b"1")):
                 info = tarfile.TarInfo(name); info.size = len(data); t.addfile(info, io.BytesIO(data))
@@ -391,12 +393,13 @@ TEST(ArchiveInputsTest, MergeRefusesTFRecordKeysThatOnePackRejects) {
   const std::string& dir = tmp.path();
   for (const char* d : {"/x", "/y"}) fs::create_directories(dir + d);
   testing::RunTFRecordWriter(
-      dir, {{{"path", dir + "/x/train.tfrecord"},
-             {"gzip", false},
-             {"records", {PhotoRecord("animal/baboon.jpg", 0), PhotoRecord("fruit/apple.jpg", 1)}}},
-            {{"path", dir + "/y/train.tfrecord"},
-             {"gzip", false},
-             {"records", {PhotoRecord("scene/home.jpg", 2), PhotoRecord("animal/baboon.jpg", 0)}}}});
+      dir,
+      {{{"path", dir + "/x/train.tfrecord"},
+        {"gzip", false},
+        {"records", {PhotoRecord("animal/baboon.jpg", 0), PhotoRecord("fruit/apple.jpg", 1)}}},
+       {{"path", dir + "/y/train.tfrecord"},
+        {"gzip", false},
+        {"records", {PhotoRecord("scene/home.jpg", 2), PhotoRecord("animal/baboon.jpg", 0)}}}});
   const std::string pattern = dir + "/*/train.tfrecord";
   Result<PackReport> plain = Pack(SmallShards(pattern, dir + "/plain"));
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();

@@ -115,15 +115,16 @@ Found Auto(std::map<std::string, std::string> vars, std::optional<uint32_t> of =
   return {true, c->index, c->count, c->source};
 }
 
-TEST(PartFromEnvironmentTest, EachEngineOnItsOwn) {
+// Field case B58: Slurm job arrays that do not run 0..N-1 (--array=1-8, 0-15:4, a re-run of one
+// task or a subset, a list). The array's count is used only for an array of exactly 0..COUNT-1
+// with step 1; otherwise --of gives N and an index at or past N is refused.
+TEST(PartFromEnvironmentTest, B58_JobArraysThatDoNotRunZeroToNMinusOne) {
   const struct {
     std::map<std::string, std::string> vars;
     std::optional<uint32_t> of;
     uint32_t index, count;
     const char* source_part;
-  } kCases[] = {
-      {{{"KILN_PART", "2"}, {"KILN_PARTS", "4"}}, std::nullopt, 2, 4, "KILN_PART=2, KILN_PARTS=4"},
-      {{{"KILN_PART", "2"}}, 5u, 2, 5, "KILN_PART=2 with --of 5"},
+  } kFound[] = {
       {ArrayTask(3, 0, 3), std::nullopt, 3, 4, "SLURM_ARRAY_TASK_COUNT=4 (Slurm job array)"},
       {ArrayTask(3, 0, 3), 4u, 3, 4, "SLURM_ARRAY_TASK_ID=3"},
       // A re-run of task 2 alone (--array=2): the count (1) is not the array's, --of is needed.
@@ -135,6 +136,48 @@ TEST(PartFromEnvironmentTest, EachEngineOnItsOwn) {
       // --array=1-8 --of 8 and --array=0-15:4 --of 4: the task's position in the array.
       {ArrayTask(8, 1, 8), 8u, 7, 8, "SLURM_ARRAY_TASK_ID=8 = position 7 in the array"},
       {ArrayTask(12, 0, 12, 4), 4u, 3, 4, "position 3 in the array (SLURM_ARRAY_TASK_MIN=0"},
+  };
+  for (const auto& c : kFound) {
+    const Found f = Auto(c.vars, c.of);
+    ASSERT_TRUE(f.ok) << c.source_part << ": " << f.text;
+    EXPECT_EQ(f.index, c.index) << f.text;
+    EXPECT_EQ(f.count, c.count) << f.text;
+    EXPECT_NE(f.text.find(c.source_part), std::string::npos) << f.text;
+  }
+  const struct {
+    std::map<std::string, std::string> vars;
+    std::optional<uint32_t> of;
+    const char* message_part;
+  } kRefused[] = {
+      {ArrayTask(2, 2, 2), std::nullopt, "pass --of N"},
+      // --array=1-3 and --array=0-6:2 without --of: position or raw id? The flag settles it.
+      {ArrayTask(1, 1, 3), std::nullopt, "pass --of 3 to pack part 0 of 3 (the task's position"},
+      {ArrayTask(2, 0, 6, 2), std::nullopt, "SLURM_ARRAY_TASK_STEP=2, SLURM_ARRAY_TASK_COUNT=4"},
+      // --array=0,1,3 --of 3: a list has no position (its ids are not MIN, MIN+STEP, ...), so the
+      // raw id 3 is the part, which --of 3 cannot hold.
+      {[] {
+         auto v = ArrayTask(3, 0, 3);
+         v["SLURM_ARRAY_TASK_COUNT"] = "3";
+         return v;
+       }(),
+       3u, "--part 3 must be below --of 3"},
+  };
+  for (const auto& c : kRefused) {
+    const Found f = Auto(c.vars, c.of);
+    ASSERT_FALSE(f.ok) << c.message_part << " -> part " << f.index << " of " << f.count;
+    EXPECT_NE(f.text.find(c.message_part), std::string::npos) << f.text;
+  }
+}
+
+TEST(PartFromEnvironmentTest, EachEngineOnItsOwn) {
+  const struct {
+    std::map<std::string, std::string> vars;
+    std::optional<uint32_t> of;
+    uint32_t index, count;
+    const char* source_part;
+  } kCases[] = {
+      {{{"KILN_PART", "2"}, {"KILN_PARTS", "4"}}, std::nullopt, 2, 4, "KILN_PART=2, KILN_PARTS=4"},
+      {{{"KILN_PART", "2"}}, 5u, 2, 5, "KILN_PART=2 with --of 5"},
       // torchrun inside an srun step: the reader's rank, not the node's SLURM_PROCID.
       {{{"RANK", "3"},
         {"WORLD_SIZE", "4"},
@@ -210,10 +253,6 @@ TEST(PartFromEnvironmentTest, RefusesWhatItCannotKnowOrWhatDisagrees) {
       {{{"HOME", "/root"}}, std::nullopt, "no part index in the environment"},
       // A batch script's SLURM_PROCID / SLURM_NTASKS outside a step mean nothing.
       {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}, std::nullopt, "no part index"},
-      {ArrayTask(2, 2, 2), std::nullopt, "pass --of N"},
-      // --array=1-3 and --array=0-6:2 without --of: position or raw id? The flag settles it.
-      {ArrayTask(1, 1, 3), std::nullopt, "pass --of 3 to pack part 0 of 3 (the task's position"},
-      {ArrayTask(2, 0, 6, 2), std::nullopt, "SLURM_ARRAY_TASK_STEP=2, SLURM_ARRAY_TASK_COUNT=4"},
       {{{"JOB_COMPLETION_INDEX", "3"}},
        std::nullopt,
        "JOB_COMPLETION_INDEX=3 (Kubernetes Indexed Job) gives the index but not the number"},
@@ -242,14 +281,6 @@ TEST(PartFromEnvironmentTest, RefusesWhatItCannotKnowOrWhatDisagrees) {
       {{{"OMPI_COMM_WORLD_RANK", "1"}},
        std::nullopt,
        "--part auto: OMPI_COMM_WORLD_RANK=1 is set but OMPI_COMM_WORLD_SIZE is not"},
-      // --array=0,1,3 --of 3: a list has no position (its ids are not MIN, MIN+STEP, ...), so the
-      // raw id 3 is the part, which --of 3 cannot hold.
-      {[] {
-         auto v = ArrayTask(3, 0, 3);
-         v["SLURM_ARRAY_TASK_COUNT"] = "3";
-         return v;
-       }(),
-       3u, "--part 3 must be below --of 3"},
   };
   for (const auto& c : kCases) {
     const Found f = Auto(c.vars, c.of);

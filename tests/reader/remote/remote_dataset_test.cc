@@ -369,5 +369,29 @@ TEST_F(RemoteDatasetTest, HttpServerGoneAndBackMidEpochLosesNothing) {
   EXPECT_GT((*loader)->stats().requests.retries, 0u) << "no read met the server gone";
 }
 
+// Merging a chunk's reads into range GETs never fetches more than twice the bytes the records
+// need (a rule that merged across gaps of up to 256 KiB fetched whole shards for every chunk in
+// exact order: about 40 times the data here).
+TEST_F(RemoteDatasetTest, ExactOrderFetchesAtMostTwiceTheBytesItNeeds) {
+  const LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 17);
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(servers->var("HTTP_URL") + "/raw", o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Batch b;
+  uint64_t samples = 0;
+  while (true) {
+    Result<bool> more = (*loader)->Next(&b);
+    ASSERT_TRUE(more.ok()) << more.status().ToString();
+    if (!*more) break;
+    samples += b.size;
+  }
+  ASSERT_EQ(samples, 1000u);
+  const uint64_t needed = samples * 28 * 28;  // raw records: one sample's bytes each
+  const LoaderStats stats = (*loader)->stats();
+  const RequestStats& r = stats.requests;
+  EXPECT_GE(r.bytes, needed);
+  EXPECT_LE(r.bytes, 2 * needed) << r.requests << " GETs";
+  EXPECT_EQ(r.failures, 0u);
+}
+
 }  // namespace
 }  // namespace kiln::remote

@@ -25,21 +25,9 @@ die() {
   exit 1
 }
 
-# Stops the process whose pid is in $1 when its command line names $2; SIGKILL after 10 s.
-stop_pidfile() {
-  local file=$1 name=$2 pid
-  [[ -f $file ]] || return 0
-  pid=$(cat "$file" 2> /dev/null || true)
-  rm -f "$file"
-  [[ $pid =~ ^[0-9]+$ ]] || return 0
-  grep -qa -- "$name" "/proc/$pid/cmdline" 2> /dev/null || return 0
-  kill -TERM "$pid" 2> /dev/null || return 0
-  for _ in $(seq 1 100); do
-    kill -0 "$pid" 2> /dev/null || return 0
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2> /dev/null || true
-}
+# stop_pidfile FILE NAME (tests/lib/daemon.sh)
+# shellcheck source=../../lib/daemon.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../lib/daemon.sh"
 
 stop_all() {
   local d=$1
