@@ -37,6 +37,8 @@
 
 namespace kiln::remote {
 
+// Defaults below; readers of a dataset at a URL take AWS_MAX_ATTEMPTS and the
+// KILN_REMOTE_*_TIMEOUT_MS variables from the environment (remote.md, "Retry policy").
 struct RemoteOptions {
   AwsSettings aws;                     // signing, region, endpoint, addressing (LoadAwsSettings)
   std::string ca_file;                 // PEM bundle to trust for https (empty: the system's)

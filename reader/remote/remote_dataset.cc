@@ -19,12 +19,36 @@ namespace kiln::remote {
 
 namespace {
 
+// A whole number from the environment variable `name` within [low, high] into `*out`; unset
+// or empty leaves `*out` as it is.
+Status IntegerFromEnvironment(const char* name, int64_t low, int64_t high, int64_t* out) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return Status::Ok();
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text, &end, 10);
+  if (errno != 0 || *end != '\0' || value < low || value > high) {
+    return Status::InvalidArgument(std::string(name) + "=" + text + " is not a whole number in [" +
+                                   std::to_string(low) + ", " + std::to_string(high) + "]");
+  }
+  *out = value;
+  return Status::Ok();
+}
+
 Result<RemoteOptions> OptionsFromEnvironment() {
   RemoteOptions options;
   KILN_ASSIGN_OR_RETURN(options.aws, LoadAwsSettings());
   if (const char* ca = std::getenv("AWS_CA_BUNDLE"); ca != nullptr && *ca != '\0') {
     options.ca_file = ca;
   }
+  // AWS_MAX_ATTEMPTS counts the first attempt too, as the AWS CLI and SDKs read it.
+  int64_t attempts = int64_t{options.max_retries} + 1;
+  KILN_RETURN_IF_ERROR(IntegerFromEnvironment("AWS_MAX_ATTEMPTS", 1, 100, &attempts));
+  options.max_retries = static_cast<uint32_t>(attempts - 1);
+  KILN_RETURN_IF_ERROR(IntegerFromEnvironment("KILN_REMOTE_CONNECT_TIMEOUT_MS", 1, 3600000,
+                                              &options.connect_timeout_ms));
+  KILN_RETURN_IF_ERROR(IntegerFromEnvironment("KILN_REMOTE_REQUEST_TIMEOUT_MS", 1, 86400000,
+                                              &options.request_timeout_ms));
   return options;
 }
 

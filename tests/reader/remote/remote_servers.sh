@@ -14,6 +14,12 @@
 #   remote_servers.sh stop DIR               # stops what DIR's pid files name; waits for each
 #   remote_servers.sh stop-http DIR          # stops nginx alone (a server gone mid-read)
 #   remote_servers.sh start-http DIR         # starts it again on the same ports
+#   remote_servers.sh start-proxy DIR NAME TARGET_URL [FAULT_PROXY_OPTIONS...]
+#                                            # fault_proxy.py in front of TARGET_URL's host and
+#                                            # port; prints its URL (TARGET_URL's scheme and path
+#                                            # on the proxy's port); DIR/run/proxy-NAME.stats
+#                                            # counts the faults it injected
+#   remote_servers.sh stop-proxy DIR NAME
 #
 # Exit 77 (skip) when a package is missing: scripts/setup.sh installs them.
 set -euo pipefail
@@ -35,6 +41,26 @@ stop_all() {
   for s in proxy object container account; do stop_pidfile "$d/run/$s.pid" "swift-$s-server"; done
   stop_pidfile "$d/run/memcached.pid" memcached
   stop_pidfile "$d/run/nginx.pid" nginx
+  local f
+  for f in "$d"/run/proxy-*.pid; do stop_pidfile "$f" fault_proxy.py; done
+}
+
+start_proxy() {  # NAME TARGET_URL [OPTIONS...]
+  local name=$1 target=$2 hostport rest
+  shift 2
+  [[ $target =~ ^(https?)://([^/]+)(.*)$ ]] || die "start-proxy: $target is not an http(s) URL"
+  hostport=${BASH_REMATCH[2]}
+  rest=${BASH_REMATCH[3]}
+  rm -f "$dir/run/proxy-$name.port" "$dir/run/proxy-$name.stats"
+  /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/fault_proxy.py" --target "$hostport" \
+    --port-file "$dir/run/proxy-$name.port" --stats "$dir/run/proxy-$name.stats" \
+    --pid-file "$dir/run/proxy-$name.pid" "$@" > "$dir/log/proxy-$name.log" 2>&1 &
+  for _ in $(seq 1 100); do
+    [[ -s $dir/run/proxy-$name.port ]] && break
+    sleep 0.1
+  done
+  [[ -s $dir/run/proxy-$name.port ]] || die "fault_proxy $name did not start"
+  echo "${BASH_REMATCH[1]}://127.0.0.1:$(cat "$dir/run/proxy-$name.port")$rest"
 }
 
 free_ports() {  # prints $1 distinct free TCP ports on 127.0.0.1
@@ -163,7 +189,7 @@ launch_nginx() {  # starts nginx on the configuration start_nginx wrote
 
 cmd=${1:-}
 dir=${2:-}
-[[ -n $dir ]] || { echo "usage: $0 start|stop|stop-http|start-http DIR [WATCH_PID]" >&2; exit 2; }
+[[ -n $dir ]] || { echo "usage: $0 start|stop|stop-http|start-http|start-proxy|stop-proxy DIR [...]" >&2; exit 2; }
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 case $cmd in
@@ -175,6 +201,8 @@ case $cmd in
     pt=$(sed -n 's|^HTTPS_URL=https://127.0.0.1:||p' "$dir/env")
     launch_nginx "$ph" "$pt"
     ;;
+  start-proxy) start_proxy "${@:3}" ;;
+  stop-proxy) stop_pidfile "$dir/run/proxy-${3:?stop-proxy DIR NAME}.pid" fault_proxy.py ;;
   start)
     for tool in swift-proxy-server swift-object-server swift-container-server \
       swift-account-server swift-ring-builder memcached nginx openssl python3; do
@@ -206,5 +234,5 @@ CA_FILE=$dir/tls/cert.pem
 WWW_DIR=$dir/www
 ENV
     ;;
-  *) echo "usage: $0 start|stop|stop-http|start-http DIR [WATCH_PID]" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|stop-http|start-http|start-proxy|stop-proxy DIR [...]" >&2; exit 2 ;;
 esac

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -89,6 +90,31 @@ class RemoteServers : public ::testing::Environment {
   }
   static std::string Script() {
     return std::string(KILN_SOURCE_DIR) + "/tests/reader/remote/remote_servers.sh";
+  }
+  // fault_proxy.py in front of `target_url`'s server (remote_servers.sh start-proxy): returns the
+  // URL to read through it (empty on failure); StopProxy stops it; ProxyCount reads how many
+  // faults of one kind ("resets", "stalls", "slowdowns", "hangs") it injected so far.
+  std::string StartProxy(const std::string& name, const std::string& target_url,
+                         const std::string& options) const {
+    const std::string command = Script() + " start-proxy " + Quote(dir_) + " " + name + " " +
+                                Quote(target_url) + " " + options;
+    FILE* out = popen(command.c_str(), "r");
+    if (out == nullptr) return "";
+    char line[512] = {0};
+    const bool got = fgets(line, sizeof line, out) != nullptr;
+    if (pclose(out) != 0 || !got) return "";
+    std::string url(line);
+    while (!url.empty() && (url.back() == '\n' || url.back() == '\r')) url.pop_back();
+    return url;
+  }
+  int StopProxy(const std::string& name) const {
+    return Shell(Script() + " stop-proxy " + Quote(dir_) + " " + name);
+  }
+  int64_t ProxyCount(const std::string& name, const std::string& kind) const {
+    std::ifstream in(dir_ + "/run/proxy-" + name + ".stats");
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    const size_t at = text.find("\"" + kind + "\": ");
+    return at == std::string::npos ? -1 : std::stoll(text.substr(at + kind.size() + 4));
   }
   std::string var(const std::string& name) const { return vars_.at(name); }
   const std::string& dir() const { return dir_; }
