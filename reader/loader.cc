@@ -18,6 +18,7 @@
 #include "reader/fetch_schedule.h"
 #include "reader/loader_clock.h"
 #if KILN_HAVE_REMOTE
+#include "reader/remote/block_cache.h"
 #include "reader/remote/remote_dataset.h"
 #endif
 
@@ -96,9 +97,19 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   const uint64_t per_thread = options_.read_ahead_bytes / std::max<uint32_t>(1, threads);
   const uint32_t depth = static_cast<uint32_t>(
       std::clamp<uint64_t>(per_thread / std::max<uint64_t>(1, buffer_bytes), 16, 256));
+  // Block order: whole blocks, one GET each, shared by the threads; room for a shuffle window of
+  // blocks plus two more per thread (those a thread's next chunks start while the window moves).
+  std::shared_ptr<remote::BlockCache> blocks;
+  uint64_t block_bytes = 0, capacity = 0;
+  if (options_.shuffle == ShuffleMode::kBlock) {
+    block_bytes = sampler_.block_samples() * dataset_->schema().sample_bytes();
+    capacity = block_bytes * (uint64_t{options_.shuffle_window} + 2 * uint64_t{threads} + 2);
+    Result<std::shared_ptr<remote::BlockCache>> made = store->NewBlockCache(capacity);
+    if (made.ok()) blocks = std::move(*made);
+  }
   std::vector<std::unique_ptr<RangeReader>> readers;
   for (uint32_t t = 0; t < threads; ++t) {
-    Result<std::unique_ptr<RangeReader>> r = store->NewRangeReader(depth, buffer_bytes);
+    Result<std::unique_ptr<RangeReader>> r = store->NewRangeReader(depth, buffer_bytes, blocks);
     if (!r.ok()) {
       io_reason_ = "the dataset is at a URL, but " + r.status().message() +
                    ": records are read one at a time";
@@ -109,8 +120,13 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   range_readers_ = std::move(readers);
   remote_ = true;
   direct_depth_ = depth;
+  block_extents_ = blocks != nullptr;
   io_reason_ = std::string("the dataset is at a URL: range GETs, ") + std::to_string(depth) +
                " in flight per thread" +
+               (blocks != nullptr ? ", whole blocks of " + std::to_string(block_bytes >> 10) +
+                                        " KiB in one GET each (up to " +
+                                        std::to_string(capacity >> 20) + " MiB held)"
+                                  : std::string()) +
                (options_.io == IoMode::kMmap ? " (io mmap asked, but a URL has no mapping)" : "");
 #endif
 }

@@ -481,6 +481,9 @@ class Loader {
   std::unique_ptr<DirectFiles> direct_files_;
   std::vector<std::unique_ptr<RangeReader>> range_readers_;  // one per fetch thread, or none
   bool remote_ = false;  // range_readers_ read a dataset at a URL
+  // Block order at a URL: the direct workers pass each record's block (QueueWithin) and the
+  // readers share a BlockCache that fetches whole blocks (reader/remote/block_cache.h).
+  bool block_extents_ = false;
   uint32_t direct_depth_ = 0;
   std::string io_reason_;
   std::optional<BlockMemoryFit> block_memory_fit_;

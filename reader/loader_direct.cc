@@ -253,8 +253,41 @@ class Loader::DirectWorker {
     const uint32_t buffer = free_buffers_.back();
     free_buffers_.pop_back();
     pending_[buffer] = Pending{id, k, span.start};
-    reader_.Queue(buffer, loc.file, span.start, static_cast<uint32_t>(span.length));
+    Span block;
+    if (loader_.block_extents_ && BlockExtent(t.slot->indices[k], loc.file, &block)) {
+      reader_.QueueWithin(buffer, loc.file, span.start, static_cast<uint32_t>(span.length),
+                          block.start, block.length);
+    } else {
+      reader_.Queue(buffer, loc.file, span.start, static_cast<uint32_t>(span.length));
+    }
     ++t.outstanding;
+  }
+
+  // Block order over a reader that serves whole blocks: the bytes of `file` that the sampler's
+  // block holding sample `index` occupies, [first record's offset, last record's end), when the
+  // whole block is in that file (a block that spans two files is read record by record).
+  // Records of a file are in sample order, so the block is one run.
+  bool BlockExtent(uint64_t index, uint32_t file, Span* out) {
+    const uint64_t s = loader_.sampler_.block_samples();
+    const uint64_t q = index / s;
+    if (q != extent_block_) {
+      extent_block_ = q;
+      extent_ok_ = false;
+      const uint64_t first = q * s;
+      const uint64_t last = std::min(first + s, dataset_.num_samples()) - 1;
+      Dataset::StoredLocation a, b;
+      bool found_a = false, found_b = false;
+      if (GuardedLocate(dataset_, first, &a, &found_a) &&
+          GuardedLocate(dataset_, last, &b, &found_b) && found_a && found_b && a.file == b.file &&
+          b.offset + b.size > a.offset) {
+        extent_ = {a.offset, b.offset + b.size - a.offset};
+        extent_file_ = a.file;
+        extent_ok_ = true;
+      }
+    }
+    if (!extent_ok_ || extent_file_ != file) return false;
+    *out = extent_;
+    return true;
   }
 
   void Submit() {
@@ -395,6 +428,11 @@ class Loader::DirectWorker {
   uint32_t count_ = 0;
   std::vector<Pending> pending_;  // [buffer]
   std::vector<uint32_t> free_buffers_;
+  // BlockExtent's last block: its number, whether it lies in one file, that file and its bytes.
+  uint64_t extent_block_ = UINT64_MAX;
+  bool extent_ok_ = false;
+  uint32_t extent_file_ = 0;
+  Span extent_;
   // The current chunk's start marks, and its counters since.
   uint64_t mark_ns_ = 0, mark_cpu_ns_ = 0, zstd_ns_mark_ = 0, zstd_records_mark_ = 0;
   uint64_t augment_ns_ = 0, reads_ = 0, read_bytes_ = 0, max_in_flight_ = 0;

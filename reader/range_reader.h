@@ -75,6 +75,15 @@ class RangeReader {
   // `buffer` as its identity. Nothing needs to start before Submit(). Never fails: an error of
   // the read is its completion's.
   virtual void Queue(uint32_t buffer, uint32_t object, uint64_t offset, uint32_t length) = 0;
+  // As Queue, for a read that lies inside [extent_offset, extent_offset + extent_length) of
+  // `object`, a run of records that reads queued soon after (by this reader or another of the
+  // same loader) will also read: the loader's block order passes each record's block. A reader
+  // may fetch the whole extent once and serve every read inside it from there (a remote driver:
+  // one GET per block instead of one per record); the default is Queue.
+  virtual void QueueWithin(uint32_t buffer, uint32_t object, uint64_t offset, uint32_t length,
+                           uint64_t /*extent_offset*/, uint64_t /*extent_length*/) {
+    Queue(buffer, object, offset, length);
+  }
   // Starts the queued reads. Errors: IOError naming the reader's failure (not a read's).
   virtual Status Submit() = 0;
   // Blocks until one read finishes; sets `*buffer` to its staging buffer and `*result` to the

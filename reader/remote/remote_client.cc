@@ -365,19 +365,29 @@ Status RemoteClient::Drive(int timeout_ms) {
   return Status::Ok();
 }
 
-Status RemoteClient::Wait(RemoteCompletion* done) {
+Result<bool> RemoteClient::WaitFor(RemoteCompletion* done, int timeout_ms) {
+  const int64_t deadline_ms = NowUs() / 1000 + timeout_ms;
   while (true) {
     for (auto it = done_.begin(); it != done_.end(); ++it) {
       if (it->tag < (1ULL << 63)) {
         *done = std::move(*it);
         done_.erase(it);
-        return Status::Ok();
+        return true;
       }
     }
     if (running_.empty() && delayed_.empty()) {
       return Status::InvalidArgument("RemoteClient::Wait: no read in flight");
     }
-    KILN_RETURN_IF_ERROR(Drive(1000));
+    const int64_t left_ms = deadline_ms - NowUs() / 1000;
+    if (left_ms < 0) return false;
+    KILN_RETURN_IF_ERROR(Drive(static_cast<int>(std::min<int64_t>(left_ms, 1000))));
+  }
+}
+
+Status RemoteClient::Wait(RemoteCompletion* done) {
+  while (true) {
+    KILN_ASSIGN_OR_RETURN(bool got, WaitFor(done, 1000));
+    if (got) return Status::Ok();
   }
 }
 

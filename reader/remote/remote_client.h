@@ -24,6 +24,7 @@
 #ifndef KILN_READER_REMOTE_REMOTE_CLIENT_H_
 #define KILN_READER_REMOTE_REMOTE_CLIENT_H_
 
+#include <cerrno>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -67,6 +68,14 @@ struct RemoteCompletion {
   Status status;             // OK, or the error described in the header comment
 };
 
+// The errno a RangeReader reports for a failed remote read (range_reader.h, Wait): ENOENT for
+// a missing object, ESTALE for one replaced since it was opened (HTTP 412), EIO otherwise.
+inline int ReadErrno(const RemoteCompletion& done) {
+  if (done.status.code() == StatusCode::kNotFound) return ENOENT;
+  if (done.http_status == 412) return ESTALE;
+  return EIO;
+}
+
 // Counters since Create (reader/range_reader.h: latency per attempt in a histogram).
 using RemoteStats = RequestStats;
 
@@ -94,6 +103,9 @@ class RemoteClient {
   // Blocks until one queued read finishes (retries done) and returns it in `*done`.
   // Errors: InvalidArgument when nothing is in flight; Internal when curl_multi fails.
   Status Wait(RemoteCompletion* done);
+  // As Wait, but gives up after about `timeout_ms` (>= 0) without a completion: returns true
+  // with `*done` set, or false. Errors: as Wait.
+  Result<bool> WaitFor(RemoteCompletion* done, int timeout_ms);
   // Queued reads not yet returned by Wait().
   uint32_t in_flight() const;
 

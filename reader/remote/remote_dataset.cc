@@ -14,6 +14,7 @@
 #include "formats/shards/shard_dataset.h"
 #include "formats/shards/shard_format.h"
 #include "formats/shards/shard_reader.h"
+#include "reader/remote/block_cache.h"
 
 namespace kiln::remote {
 
@@ -52,13 +53,6 @@ Result<RemoteOptions> OptionsFromEnvironment() {
   return options;
 }
 
-// The errno a RangeReader reports for a failed remote read (range_reader.h, Wait).
-int ErrnoOf(const RemoteCompletion& done) {
-  if (done.status.code() == StatusCode::kNotFound) return ENOENT;
-  if (done.http_status == 412) return ESTALE;
-  return EIO;
-}
-
 // A fetch thread's RangeReader over a RemoteStore's objects: its own client (one curl_multi
 // handle keeping all its requests in flight at once), staging buffers in one allocation.
 //
@@ -77,14 +71,15 @@ class RemoteRangeReader final : public RangeReader {
   static constexpr uint64_t kMaxRangeBytes = 8 << 20;
 
   RemoteRangeReader(const RemoteStore& store, std::unique_ptr<RemoteClient> client, uint32_t depth,
-                    uint64_t buffer_bytes)
+                    uint64_t buffer_bytes, std::shared_ptr<BlockCache> cache)
       : store_(store),
         client_(std::move(client)),
         depth_(depth),
         buffer_bytes_(buffer_bytes),
         stride_((buffer_bytes + 63) / 64 * 64),
         memory_(new uint8_t[stride_ * depth + 64]),
-        errors_(depth) {}
+        errors_(depth),
+        cache_(std::move(cache)) {}
 
   const std::string& object_name(uint32_t object) const override {
     return store_.objects()[object].url;
@@ -101,6 +96,23 @@ class RemoteRangeReader final : public RangeReader {
     errors_[buffer].clear();
     queued_.push_back(Read{buffer, object, offset, length});
     ++in_flight_;
+  }
+  // A read inside a block: served from the shared BlockCache (one GET per block for all fetch
+  // threads) when there is one and it can hold the block, else read as Queue reads.
+  void QueueWithin(uint32_t buffer, uint32_t object, uint64_t offset, uint32_t length,
+                   uint64_t extent_offset, uint64_t extent_length) override {
+    if (cache_ != nullptr && extent_offset <= offset &&
+        offset + length <= extent_offset + extent_length) {
+      std::shared_ptr<const BlockCache::Extent> e =
+          cache_->Acquire(object, extent_offset, extent_length);
+      if (e != nullptr) {
+        errors_[buffer].clear();
+        deferred_.push_back(Deferred{buffer, std::move(e), offset - extent_offset, length});
+        ++in_flight_;
+        return;
+      }
+    }
+    Queue(buffer, object, offset, length);
   }
   Status Submit() override {
     std::sort(queued_.begin(), queued_.end(), [](const Read& a, const Read& b) {
@@ -145,9 +157,20 @@ class RemoteRangeReader final : public RangeReader {
   }
   Status Wait(uint32_t* buffer, int64_t* result) override {
     if (!queued_.empty()) KILN_RETURN_IF_ERROR(Submit());
-    if (ready_.empty()) {
+    while (ready_.empty()) {
+      const uint64_t seen = cache_ != nullptr ? cache_->fetches() : 0;
+      if (TakeReadyDeferred()) break;
+      if (groups_.empty() && deferred_.empty()) {
+        return Status::InvalidArgument("RangeReader::Wait: no read in flight");
+      }
+      if (groups_.empty()) {  // only reads waiting on the cache's blocks
+        cache_->WaitAny(seen, 1000);
+        continue;
+      }
       RemoteCompletion done;
-      KILN_RETURN_IF_ERROR(client_->Wait(&done));
+      // With reads waiting on the cache too, drive this client in short steps between looks.
+      KILN_ASSIGN_OR_RETURN(bool got, client_->WaitFor(&done, deferred_.empty() ? 1000 : 2));
+      if (!got) continue;
       auto it = groups_.find(done.tag);
       if (it == groups_.end()) return Status::Internal("remote read with an unknown tag");
       Split(it->second, done);
@@ -163,11 +186,16 @@ class RemoteRangeReader final : public RangeReader {
   std::string ErrorDetail(uint32_t buffer) const override { return errors_[buffer]; }
   // In a forked child: the connections are the parent's (closing them could send a TLS
   // close_notify on the parent's sessions), so the client is left alive.
-  void Abandon() override { (void)client_.release(); }
+  // The block cache's thread is the parent's too: its last reference is leaked, never destroyed.
+  void Abandon() override {
+    (void)client_.release();
+    if (cache_ != nullptr) (void)new std::shared_ptr<BlockCache>(std::move(cache_));
+  }
   RequestStats TakeRequestStats() override {
     const RequestStats now = client_->stats();
-    const RequestStats delta = now.Since(taken_);
+    RequestStats delta = now.Since(taken_);
     taken_ = now;
+    if (cache_ != nullptr) delta.Add(cache_->TakeRequestStats());
     return delta;
   }
 
@@ -177,6 +205,12 @@ class RemoteRangeReader final : public RangeReader {
     uint64_t offset = 0;
     uint32_t length = 0;
   };
+  struct Deferred {  // a read served from a block of the cache
+    uint32_t buffer = 0;
+    std::shared_ptr<const BlockCache::Extent> extent;
+    uint64_t skip = 0;  // where the read starts in the extent
+    uint32_t length = 0;
+  };
   struct Group {  // one range GET
     uint32_t object = 0;
     uint64_t offset = 0, length = 0;
@@ -184,12 +218,40 @@ class RemoteRangeReader final : public RangeReader {
     std::unique_ptr<uint8_t[]> bytes;  // merged reads only
   };
 
+  // Copies the reads whose blocks have arrived into their staging buffers (or records the
+  // block's failure) and moves them to ready_. Returns true when it moved any.
+  bool TakeReadyDeferred() {
+    bool moved = false;
+    for (size_t i = 0; i < deferred_.size();) {
+      Deferred& d = deferred_[i];
+      if (!cache_->IsReady(*d.extent)) {
+        ++i;
+        continue;
+      }
+      const BlockCache::Extent& e = *d.extent;
+      if (e.result < 0) {
+        errors_[d.buffer] = e.error;
+        ready_.emplace_back(d.buffer, e.result);
+      } else {
+        const uint64_t fetched = static_cast<uint64_t>(e.result);
+        const uint64_t got =
+            fetched > d.skip ? std::min<uint64_t>(d.length, fetched - d.skip) : uint64_t{0};
+        if (got > 0) std::memcpy(buffer(d.buffer), e.bytes.get() + d.skip, got);
+        ready_.emplace_back(d.buffer, static_cast<int64_t>(got));
+      }
+      deferred_[i] = std::move(deferred_.back());
+      deferred_.pop_back();
+      moved = true;
+    }
+    return moved;
+  }
+
   // Turns a GET's completion into its reads' results (bytes, or -errno with the message).
   void Split(const Group& g, const RemoteCompletion& done) {
     for (const Read& r : g.reads) {
       if (!done.status.ok()) {
         errors_[r.buffer] = done.status.message();
-        ready_.emplace_back(r.buffer, -ErrnoOf(done));
+        ready_.emplace_back(r.buffer, -ReadErrno(done));
         continue;
       }
       const uint64_t skip = r.offset - g.offset;
@@ -209,6 +271,8 @@ class RemoteRangeReader final : public RangeReader {
   std::vector<std::string> errors_;                 // the last failed read's message, per buffer
   std::vector<Read> queued_;                        // since the last Submit
   std::map<uint64_t, Group> groups_;                // GETs in flight, by tag
+  std::shared_ptr<BlockCache> cache_;               // block order's shared blocks, or nullptr
+  std::vector<Deferred> deferred_;                  // reads waiting on the cache's blocks
   std::deque<std::pair<uint32_t, int64_t>> ready_;  // (buffer, result) not yet returned
   uint64_t next_tag_ = 0;
   uint32_t in_flight_ = 0;  // reads queued and not yet returned by Wait
@@ -426,11 +490,16 @@ Status RemoteStore::ReadRange(uint32_t file, uint64_t offset, uint64_t size, uin
   return ReadExactly(client_.get(), objects_[file], offset, size, dest);
 }
 
-Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
-                                                                 uint64_t buffer_bytes) const {
+Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(
+    uint32_t depth, uint64_t buffer_bytes, std::shared_ptr<BlockCache> blocks) const {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
   return std::unique_ptr<RangeReader>(
-      new RemoteRangeReader(*this, std::move(client), depth, buffer_bytes));
+      new RemoteRangeReader(*this, std::move(client), depth, buffer_bytes, std::move(blocks)));
+}
+
+Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint64_t capacity_bytes) const {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
+  return std::make_shared<BlockCache>(objects_, std::move(client), capacity_bytes);
 }
 
 Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {

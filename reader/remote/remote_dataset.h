@@ -41,6 +41,8 @@
 
 namespace kiln::remote {
 
+class BlockCache;
+
 // The objects of one remote dataset (its data files, each with the size and ETag seen at open)
 // and the settings to reach them.
 class RemoteStore final : public DataFileStore {
@@ -55,8 +57,14 @@ class RemoteStore final : public DataFileStore {
   Status ReadRange(uint32_t file, uint64_t offset, uint64_t size, uint8_t* dest) const override;
 
   // A RangeReader for one fetch thread: its own RemoteClient, `depth` staging buffers of
-  // `buffer_bytes` each, any alignment (1). Errors: Internal when libcurl cannot start.
-  Result<std::unique_ptr<RangeReader>> NewRangeReader(uint32_t depth, uint64_t buffer_bytes) const;
+  // `buffer_bytes` each, any alignment (1). With `blocks` (shared by the loader's readers), reads
+  // queued with QueueWithin are served from whole blocks fetched once (block order). Errors:
+  // Internal when libcurl cannot start.
+  Result<std::unique_ptr<RangeReader>> NewRangeReader(
+      uint32_t depth, uint64_t buffer_bytes, std::shared_ptr<BlockCache> blocks = nullptr) const;
+  // A BlockCache over this store's objects holding at most `capacity_bytes` (block_cache.h);
+  // it must not outlive the store. Errors: Internal when libcurl cannot start.
+  Result<std::shared_ptr<BlockCache>> NewBlockCache(uint64_t capacity_bytes) const;
 
  private:
   RemoteOptions options_;

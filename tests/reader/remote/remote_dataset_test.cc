@@ -31,7 +31,8 @@ const std::string& Kiln() {
 }
 
 // The datasets every case reads, packed and uploaded once: "raw" (uncompressed, 14 shards of
-// 64 KiB), "zstd" (zstd records) and "lmdb"; each at s3://kiln-test/NAME and under nginx's root.
+// 64 KiB), "zstd" (zstd records), "one-shard" (raw, one shard) and "lmdb"; each at
+// s3://kiln-test/NAME and under nginx's root.
 class RemoteDatasetTest : public ::testing::Test {
  public:
   // Every batch of `epochs` epochs as (data bytes, labels, sample indices), or the first error.
@@ -51,6 +52,7 @@ class RemoteDatasetTest : public ::testing::Test {
       const char* flags;
     } kPacks[] = {{"raw", "--shard-size 64KiB"},
                   {"zstd", "--shard-size 64KiB --compress zstd"},
+                  {"one-shard", "--shard-size 64MiB"},
                   {"lmdb", "--format lmdb"}};
     fs::create_directories(servers->dir() + "/ds");
     for (const auto& p : kPacks) {
@@ -438,6 +440,45 @@ TEST_F(RemoteDatasetTest, BadTimeoutOrAttemptsSettingIsRefusedByName) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("AWS_MAX_ATTEMPTS=zero"), std::string::npos)
       << bad.status().ToString();
+}
+
+// Block order reads each block of consecutive records with one GET, shared by the fetch threads
+// (reader/remote/block_cache.h), instead of one GET per record: 1000 samples in blocks of 31
+// (32 asked, clamped to N / (16 W)) are 33 GETs (32 full blocks and the tail), split between two
+// ranks by the blocks each is dealt, of exactly each block's bytes from its first record to the
+// end of its last, and the batches are the local read's.
+TEST_F(RemoteDatasetTest, BlockOrderFetchesEachBlockOnceWithOneGet) {
+  const uint64_t block_samples = 31;
+  Result<std::unique_ptr<Dataset>> local_ds = Dataset::Open(Local("one-shard"));
+  ASSERT_TRUE(local_ds.ok()) << local_ds.status().ToString();
+  uint64_t want_bytes = 0, want_gets = 0;
+  for (uint64_t first = 0; first < 1000; first += block_samples, ++want_gets) {
+    Dataset::StoredLocation a, b;
+    ASSERT_TRUE((*local_ds)->LocateStored(first, &a));
+    ASSERT_TRUE((*local_ds)->LocateStored(std::min<uint64_t>(first + block_samples, 1000) - 1, &b));
+    want_bytes += b.offset + b.size - a.offset;
+  }
+  uint64_t gets = 0, bytes = 0;
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    LoaderOptions o = Options(ShuffleMode::kBlock, rank, 2, 23);
+    o.block_bytes = 32 * 784;
+    o.shuffle_window = 4;
+    const Stream local = ReadAll(Local("one-shard"), o, 1);
+    Result<std::unique_ptr<Loader>> loader =
+        Loader::Open(servers->var("HTTP_URL") + "/one-shard", o);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    Stream remote;
+    while (Take(**loader, &remote)) {
+    }
+    ExpectSameStream(local, remote, "rank " + std::to_string(rank));
+    const RequestStats r = (*loader)->stats().requests;
+    EXPECT_EQ(r.failures, 0u);
+    gets += r.requests;
+    bytes += r.bytes;
+  }
+  EXPECT_EQ(want_gets, 33u);
+  EXPECT_EQ(gets, want_gets);
+  EXPECT_EQ(bytes, want_bytes);
 }
 
 // Merging a chunk's reads into range GETs never fetches more than twice the bytes the records

@@ -1,0 +1,164 @@
+#include "reader/remote/block_cache.h"
+
+#include <chrono>
+#include <utility>
+
+namespace kiln::remote {
+
+BlockCache::BlockCache(const std::vector<ObjectInfo>& objects,
+                       std::unique_ptr<RemoteClient> client, uint64_t capacity_bytes)
+    : objects_(objects), capacity_bytes_(capacity_bytes), client_(std::move(client)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+BlockCache::~BlockCache() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+// Forgets the extent `e` (a failed fetch), so that a later read fetches it afresh; readers
+// holding it still see its error. mu_ held.
+void BlockCache::DropLocked(const Extent& e) {
+  auto held = held_.find(Key{e.object, e.offset});
+  if (held == held_.end() || held->second.get() != &e) return;
+  held_bytes_ -= e.length;
+  held_.erase(held);
+  for (auto a = age_.begin(); a != age_.end(); ++a) {
+    if (*a == Key{e.object, e.offset}) {
+      age_.erase(a);
+      return;
+    }
+  }
+}
+
+// Evicts the oldest extents no read holds until `length` more bytes fit. mu_ held.
+bool BlockCache::MakeRoomLocked(uint64_t length) {
+  if (length > capacity_bytes_) return false;
+  for (size_t i = 0; i < age_.size() && held_bytes_ + length > capacity_bytes_;) {
+    auto it = held_.find(age_[i]);
+    // use_count 1: only the cache holds it (no reader waits on it, no fetch in progress).
+    if (it != held_.end() && it->second.use_count() == 1 && it->second->ready) {
+      held_bytes_ -= it->second->length;
+      held_.erase(it);
+      age_.erase(age_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    ++i;
+  }
+  return held_bytes_ + length <= capacity_bytes_;
+}
+
+std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, uint64_t offset,
+                                                              uint64_t length) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Key key{object, offset};
+  auto it = held_.find(key);
+  if (it != held_.end() && it->second->length == length) return it->second;
+  if (it != held_.end()) return nullptr;  // another extent at the same offset: read directly
+  if (!MakeRoomLocked(length)) return nullptr;
+  auto extent = std::make_shared<Extent>();
+  extent->object = object;
+  extent->offset = offset;
+  extent->length = length;
+  extent->bytes.reset(new uint8_t[length]);
+  held_.emplace(key, extent);
+  age_.push_back(key);
+  held_bytes_ += length;
+  to_fetch_.push_back(extent);
+  work_cv_.notify_one();
+  return extent;
+}
+
+bool BlockCache::IsReady(const Extent& extent) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return extent.ready;
+}
+
+bool BlockCache::WaitReady(const Extent& extent, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return ready_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                            [&] { return extent.ready; });
+}
+
+void BlockCache::WaitAny(uint64_t seen, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ready_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                     [&] { return fetches_ != seen || stop_; });
+}
+
+RequestStats BlockCache::TakeRequestStats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const RequestStats delta = client_stats_.Since(taken_);
+  taken_ = client_stats_;
+  return delta;
+}
+
+uint64_t BlockCache::fetches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fetches_;
+}
+
+uint64_t BlockCache::held_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_bytes_;
+}
+
+// The cache's thread: gives acquired extents to its client (all in flight at once) and marks
+// each one ready, or failed, when its GET completes.
+void BlockCache::Run() {
+  std::map<uint64_t, std::shared_ptr<Extent>> in_flight;  // by tag
+  uint64_t next_tag = 0;
+  while (true) {
+    std::vector<std::shared_ptr<Extent>> start;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || !to_fetch_.empty() || !in_flight.empty(); });
+      if (stop_) return;
+      start.swap(to_fetch_);
+    }
+    for (std::shared_ptr<Extent>& e : start) {
+      const uint64_t tag = next_tag++;
+      client_->QueueRange(tag, objects_[e->object], e->offset, e->length, e->bytes.get());
+      in_flight.emplace(tag, std::move(e));
+    }
+    RemoteCompletion done;
+    // A short wait, so extents acquired meanwhile start soon (the client cannot be woken).
+    Result<bool> got = client_->WaitFor(&done, 2);
+    std::lock_guard<std::mutex> lock(mu_);
+    client_stats_ = client_->stats();
+    if (!got.ok()) {
+      // The client itself failed (not a read): every extent in flight fails with its error.
+      for (auto& [tag, e] : in_flight) {
+        e->result = -EIO;
+        e->error = got.status().message();
+        e->ready = true;
+        DropLocked(*e);
+      }
+      in_flight.clear();
+      ++fetches_;
+      ready_cv_.notify_all();
+      continue;
+    }
+    if (!*got) continue;
+    auto it = in_flight.find(done.tag);
+    if (it == in_flight.end()) continue;
+    Extent& e = *it->second;
+    if (done.status.ok()) {
+      e.result = static_cast<int64_t>(done.bytes);
+    } else {
+      e.result = -ReadErrno(done);
+      e.error = done.status.message();
+    }
+    e.ready = true;
+    if (!done.status.ok()) DropLocked(e);
+    ++fetches_;
+    in_flight.erase(it);
+    ready_cv_.notify_all();
+  }
+}
+
+}  // namespace kiln::remote

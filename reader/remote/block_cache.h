@@ -1,0 +1,102 @@
+// Whole blocks of remote objects for block order (reader/remote/remote.md, "Block order"): one
+// range GET per block, shared by every fetch thread of one Loader, instead of one GET per record.
+//
+// In block order the sampler deals runs of consecutive samples (blocks) and shuffles within a
+// window of them, so a window's records are scattered over its blocks and every fetch thread
+// reads from all of them. The Loader passes each record's block extent (RangeReader::QueueWithin);
+// the first read of an extent asks the cache, which fetches the whole extent with one GET on its
+// own client and thread, and every read inside it (of any fetch thread) is copied from there.
+//
+// Memory: at most `capacity_bytes` of extents held (the Loader sizes it for a window of blocks
+// plus the blocks the fetch threads may start ahead); an extent is evicted, oldest first, once
+// no read waits on it and room is needed. When no extent can be evicted (all in use), Acquire
+// returns nullptr and the caller reads its record by itself: the cache never blocks a read for
+// room and never grows past its capacity. An evicted block read again later is fetched again.
+//
+// Errors: a failed GET (after the client's retries) fails every read waiting on the extent,
+// with the server's answer; the extent is dropped, so a later read fetches it afresh.
+// Thread safety: every member from any thread. Lifetime: the cache's thread stops and joins in
+// the destructor; in a forked child (whose copy has no thread) it must never be destroyed (the
+// readers sharing it leak their reference in RangeReader::Abandon).
+#ifndef KILN_READER_REMOTE_BLOCK_CACHE_H_
+#define KILN_READER_REMOTE_BLOCK_CACHE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "formats/status.h"
+#include "reader/range_reader.h"
+#include "reader/remote/remote_client.h"
+
+namespace kiln::remote {
+
+class BlockCache {
+ public:
+  // One extent: [offset, offset + length) of object `object`.
+  struct Extent {
+    uint32_t object = 0;
+    uint64_t offset = 0, length = 0;
+    std::unique_ptr<uint8_t[]> bytes;  // length bytes once ready
+    // Set under the cache's mutex; read after WaitReady returned true.
+    bool ready = false;
+    int64_t result = 0;  // bytes fetched, or -errno (remote_dataset.cc's mapping) on failure
+    std::string error;   // the server's answer on failure
+  };
+
+  // `objects`: the store's objects (URLs, sizes, ETags), valid for the cache's life.
+  BlockCache(const std::vector<ObjectInfo>& objects, std::unique_ptr<RemoteClient> client,
+             uint64_t capacity_bytes);
+  ~BlockCache();
+  BlockCache(const BlockCache&) = delete;
+  BlockCache& operator=(const BlockCache&) = delete;
+
+  // The extent, fetching it when the cache does not hold it; nullptr when it cannot be held
+  // (longer than the capacity, or every held extent in use). Never blocks on the network.
+  std::shared_ptr<const Extent> Acquire(uint32_t object, uint64_t offset, uint64_t length);
+  // Waits up to `timeout_ms` for `extent` to be fetched (or to fail); true when it is.
+  bool WaitReady(const Extent& extent, int timeout_ms);
+  // Waits up to `timeout_ms` until fetches() passes `seen` (read before looking at the extents
+  // one waits on, so that none finishing in between is missed).
+  void WaitAny(uint64_t seen, int timeout_ms);
+  bool IsReady(const Extent& extent);
+
+  // The cache client's counters since the last call (all callers together add up to the whole).
+  RequestStats TakeRequestStats();
+  // Extents fetched and bytes held now (for the Loader's report and the tests).
+  uint64_t fetches() const;
+  uint64_t held_bytes() const;
+
+ private:
+  using Key = std::pair<uint32_t, uint64_t>;  // (object, offset)
+  void Run();
+  bool MakeRoomLocked(uint64_t length);
+  void DropLocked(const Extent& e);
+
+  const std::vector<ObjectInfo>& objects_;
+  const uint64_t capacity_bytes_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;   // the thread: extents to fetch, or stop
+  std::condition_variable ready_cv_;  // readers: an extent finished
+  std::map<Key, std::shared_ptr<Extent>> held_;
+  std::deque<Key> age_;                          // held_ keys, oldest first
+  std::vector<std::shared_ptr<Extent>> to_fetch_;  // acquired, not yet given to the client
+  uint64_t held_bytes_ = 0;
+  uint64_t fetches_ = 0;
+  RequestStats taken_;
+  RequestStats client_stats_;  // a copy of the client's, updated by the thread under mu_
+  bool stop_ = false;
+  std::unique_ptr<RemoteClient> client_;  // used by the thread only
+  std::thread thread_;
+};
+
+}  // namespace kiln::remote
+
+#endif  // KILN_READER_REMOTE_BLOCK_CACHE_H_
