@@ -131,6 +131,30 @@ void Loader::ChooseRemotePath(uint32_t threads) {
 #endif
 }
 
+void Loader::CheckRequestRateLocked(uint64_t now_ns) {
+#if KILN_HAVE_REMOTE
+  if (!remote_ || rate_warned_) return;
+  if (rate_mark_ns_ == 0) {
+    rate_mark_ns_ = now_ns;
+    rate_mark_requests_ = stats_.requests.requests;
+    return;
+  }
+  const uint64_t elapsed_ns = now_ns - rate_mark_ns_;
+  if (elapsed_ns < 2'000'000'000ULL) return;
+  const double rate = static_cast<double>(stats_.requests.requests - rate_mark_requests_) * 1e9 /
+                      static_cast<double>(elapsed_ns);
+  rate_mark_ns_ = now_ns;
+  rate_mark_requests_ = stats_.requests.requests;
+  const std::string warning = remote::RequestRateWarning(dataset_->dir(), rate);
+  if (!warning.empty()) {
+    rate_warned_ = true;
+    WarnOnce(warning);
+  }
+#else
+  (void)now_ns;
+#endif
+}
+
 void Loader::ChooseIoPath(uint32_t threads) {
   if (dataset_->file_store() != nullptr) return ChooseRemotePath(threads);
   if (options_.io == IoMode::kMmap) {

@@ -484,6 +484,11 @@ class Loader {
   // Block order at a URL: the direct workers pass each record's block (QueueWithin) and the
   // readers share a BlockCache that fetches whole blocks (reader/remote/block_cache.h).
   bool block_extents_ = false;
+  // Warns once when a dataset at a URL is read faster than its server is known to allow
+  // (remote::RequestRateWarning), measured over intervals of at least 2 s. Requires mu_ held.
+  void CheckRequestRateLocked(uint64_t now_ns);
+  uint64_t rate_mark_ns_ = 0, rate_mark_requests_ = 0;
+  bool rate_warned_ = false;
   uint32_t direct_depth_ = 0;
   std::string io_reason_;
   std::optional<BlockMemoryFit> block_memory_fit_;

@@ -352,6 +352,7 @@ class Loader::DirectWorker {
     stats.direct_read_bytes += read_bytes_;
     stats.direct_max_in_flight = std::max(stats.direct_max_in_flight, max_in_flight_);
     stats.requests.Add(reader_.TakeRequestStats());
+    loader_.CheckRequestRateLocked(now_ns);
   }
 
   // Blocks until one read completes and decodes it. When the ring itself fails (not a read),

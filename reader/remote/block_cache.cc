@@ -5,8 +5,8 @@
 
 namespace kiln::remote {
 
-BlockCache::BlockCache(const std::vector<ObjectInfo>& objects,
-                       std::unique_ptr<RemoteClient> client, uint64_t capacity_bytes)
+BlockCache::BlockCache(const std::vector<ObjectInfo>& objects, std::unique_ptr<RemoteClient> client,
+                       uint64_t capacity_bytes)
     : objects_(objects), capacity_bytes_(capacity_bytes), client_(std::move(client)) {
   thread_ = std::thread([this] { Run(); });
 }

@@ -86,7 +86,7 @@ class BlockCache {
   std::condition_variable work_cv_;   // the thread: extents to fetch, or stop
   std::condition_variable ready_cv_;  // readers: an extent finished
   std::map<Key, std::shared_ptr<Extent>> held_;
-  std::deque<Key> age_;                          // held_ keys, oldest first
+  std::deque<Key> age_;                            // held_ keys, oldest first
   std::vector<std::shared_ptr<Extent>> to_fetch_;  // acquired, not yet given to the client
   uint64_t held_bytes_ = 0;
   uint64_t fetches_ = 0;

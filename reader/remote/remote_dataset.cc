@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -500,6 +501,16 @@ Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(
 Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint64_t capacity_bytes) const {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
   return std::make_shared<BlockCache>(objects_, std::move(client), capacity_bytes);
+}
+
+std::string RequestRateWarning(const std::string& url, double gets_per_s) {
+  if (url.rfind("s3://", 0) != 0 || gets_per_s <= kS3GetsPerSecondPerPrefix) return "";
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.0f", gets_per_s);
+  return url + " is read at " + rate +
+         " range GETs/s, more than the about 5,500 GET/s that AWS S3 serves one prefix before "
+         "answering 503 SlowDown (retried, but slower): block order (shuffle \"block\") reads "
+         "one GET per block instead of about one per record";
 }
 
 Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {

@@ -89,6 +89,16 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url);
 // report naming the URL. Never fails as a call. Memory: one shard at a time.
 VerifyReport VerifyRemoteDataset(const std::string& url, const VerifyOptions& options);
 
+// The request rate past which one S3 prefix answers 503 SlowDown: "at least 3,500
+// PUT/COPY/POST/DELETE or 5,500 GET/HEAD requests per second per partitioned prefix" (AWS, Amazon
+// S3 user guide, "Best practices design patterns: optimizing Amazon S3 performance").
+inline constexpr double kS3GetsPerSecondPerPrefix = 5500;
+
+// The warning for reading `url` at `gets_per_s` GET/s: non-empty for an s3:// URL read faster
+// than kS3GetsPerSecondPerPrefix (its shards share one prefix), naming the rate, the limit and
+// the cure; "" otherwise (HTTP servers have limits of their own, unknown here).
+std::string RequestRateWarning(const std::string& url, double gets_per_s);
+
 // Installs OpenRemoteDataset as Dataset::Open's opener for URLs (Dataset::SetRemoteDatasetOpener)
 // and VerifyRemoteDataset as VerifyDataset's (SetRemoteVerifier).
 void InstallRemoteDatasets();

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "reader/range_reader.h"
+#include "reader/remote/remote_dataset.h"
 
 namespace kiln::remote {
 namespace {
@@ -171,6 +172,17 @@ TEST(RequestStatsTest, QuantilesAreWithinABucketAndSinceSubtracts) {
   EXPECT_EQ(d.attempts(), 1u);
   EXPECT_LE(d.LatencyQuantileUs(1.0), 9);
   EXPECT_GE(d.LatencyQuantileUs(1.0), 7);
+}
+
+// An s3:// dataset read faster than one S3 prefix serves is warned about, naming the URL, the rate
+// and the cure; a slower read, or an HTTP server (whose limits are its own), is not.
+TEST(RequestRateWarningTest, OnlyS3PastTheLimitPerPrefix) {
+  const std::string w = remote::RequestRateWarning("s3://bucket/ds", 12000);
+  EXPECT_NE(w.find("s3://bucket/ds is read at 12000 range GETs/s"), std::string::npos) << w;
+  EXPECT_NE(w.find("5,500"), std::string::npos) << w;
+  EXPECT_NE(w.find("block"), std::string::npos) << w;
+  EXPECT_EQ(remote::RequestRateWarning("s3://bucket/ds", remote::kS3GetsPerSecondPerPrefix), "");
+  EXPECT_EQ(remote::RequestRateWarning("https://host/ds", 50000), "");
 }
 
 }  // namespace
