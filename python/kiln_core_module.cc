@@ -523,6 +523,10 @@ py::dict StateToDict(const py::bytes& blob) {
   crop.append(s.crop_width);
   d["crop"] = crop;
   d["flip"] = s.flip;
+  if (s.resized_crop) {  // only then, so other states' dicts keep their keys
+    d["resized_crop"] = true;
+    d["resized_crop_digest"] = s.resized_crop_digest;
+  }
   d["num_samples"] = s.num_samples;
   d["dataset_fingerprint"] = HexDigest(s.dataset_fingerprint);
   return d;
@@ -578,6 +582,10 @@ py::bytes StateFromDict(const py::dict& d) {
   s.crop_height = ToInteger<uint32_t>(crop_seq[0], label("crop") + "[0]");
   s.crop_width = ToInteger<uint32_t>(crop_seq[1], label("crop") + "[1]");
   s.flip = boolean("flip");
+  if (d.contains("resized_crop")) {  // optional: absent in dicts of loaders without it
+    s.resized_crop = boolean("resized_crop");
+    s.resized_crop_digest = u32("resized_crop_digest");
+  }
   s.num_samples = integer("num_samples");
   const std::string hex = text("dataset_fingerprint");
   if (hex.size() != 16 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
@@ -669,6 +677,18 @@ PYBIND11_MODULE(_core, m) {
       .KILN_INT_FIELD(LoaderOptions, "crop_width", augment.crop_width,
                       "Random crop width; 0 = no crop.")
       .KILN_BOOL_FIELD(LoaderOptions, "flip", augment.flip, "Random horizontal flip.")
+      .KILN_INT_FIELD(LoaderOptions, "resize_height", augment.resize_height,
+                      "RandomResizedCrop output height; 0 = off.")
+      .KILN_INT_FIELD(LoaderOptions, "resize_width", augment.resize_width,
+                      "RandomResizedCrop output width; 0 = off.")
+      .KILN_DOUBLE_FIELD(LoaderOptions, "scale_min", augment.scale_min,
+                         "RandomResizedCrop scale lower bound. Default 0.08.")
+      .KILN_DOUBLE_FIELD(LoaderOptions, "scale_max", augment.scale_max,
+                         "RandomResizedCrop scale upper bound. Default 1.0.")
+      .KILN_DOUBLE_FIELD(LoaderOptions, "ratio_min", augment.ratio_min,
+                         "RandomResizedCrop aspect ratio lower bound. Default 3/4.")
+      .KILN_DOUBLE_FIELD(LoaderOptions, "ratio_max", augment.ratio_max,
+                         "RandomResizedCrop aspect ratio upper bound. Default 4/3.")
       .KILN_INT_FIELD(LoaderOptions, "start_epoch", start_epoch,
                       "The epoch the first batch belongs to.")
       .KILN_INT_FIELD(LoaderOptions, "read_ahead_bytes", read_ahead_bytes,

@@ -98,8 +98,8 @@ inline std::string ToString(pybind11::handle value, const std::string& name) {
 
 // One Python property per field of an options struct, for a py::class_<Options> chain:
 //   .KILN_INT_FIELD(LoaderOptions, "batch_size", batch_size, "Samples per batch.")
-// The getter returns the field in its C++ type; the setter converts with ToInteger, ToBool or
-// ToString above, naming the property in its errors. `member` may be nested
+// The getter returns the field in its C++ type; the setter converts with ToInteger, ToBool,
+// ToDouble or ToString above, naming the property in its errors. `member` may be nested
 // (augment.crop_height).
 #define KILN_INT_FIELD(Options, name, member, doc)                         \
   def_property(                                                            \
@@ -112,6 +112,10 @@ inline std::string ToString(pybind11::handle value, const std::string& name) {
   def_property(                                        \
       name, [](const Options& o) { return o.member; }, \
       [](Options& o, ::pybind11::handle v) { o.member = ::kiln::python::ToBool(v, name); }, doc)
+#define KILN_DOUBLE_FIELD(Options, name, member, doc)  \
+  def_property(                                        \
+      name, [](const Options& o) { return o.member; }, \
+      [](Options& o, ::pybind11::handle v) { o.member = ::kiln::python::ToDouble(v, name); }, doc)
 #define KILN_STR_FIELD(Options, name, member, doc)     \
   def_property(                                        \
       name, [](const Options& o) { return o.member; }, \

@@ -1,12 +1,146 @@
 #include "reader/augmenter.h"
 
+#include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
+#include "formats/xxh3.h"
 #include "reader/sampler.h"
 
 namespace kiln {
 
+namespace {
+
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+
+Result<TensorSchema> ResizedCropSchema(const TensorSchema& stored, const AugmentOptions& o) {
+  if (o.resize_height == 0 || o.resize_width == 0) {
+    return Status::InvalidArgument("a random resized crop needs both a height and a width");
+  }
+  if (o.crop_height != 0 || o.crop_width != 0) {
+    return Status::InvalidArgument(
+        "a random resized crop and a plain random crop exclude each other");
+  }
+  if (!(o.scale_min > 0 && o.scale_min <= o.scale_max && o.scale_max <= 1.0)) {
+    return Status::InvalidArgument("random resized crop scale (" + std::to_string(o.scale_min) +
+                                   ", " + std::to_string(o.scale_max) +
+                                   ") must satisfy 0 < min <= max <= 1");
+  }
+  if (!(o.ratio_min > 0 && o.ratio_min <= o.ratio_max && std::isfinite(o.ratio_max))) {
+    return Status::InvalidArgument("random resized crop ratio (" + std::to_string(o.ratio_min) +
+                                   ", " + std::to_string(o.ratio_max) +
+                                   ") must satisfy 0 < min <= max");
+  }
+  if (stored.dtype != DType::kUint8 && stored.dtype != DType::kFloat32) {
+    return Status::InvalidArgument("a random resized crop needs uint8 or float32 samples, not " +
+                                   std::string(DTypeName(stored.dtype)));
+  }
+  TensorSchema out = stored;
+  out.height = o.resize_height;
+  out.width = o.resize_width;
+  return out;
+}
+
+// A uniform double in [lo, hi) from 53 bits of `x`.
+double Uniform(uint64_t x, double lo, double hi) {
+  return lo + (hi - lo) * (static_cast<double>(x >> 11) * 0x1.0p-53);
+}
+
+uint32_t Below(uint64_t x, uint64_t n) {
+  return static_cast<uint32_t>((static_cast<__uint128_t>(x) * n) >> 64);
+}
+
+// Python's round(): to nearest, ties to even (the default floating-point rounding mode).
+int64_t RoundHalfEven(double v) { return static_cast<int64_t>(std::nearbyint(v)); }
+
+// Per-output-coordinate source indices and weights of torch's bilinear, align_corners=False.
+struct Taps {
+  std::vector<uint32_t> i0, i1;
+  std::vector<float> w0, w1;
+};
+
+Taps MakeTaps(uint32_t in_size, uint32_t out_size) {
+  Taps t;
+  t.i0.resize(out_size);
+  t.i1.resize(out_size);
+  t.w0.resize(out_size);
+  t.w1.resize(out_size);
+  // area_pixel_compute_scale: input / output as float; source index as
+  // area_pixel_compute_source_index with negative values clamped to 0.
+  const float scale = static_cast<float>(in_size) / static_cast<float>(out_size);
+  for (uint32_t d = 0; d < out_size; ++d) {
+    float src = scale * (static_cast<float>(d) + 0.5f) - 0.5f;
+    if (src < 0) src = 0;
+    const uint32_t i0 = static_cast<uint32_t>(src);
+    t.i0[d] = i0;
+    t.i1[d] = i0 + (i0 < in_size - 1 ? 1 : 0);
+    t.w1[d] = src - static_cast<float>(i0);
+    t.w0[d] = 1.0f - t.w1[d];
+  }
+  return t;
+}
+
+template <typename T>
+float Load(const uint8_t* p, size_t i) {
+  T v;
+  std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+  return static_cast<float>(v);
+}
+
+template <typename T>
+void Store(uint8_t* p, size_t i, float v) {
+  if constexpr (sizeof(T) == 1) {
+    p[i] = static_cast<uint8_t>(std::nearbyint(v));
+  } else {
+    std::memcpy(p + i * sizeof(float), &v, sizeof(float));
+  }
+}
+
+// One plane-or-interleaved resize: `in` rows of `stride` elements, `c` interleaved channels.
+template <typename T>
+void Resize(const uint8_t* in, size_t stride, uint32_t c, const CropBox& box, uint32_t oh,
+            uint32_t ow, bool flip, uint8_t* out, float* rows) {
+  const Taps ty = MakeTaps(box.height, oh), tx = MakeTaps(box.width, ow);
+  const size_t row = size_t{ow} * c;
+  float* r0 = rows;
+  float* r1 = rows + row;
+  int64_t have0 = -1, have1 = -1;
+  auto horizontal = [&](uint32_t sy, float* dst) {
+    const size_t base = (size_t{box.top} + sy) * stride + size_t{box.left} * c;
+    for (uint32_t x = 0; x < ow; ++x) {
+      const size_t a = base + size_t{tx.i0[x]} * c, b = base + size_t{tx.i1[x]} * c;
+      const uint32_t dx = flip ? ow - 1 - x : x;
+      for (uint32_t ch = 0; ch < c; ++ch) {
+        dst[size_t{dx} * c + ch] = tx.w0[x] * Load<T>(in, a + ch) + tx.w1[x] * Load<T>(in, b + ch);
+      }
+    }
+  };
+  for (uint32_t y = 0; y < oh; ++y) {
+    const int64_t y0 = ty.i0[y], y1 = ty.i1[y];
+    if (have0 != y0) {
+      if (have1 == y0) {
+        std::swap(r0, r1);
+        std::swap(have0, have1);
+      } else {
+        horizontal(static_cast<uint32_t>(y0), r0);
+        have0 = y0;
+      }
+    }
+    if (have1 != y1) {
+      horizontal(static_cast<uint32_t>(y1), r1);
+      have1 = y1;
+    }
+    const float w0 = ty.w0[y], w1 = ty.w1[y];
+    uint8_t* dst = out + size_t{y} * row * sizeof(T);
+    for (size_t i = 0; i < row; ++i) Store<T>(dst, i, w0 * r0[i] + w1 * r1[i]);
+  }
+}
+
+}  // namespace
+
 Result<TensorSchema> AugmentedSchema(const TensorSchema& stored, const AugmentOptions& options) {
+  if (options.resized_crop()) return ResizedCropSchema(stored, options);
   TensorSchema out = stored;
   if (options.crop_height == 0 && options.crop_width == 0) return out;
   if (options.crop_height == 0 || options.crop_width == 0) {
@@ -27,9 +161,16 @@ AugmentParams DrawAugmentParams(const TensorSchema& stored, const AugmentOptions
                                 uint64_t seed, uint64_t epoch, uint64_t sample) {
   // Three independent 64-bit draws from one hash chain of (seed, epoch, sample).
   const uint64_t h0 = SplitMix64Mix(seed ^ SplitMix64Mix(epoch ^ SplitMix64Mix(sample + 1)));
-  const uint64_t h1 = SplitMix64Mix(h0 + 0x9E3779B97F4A7C15ull);
-  const uint64_t h2 = SplitMix64Mix(h1 + 0x9E3779B97F4A7C15ull);
+  const uint64_t h1 = SplitMix64Mix(h0 + kGolden);
+  const uint64_t h2 = SplitMix64Mix(h1 + kGolden);
   AugmentParams p;
+  if (options.resized_crop()) {
+    const CropBox box = DrawResizedCropBox(stored.height, stored.width, options, h0);
+    p.top = box.top;
+    p.left = box.left;
+    p.box_height = box.height;
+    p.box_width = box.width;
+  }
   if (options.crop_height != 0) {
     // Multiply-shift maps a uniform 64-bit value onto [0, range) with bias below 2^-32 here.
     const uint64_t rows = stored.height - options.crop_height + 1;
@@ -41,8 +182,77 @@ AugmentParams DrawAugmentParams(const TensorSchema& stored, const AugmentOptions
   return p;
 }
 
+CropBox DrawResizedCropBox(uint32_t height, uint32_t width, const AugmentOptions& o, uint64_t h) {
+  const double area = static_cast<double>(height) * width;
+  const double log_lo = std::log(o.ratio_min), log_hi = std::log(o.ratio_max);
+  uint64_t x = h;
+  auto next = [&x] { return x = SplitMix64Mix(x + kGolden); };
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target_area = area * Uniform(next(), o.scale_min, o.scale_max);
+    const double aspect = std::exp(Uniform(next(), log_lo, log_hi));
+    const int64_t w = RoundHalfEven(std::sqrt(target_area * aspect));
+    const int64_t hh = RoundHalfEven(std::sqrt(target_area / aspect));
+    if (0 < w && w <= width && 0 < hh && hh <= height) {
+      CropBox b;
+      b.height = static_cast<uint32_t>(hh);
+      b.width = static_cast<uint32_t>(w);
+      b.top = Below(next(), height - b.height + 1);
+      b.left = Below(next(), width - b.width + 1);
+      return b;
+    }
+  }
+  const double in_ratio = static_cast<double>(width) / height;
+  int64_t w = width, hh = height;
+  if (in_ratio < o.ratio_min) {
+    hh = RoundHalfEven(w / o.ratio_min);
+  } else if (in_ratio > o.ratio_max) {
+    w = RoundHalfEven(hh * o.ratio_max);
+  }
+  CropBox b;
+  b.height = static_cast<uint32_t>(hh);
+  b.width = static_cast<uint32_t>(w);
+  b.top = static_cast<uint32_t>((height - hh) / 2);
+  b.left = static_cast<uint32_t>((width - w) / 2);
+  return b;
+}
+
+void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const CropBox& box,
+                        uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out,
+                        float* row_scratch) {
+  const bool u8 = stored.dtype == DType::kUint8;
+  auto run = [&](const uint8_t* src, size_t stride, uint32_t c, uint8_t* dst) {
+    if (u8) {
+      Resize<uint8_t>(src, stride, c, box, out_height, out_width, flip, dst, row_scratch);
+    } else {
+      Resize<float>(src, stride, c, box, out_height, out_width, flip, dst, row_scratch);
+    }
+  };
+  if (stored.layout == Layout::kHWC) {
+    run(in, size_t{stored.width} * stored.channels, stored.channels, out);
+    return;
+  }
+  const size_t elem = DTypeSize(stored.dtype);
+  for (uint32_t ch = 0; ch < stored.channels; ++ch) {
+    run(in + size_t{ch} * stored.height * stored.width * elem, stored.width, 1,
+        out + size_t{ch} * out_height * out_width * elem);
+  }
+}
+
+uint32_t ResizedCropDigest(const AugmentOptions& o) {
+  const double v[4] = {o.scale_min, o.scale_max, o.ratio_min, o.ratio_max};
+  return static_cast<uint32_t>(Xxh3(v, sizeof(v)));
+}
+
 void ApplyAugment(const uint8_t* in, const TensorSchema& stored, const AugmentParams& params,
                   const TensorSchema& out_schema, uint8_t* out) {
+  if (params.box_height != 0) {
+    thread_local std::vector<float> rows;
+    rows.resize(size_t{2} * out_schema.width * stored.channels);
+    const CropBox box{params.top, params.left, params.box_height, params.box_width};
+    ResizeCropBilinear(in, stored, box, out_schema.height, out_schema.width, params.flip, out,
+                       rows.data());
+    return;
+  }
   const size_t elem = DTypeSize(stored.dtype);
   const uint32_t oh = out_schema.height, ow = out_schema.width, c = stored.channels;
   if (stored.layout == Layout::kHWC) {

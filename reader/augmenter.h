@@ -1,10 +1,11 @@
-// Read-time augmentation: random crop and horizontal flip, applied while a sample is copied
-// from the dataset into its batch slot.
+// Read-time augmentation: random crop, RandomResizedCrop and horizontal flip, applied while a
+// sample is copied from the dataset into its batch slot.
 //
 // The parameters of sample i in epoch e are a pure function of (seed, e, i), so an epoch's
 // batches are byte-identical whatever the thread count, and a resumed run sees the same crops.
-// Works on every dtype and layout: it moves whole elements and never changes values.
-// Thread safety: stateless functions.
+// The plain crop and the flip work on every dtype and layout: they move whole elements and never
+// change values. RandomResizedCrop resamples (uint8 and float32 only; see ResizeCropBilinear).
+// Thread safety: stateless functions (ApplyAugment uses a per-thread scratch row buffer).
 #ifndef KILN_READER_AUGMENTER_H_
 #define KILN_READER_AUGMENTER_H_
 
@@ -20,10 +21,20 @@ struct AugmentOptions {
   // size. Default 0 (off).
   uint32_t crop_height = 0;
   uint32_t crop_width = 0;
-  // Mirror left-right with probability 1/2. Default false.
+  // Mirror left-right with probability 1/2 (after any crop or resize). Default false.
   bool flip = false;
+  // RandomResizedCrop, as torchvision.transforms.RandomResizedCrop(size=(resize_height,
+  // resize_width), scale, ratio, interpolation=BILINEAR, antialias=False): output height and
+  // width in pixels; 0 and 0 for off (default). Excludes crop_height/crop_width. The output may
+  // be larger than the stored size (upsampling). scale: fraction of the stored area, ratio:
+  // width/height of the box, both [min, max] with 0 < min <= max (scale max <= 1).
+  uint32_t resize_height = 0;
+  uint32_t resize_width = 0;
+  double scale_min = 0.08, scale_max = 1.0;
+  double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
 
-  bool enabled() const { return crop_height != 0 || crop_width != 0 || flip; }
+  bool resized_crop() const { return resize_height != 0 || resize_width != 0; }
+  bool enabled() const { return crop_height != 0 || crop_width != 0 || flip || resized_crop(); }
 };
 
 // The drawn parameters for one sample.
@@ -31,16 +42,56 @@ struct AugmentParams {
   uint32_t top = 0;   // first row of the crop in the stored sample
   uint32_t left = 0;  // first column of the crop
   bool flip = false;
+  // RandomResizedCrop only: the box's height and width in stored pixels (0 otherwise).
+  uint32_t box_height = 0;
+  uint32_t box_width = 0;
+};
+
+// A crop box in stored pixels.
+struct CropBox {
+  uint32_t top = 0, left = 0, height = 0, width = 0;
 };
 
 // Returns the schema of augmented samples (the crop size, otherwise `stored`).
-// Errors: InvalidArgument when only one crop size is set or the crop exceeds the stored size.
+// Errors: InvalidArgument when only one crop size is set or the crop exceeds the stored size;
+// for RandomResizedCrop when only one size is set, a plain crop is set too, scale or ratio is
+// out of range, or the dtype is not uint8/float32.
 Result<TensorSchema> AugmentedSchema(const TensorSchema& stored, const AugmentOptions& options);
 
 // Draws sample `sample`'s parameters for (seed, epoch): top uniform in [0, H - crop_height],
-// left uniform in [0, W - crop_width], flip with probability 1/2.
+// left uniform in [0, W - crop_width], flip with probability 1/2. With RandomResizedCrop the box
+// is DrawResizedCropBox's.
 AugmentParams DrawAugmentParams(const TensorSchema& stored, const AugmentOptions& options,
                                 uint64_t seed, uint64_t epoch, uint64_t sample);
+
+// torchvision.transforms.RandomResizedCrop.get_params (torchvision 0.14), step for step, on an
+// H x W image: up to ten tries of area = H*W * U(scale_min, scale_max), aspect ratio =
+// exp(U(log ratio_min, log ratio_max)), w = round(sqrt(area * ratio)), h = round(sqrt(area /
+// ratio)) (round half to even, as Python's round), accepted if 0 < w <= W and 0 < h <= H, then
+// top uniform in [0, H - h] and left in [0, W - w]. After ten misses the fallback: W/H clamped to
+// [ratio_min, ratio_max] (w = W, h = round(W / ratio_min) below; h = H, w = round(H * ratio_max)
+// above; else the whole image), centred at ((H - h) / 2, (W - w) / 2) rounded down. The uniforms
+// come from a SplitMix64 chain of `h` (53-bit doubles), not torch's generator: the algorithm is
+// torchvision's, the random numbers are not.
+CropBox DrawResizedCropBox(uint32_t height, uint32_t width, const AugmentOptions& options,
+                           uint64_t h);
+
+// Bilinear resize of box `box` of a `stored` sample (uint8 or float32, HWC or CHW) at `in` to
+// out_height x out_width at `out` (same dtype and layout), mirrored left-right when `flip`.
+// Pixel convention as torch.nn.functional.interpolate(mode="bilinear", align_corners=False,
+// antialias=False), which torchvision.transforms.functional.resized_crop uses: pixel centres at
+// +0.5, source coordinate s = (d + 0.5) * (box / out) - 0.5 with s clamped to >= 0, neighbours
+// floor(s) and min(floor(s) + 1, box - 1) inside the box (pixels outside the box never read).
+// Horizontal pass then vertical, in float32; uint8 results rounded half to even. No
+// antialiasing: shrinking by more than 2x aliases, exactly as torchvision's antialias=False.
+// `row_scratch` holds 2 * out_width * channels floats.
+void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const CropBox& box,
+                        uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out,
+                        float* row_scratch);
+
+// Low 32 bits of XXH3-64 of the bytes of (scale_min, scale_max, ratio_min, ratio_max) as
+// little-endian doubles: what a reader state records of RandomResizedCrop's ranges.
+uint32_t ResizedCropDigest(const AugmentOptions& options);
 
 // Writes the crop of `in` (a sample of schema `stored`) at `params` to `out` (a sample of schema
 // `out_schema` from AugmentedSchema), mirrored when params.flip.

@@ -626,15 +626,34 @@ Status Loader::CheckResumeOrder(const ReaderState& state, const std::string& wha
   return Status::Ok();
 }
 
+namespace {
+
+// The augmentation fields of a reader state for `a` (reader/reader_state.h).
+void FillAugmentState(const AugmentOptions& a, ReaderState* s) {
+  s->resized_crop = a.resized_crop();
+  s->crop_height = s->resized_crop ? a.resize_height : a.crop_height;
+  s->crop_width = s->resized_crop ? a.resize_width : a.crop_width;
+  s->resized_crop_digest = s->resized_crop ? ResizedCropDigest(a) : 0;
+  s->flip = a.flip;
+}
+
+}  // namespace
+
 Status Loader::CheckResumeAugment(const ReaderState& state, const std::string& what) const {
-  if (state.crop_height != options_.augment.crop_height ||
-      state.crop_width != options_.augment.crop_width || state.flip != options_.augment.flip) {
-    return Status::InvalidArgument(
-        what + "it was saved with crop " + std::to_string(state.crop_height) + "x" +
-        std::to_string(state.crop_width) + " flip " + (state.flip ? "on" : "off") +
-        "; the loader options have crop " + std::to_string(options_.augment.crop_height) + "x" +
-        std::to_string(options_.augment.crop_width) + " flip " +
-        (options_.augment.flip ? "on" : "off"));
+  ReaderState now;
+  FillAugmentState(options_.augment, &now);
+  if (state.crop_height != now.crop_height || state.crop_width != now.crop_width ||
+      state.flip != now.flip || state.resized_crop != now.resized_crop ||
+      state.resized_crop_digest != now.resized_crop_digest) {
+    auto describe = [](const ReaderState& s) {
+      return std::string(s.resized_crop ? "resized crop " : "crop ") +
+             std::to_string(s.crop_height) + "x" + std::to_string(s.crop_width) +
+             (s.resized_crop ? " (scale/ratio digest " + std::to_string(s.resized_crop_digest) + ")"
+                             : "") +
+             " flip " + (s.flip ? "on" : "off");
+    };
+    return Status::InvalidArgument(what + "it was saved with " + describe(state) +
+                                   "; the loader options have " + describe(now));
   }
   return Status::Ok();
 }
@@ -704,9 +723,7 @@ ReaderState Loader::state() const {
   s.world_size = options_.world_size;
   s.tail = options_.tail_policy;
   s.drop_last = options_.drop_last;
-  s.crop_height = options_.augment.crop_height;
-  s.crop_width = options_.augment.crop_width;
-  s.flip = options_.augment.flip;
+  FillAugmentState(options_.augment, &s);
   s.num_samples = dataset_->num_samples();
   s.dataset_fingerprint = dataset_fingerprint_;
   return s;

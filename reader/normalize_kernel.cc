@@ -13,6 +13,11 @@ Result<TensorSchema> NormalizedSchema(const TensorSchema& stored, const AugmentO
   if (stored.dtype != DType::kUint8 || stored.layout != Layout::kHWC) {
     return Status::InvalidArgument("the normalise kernel reads uint8 HWC samples");
   }
+  if (augment.resized_crop()) {
+    return Status::NotSupported(
+        "the normalise kernel does not do RandomResizedCrop yet: let the loader do it on the "
+        "CPU (loader augment options) and give the kernel no crop");
+  }
   if (stored.channels < 1 || stored.channels > kMaxNormalizeChannels) {
     return Status::InvalidArgument("the normalise kernel takes 1 to " +
                                    std::to_string(kMaxNormalizeChannels) + " channels, not " +

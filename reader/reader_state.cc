@@ -15,7 +15,7 @@ constexpr size_t kOffVersion = 4, kOffLength = 6, kOffOrderVersion = 8, kOffShuf
                  kOffConsumed = 24, kOffSeed = 32, kOffSamples = 40, kOffFingerprint = 48,
                  kOffBlockSamples = 56, kOffWindow = 64, kOffBatch = 68, kOffWorld = 72,
                  kOffCropHeight = 76, kOffCropWidth = 80, kOffReserved2 = 84, kOffChecksum = 88;
-constexpr uint8_t kFlagDropLast = 1, kFlagFlip = 2;
+constexpr uint8_t kFlagDropLast = 1, kFlagFlip = 2, kFlagResizedCrop = 4;
 
 void Put(uint8_t* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -37,7 +37,8 @@ std::string ReaderState::Encode() const {
   Put(out + kOffOrderVersion, order_version, 4);
   out[kOffShuffle] = static_cast<uint8_t>(shuffle);
   out[kOffTail] = static_cast<uint8_t>(tail);
-  out[kOffFlags] = (drop_last ? kFlagDropLast : 0) | (flip ? kFlagFlip : 0);
+  out[kOffFlags] = (drop_last ? kFlagDropLast : 0) | (flip ? kFlagFlip : 0) |
+                   (resized_crop ? kFlagResizedCrop : 0);
   Put(out + kOffEpoch, epoch, 8);
   Put(out + kOffConsumed, samples_consumed, 8);
   Put(out + kOffSeed, seed, 8);
@@ -49,6 +50,7 @@ std::string ReaderState::Encode() const {
   Put(out + kOffWorld, world_size, 4);
   Put(out + kOffCropHeight, crop_height, 4);
   Put(out + kOffCropWidth, crop_width, 4);
+  Put(out + kOffReserved2, resized_crop ? resized_crop_digest : 0, 4);
   Put(out + kOffChecksum, Xxh3(out, kOffChecksum), 8);
   return std::string(reinterpret_cast<const char*>(out), kReaderStateBytes);
 }
@@ -92,8 +94,8 @@ Result<ReaderState> ReaderState::Decode(const void* data, size_t size) {
     return Status::Corruption(where + ": tail policy " + std::to_string(tail) +
                               " at byte offset 13 is not 0, 1 or 2");
   }
-  if ((flags & ~(kFlagDropLast | kFlagFlip)) != 0 || p[kOffReserved1] != 0 ||
-      Get(p + kOffReserved2, 4) != 0) {
+  if ((flags & ~(kFlagDropLast | kFlagFlip | kFlagResizedCrop)) != 0 || p[kOffReserved1] != 0 ||
+      ((flags & kFlagResizedCrop) == 0 && Get(p + kOffReserved2, 4) != 0)) {
     return Status::Corruption(where + ": reserved bits set (byte offsets 14-15, 84-87)");
   }
   ReaderState s;
@@ -102,6 +104,8 @@ Result<ReaderState> ReaderState::Decode(const void* data, size_t size) {
   s.tail = static_cast<TailPolicy>(tail);
   s.drop_last = (flags & kFlagDropLast) != 0;
   s.flip = (flags & kFlagFlip) != 0;
+  s.resized_crop = (flags & kFlagResizedCrop) != 0;
+  s.resized_crop_digest = static_cast<uint32_t>(Get(p + kOffReserved2, 4));
   s.epoch = Get(p + kOffEpoch, 8);
   s.samples_consumed = Get(p + kOffConsumed, 8);
   s.seed = Get(p + kOffSeed, 8);
@@ -131,9 +135,9 @@ std::string ReaderState::ToString() const {
   }
   s += ", batch size " + std::to_string(batch_size) + ", world size " + std::to_string(world_size) +
        ", tail " + TailPolicyName(tail) + (drop_last ? ", drop_last" : "") + ", crop " +
-       std::to_string(crop_height) + "x" + std::to_string(crop_width) + (flip ? ", flip" : "") +
-       ", dataset of " + std::to_string(num_samples) + " samples, fingerprint " +
-       HexDigest(dataset_fingerprint);
+       std::to_string(crop_height) + "x" + std::to_string(crop_width) +
+       (resized_crop ? " resized" : "") + (flip ? ", flip" : "") + ", dataset of " +
+       std::to_string(num_samples) + " samples, fingerprint " + HexDigest(dataset_fingerprint);
   return s;
 }
 

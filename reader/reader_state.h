@@ -53,6 +53,11 @@ struct ReaderState {
   uint32_t crop_height = 0;
   uint32_t crop_width = 0;
   bool flip = false;
+  // RandomResizedCrop on: crop_height/crop_width then hold its output size, and
+  // resized_crop_digest the low 32 bits of XXH3-64 of its (scale_min, scale_max, ratio_min,
+  // ratio_max) doubles (ResizedCropDigest). Both zero when off, so older states keep their bytes.
+  bool resized_crop = false;
+  uint32_t resized_crop_digest = 0;
   // The dataset: its sample count and fingerprint (the manifest checksum, XXH3-64 of the
   // canonical manifest: formats/manifest.h ManifestChecksum).
   uint64_t num_samples = 0;

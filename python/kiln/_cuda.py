@@ -66,6 +66,8 @@ def plan(loader, normalize):
     schema (a crop keeps its dtype and layout) is read from a ``_core.Dataset``, which opens the
     files but starts no threads and allocates no batch slots."""
     options = loader._options
+    if options.resize_height or options.resize_width:
+        return (0, 0, False)  # RandomResizedCrop and its flip stay in the CPU loader
     augment = (options.crop_height, options.crop_width, options.flip)
     if normalize is None or not any(augment):
         return augment

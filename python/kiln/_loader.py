@@ -88,11 +88,20 @@ def _crop_size(crop: Union[None, int, Sequence[int]]) -> Tuple[Any, Any]:
     return crop[0], crop[1]
 
 
+def _pair(value: Sequence[float], name: str) -> Tuple[Any, Any]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2:
+        raise ArgumentTypeError(f"{name} must be (min, max), got {value!r}")
+    return value[0], value[1]
+
+
 def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, seed: int = 0,
                    drop_last: bool = False, num_threads: int = 0, prefetch: int = 2,
                    pin_memory: bool = True, rank: Optional[int] = None,
                    world_size: Optional[int] = None,
                    crop: Union[None, int, Sequence[int]] = None, flip: bool = False,
+                   random_resized_crop: Union[None, int, Sequence[int]] = None,
+                   scale: Sequence[float] = (0.08, 1.0),
+                   ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
                    tail: str = "short", block_bytes: int = 4 << 20, window: int = 16,
                    read_ahead_bytes: int = 16 << 20, io: str = "auto") -> "_core.LoaderOptions":
     """Returns the ``kiln::LoaderOptions`` of ``kiln.Loader``'s keyword arguments (same names
@@ -106,11 +115,15 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
         if world_size is None:
             world_size = world["world_size"]
     crop_height, crop_width = _crop_size(crop)
+    resize_height, resize_width = _crop_size(random_resized_crop)
+    scale_min, scale_max = _pair(scale, "scale")
+    ratio_min, ratio_max = _pair(ratio, "ratio")
     o = _set_options(_core.LoaderOptions(), dict(
         batch_size=batch_size, shuffle=_shuffle_mode(shuffle), seed=seed, drop_last=drop_last,
         num_threads=num_threads, prefetch=prefetch, pin_memory=pin_memory, rank=rank,
         world_size=world_size, crop_height=crop_height, crop_width=crop_width, flip=flip,
-        tail=tail, block_bytes=block_bytes, shuffle_window=window,
+        resize_height=resize_height, resize_width=resize_width, scale_min=scale_min,
+        scale_max=scale_max, ratio_min=ratio_min, ratio_max=ratio_max, tail=tail, block_bytes=block_bytes, shuffle_window=window,
         read_ahead_bytes=read_ahead_bytes, io=io))
     o.validate()
     return o
@@ -122,7 +135,8 @@ class Loader:
     ``Loader(path, batch_size=256, shuffle=True, seed=0, drop_last=False, num_threads=0,
     prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
     normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16,
-    read_ahead_bytes=16 << 20, dtype=None, io="auto")``
+    read_ahead_bytes=16 << 20, dtype=None, io="auto", random_resized_crop=None,
+    scale=(0.08, 1.0), ratio=(3/4, 4/3))``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -238,6 +252,12 @@ class Loader:
         crop: random crop to ``(height, width)`` (or an int for a square) at read time,
             reproducible from ``(seed, epoch, sample)``. Default None.
         flip: random horizontal flip with probability 1/2. Default False.
+        random_resized_crop, scale, ratio: torchvision's ``RandomResizedCrop(size, scale,
+            ratio)`` at read time (``(height, width)`` or an int; excludes ``crop``): the box
+            drawn by torchvision's get_params algorithm from (seed, epoch, sample), resized
+            bilinearly as ``resized_crop(..., BILINEAR, antialias=False)`` (reader/augmenter.h);
+            uint8 and float32 data; always on the CPU, also with ``device``/``normalize``.
+            Default None (off), scale (0.08, 1.0), ratio (3/4, 4/3).
         normalize: ``(mean, std)``, each a number or one value per channel, in [0, 1] units as
             in torchvision: yields ``float32`` ``(x / 255 - mean) / std`` for ``uint8`` data
             (``(x - mean) / std`` for float data), computed as ``x * float32(1/255)``, minus
@@ -289,7 +309,10 @@ class Loader:
                  flip: bool = False, normalize: Optional[Normalize] = None, copy: bool = False,
                  tail: str = "short", backend: Optional[str] = None, block_bytes: int = 4 << 20,
                  window: int = 16, read_ahead_bytes: int = 16 << 20,
-                 dtype: Any = None, io: str = "auto") -> None:
+                 dtype: Any = None, io: str = "auto",
+                 random_resized_crop: Union[None, int, Sequence[int]] = None,
+                 scale: Sequence[float] = (0.08, 1.0),
+                 ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0)) -> None:
         self.path = _fspath(path)
         if backend not in (None, "torch", "numpy"):
             raise ValueError(f"backend must be None, 'torch' or 'numpy', got {backend!r}")
@@ -299,7 +322,8 @@ class Loader:
         self._options = loader_options(
             batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
             num_threads=num_threads, prefetch=prefetch, pin_memory=pin_memory, rank=rank,
-            world_size=world_size, crop=crop, flip=flip, tail=tail, block_bytes=block_bytes,
+            world_size=world_size, crop=crop, flip=flip, random_resized_crop=random_resized_crop,
+            scale=scale, ratio=ratio, tail=tail, block_bytes=block_bytes,
             window=window, read_ahead_bytes=read_ahead_bytes, io=io)
         if not isinstance(copy, bool):
             raise ArgumentTypeError(f"copy must be a bool, got {type(copy).__name__}")

@@ -1036,6 +1036,83 @@ TEST(LoaderTest, AugmentationIsDeterministicAcrossThreadsAndPrefetch) {
   EXPECT_GT(differ, 25);
 }
 
+// RandomResizedCrop in the loader: each sample is ApplyAugment of its stored bytes at
+// DrawAugmentParams, byte-identical for any thread count and prefetch, a resumed loader serves
+// the same batches, and a state saved with other scale/ratio bounds is refused.
+TEST(LoaderTest, ResizedCropIsDeterministicAcrossThreadsAndResumesExactly) {
+  TestDatasetOptions dso;
+  dso.num_samples = 200;
+  dso.schema = MakeSchema(20, 24, 3);
+  dso.samples_per_shard = 32;
+  TestDataset ds(dso);
+  ASSERT_TRUE(ds.ok());
+  auto options = [](uint32_t threads, uint32_t prefetch) {
+    LoaderOptions o = Opts(16, threads, prefetch, true, 5);
+    o.augment.resize_height = 12;
+    o.augment.resize_width = 16;
+    o.augment.flip = true;
+    return o;
+  };
+  std::vector<std::vector<uint8_t>> reference;
+  for (uint32_t threads : {1u, 4u}) {
+    for (uint32_t prefetch : {1u, 3u}) {
+      std::unique_ptr<Loader> loader = MustOpen(ds, options(threads, prefetch));
+      ASSERT_NE(loader, nullptr);
+      std::vector<std::vector<uint8_t>> got;
+      for (int e = 0; e < 2; ++e) {
+        for (const Got& g : ReadEpoch(*loader)) {
+          ASSERT_EQ(g.schema.height, 12u);
+          ASSERT_EQ(g.schema.width, 16u);
+          got.push_back(g.data);
+          if (reference.empty()) {
+            const uint64_t bytes = g.schema.sample_bytes();
+            for (size_t k = 0; k < g.ids.size(); ++k) {
+              const AugmentParams p =
+                  DrawAugmentParams(ds.schema(), options(1, 1).augment, 5, g.epoch, g.ids[k]);
+              std::vector<uint8_t> want(bytes);
+              ApplyAugment(SampleBytes(ds.schema(), g.ids[k]).data(), ds.schema(), p, g.schema,
+                           want.data());
+              ASSERT_EQ(std::memcmp(g.data.data() + k * bytes, want.data(), bytes), 0)
+                  << "sample " << g.ids[k];
+            }
+          }
+        }
+      }
+      if (reference.empty()) {
+        reference = got;
+      } else {
+        EXPECT_TRUE(got == reference) << "threads " << threads << " prefetch " << prefetch;
+      }
+    }
+  }
+  const size_t per_epoch = reference.size() / 2;
+  std::unique_ptr<Loader> first = MustOpen(ds, options(2, 2));
+  ASSERT_NE(first, nullptr);
+  for (int i = 0; i < 5; ++i) {
+    Batch b;
+    ASSERT_TRUE(*first->Next(&b));
+  }
+  const ReaderState saved = first->state();
+  EXPECT_TRUE(saved.resized_crop);
+  Result<ReaderState> decoded = ReaderState::Decode(saved.Encode());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  LoaderOptions resumed = options(3, 2);
+  resumed.resume = *decoded;
+  std::unique_ptr<Loader> second = MustOpen(ds, resumed);
+  ASSERT_NE(second, nullptr);
+  const std::vector<Got> rest = ReadEpoch(*second);
+  ASSERT_EQ(rest.size(), per_epoch - 5);
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_TRUE(rest[i].data == reference[5 + i]) << i;
+  LoaderOptions other = options(1, 1);
+  other.augment.scale_min = 0.5;
+  other.resume = *decoded;
+  Result<std::unique_ptr<Loader>> refused = Loader::Open(ds.dir(), other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("resized crop"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST(LoaderTest, BadCropIsInvalidArgument) {
   TestDatasetOptions dso;
   dso.num_samples = 4;

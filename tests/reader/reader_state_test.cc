@@ -97,6 +97,23 @@ TEST(ReaderStateTest, RoundTrip) {
   ExpectSame(*back, big);
 }
 
+// RandomResizedCrop sets flag bit 2 and puts its scale/ratio digest at byte 84; without the
+// flag those bytes stay reserved (the golden bytes above do not change).
+TEST(ReaderStateTest, ResizedCropFlagAndDigestRoundTrip) {
+  ReaderState s = Example();
+  s.resized_crop = true;
+  s.resized_crop_digest = 0xA1B2C3D4u;
+  const std::string bytes = s.Encode();
+  EXPECT_EQ(static_cast<uint8_t>(bytes[14]) & 4, 4);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[84]), 0xD4);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[87]), 0xA1);
+  Result<ReaderState> back = ReaderState::Decode(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->resized_crop);
+  EXPECT_EQ(back->resized_crop_digest, 0xA1B2C3D4u);
+  EXPECT_EQ(Example().Encode().substr(84, 4), std::string(4, '\0'));
+}
+
 TEST(ReaderStateTest, EveryTruncationIsRefused) {
   const std::string bytes = Example().Encode();
   for (size_t len = 0; len < bytes.size(); ++len) {
@@ -144,7 +161,7 @@ TEST(ReaderStateTest, RechecksummedBadFieldsAreRefused) {
       {4, 2, StatusCode::kNotSupported, "version 2"},
       {12, 3, StatusCode::kCorruption, "shuffle mode 3"},
       {13, 9, StatusCode::kCorruption, "tail policy 9"},
-      {14, 4, StatusCode::kCorruption, "reserved"},
+      {14, 8, StatusCode::kCorruption, "reserved"},
       {15, 1, StatusCode::kCorruption, "reserved"},
       {85, 1, StatusCode::kCorruption, "reserved"},
       {0, 'k', StatusCode::kCorruption, "KRST"},

@@ -1,0 +1,196 @@
+// Tests for RandomResizedCrop in reader/augmenter.h: the drawn box (a pure function of seed,
+// epoch and sample; inside the image and the scale/ratio bounds; torchvision's centre-crop
+// fallback), the schema's refusals, the flip, and the bilinear resize against
+// torchvision.transforms.functional.resized_crop (antialias=False) on the same image and box,
+// run through /usr/bin/python3 when it has torchvision (skipped with a message otherwise).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reader/augmenter.h"
+#include "tests/test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::MakeSchema;
+
+AugmentOptions Rrc(uint32_t h, uint32_t w) {
+  AugmentOptions o;
+  o.resize_height = h;
+  o.resize_width = w;
+  return o;
+}
+
+TEST(ResizedCropTest, SchemaIsTheOutputSizeAndRefusesBadOptions) {
+  const TensorSchema stored = MakeSchema(40, 50, 3);
+  Result<TensorSchema> s = AugmentedSchema(stored, Rrc(24, 32));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->height, 24u);
+  EXPECT_EQ(s->width, 32u);
+  EXPECT_EQ(s->channels, 3u);
+  EXPECT_TRUE(AugmentedSchema(stored, Rrc(100, 100)).ok()) << "upsampling is allowed";
+  EXPECT_EQ(AugmentedSchema(stored, Rrc(24, 0)).status().code(), StatusCode::kInvalidArgument);
+  AugmentOptions both = Rrc(24, 24);
+  both.crop_height = both.crop_width = 8;
+  EXPECT_EQ(AugmentedSchema(stored, both).status().code(), StatusCode::kInvalidArgument);
+  AugmentOptions scale = Rrc(24, 24);
+  scale.scale_max = 1.5;
+  EXPECT_EQ(AugmentedSchema(stored, scale).status().code(), StatusCode::kInvalidArgument);
+  AugmentOptions ratio = Rrc(24, 24);
+  ratio.ratio_min = 2;
+  ratio.ratio_max = 1;
+  EXPECT_EQ(AugmentedSchema(stored, ratio).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(AugmentedSchema(MakeSchema(40, 50, 3, Layout::kHWC, DType::kFloat16), Rrc(8, 8))
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(ResizedCropTest, BoxesArePureInsideTheImageAndWithinScaleAndRatio) {
+  const TensorSchema stored = MakeSchema(300, 400, 3);
+  const AugmentOptions o = Rrc(224, 224);
+  std::set<uint32_t> tops, heights;
+  for (uint64_t i = 0; i < 3000; ++i) {
+    const AugmentParams p = DrawAugmentParams(stored, o, 11, 2, i);
+    const AugmentParams again = DrawAugmentParams(stored, o, 11, 2, i);
+    ASSERT_EQ(p.top, again.top);
+    ASSERT_EQ(p.left, again.left);
+    ASSERT_EQ(p.box_height, again.box_height);
+    ASSERT_EQ(p.box_width, again.box_width);
+    ASSERT_GT(p.box_height, 0u);
+    ASSERT_GT(p.box_width, 0u);
+    ASSERT_LE(p.top + p.box_height, 300u);
+    ASSERT_LE(p.left + p.box_width, 400u);
+    // w = round(sqrt(area * r)) and h = round(sqrt(area / r)) put sqrt(area * r) within
+    // w +- 0.5 and sqrt(area / r) within h +- 0.5: area and r within these bounds of the box.
+    const double w = p.box_width, h = p.box_height, image = 300.0 * 400.0;
+    EXPECT_GE((w + 0.5) * (h + 0.5), 0.08 * image) << i;
+    EXPECT_LE((w - 0.5) * (h - 0.5), image) << i;
+    EXPECT_GE((w + 0.5) / (h - 0.5), 3.0 / 4.0) << i;
+    EXPECT_LE((w - 0.5) / (h + 0.5), 4.0 / 3.0) << i;
+    tops.insert(p.top);
+    heights.insert(p.box_height);
+  }
+  EXPECT_GT(tops.size(), 100u);
+  EXPECT_GT(heights.size(), 100u);
+  EXPECT_NE(DrawAugmentParams(stored, o, 11, 3, 0).box_width * 1000 +
+                DrawAugmentParams(stored, o, 11, 3, 0).left,
+            DrawAugmentParams(stored, o, 11, 2, 0).box_width * 1000 +
+                DrawAugmentParams(stored, o, 11, 2, 0).left)
+      << "another epoch draws another box";
+}
+
+TEST(ResizedCropTest, TenMissesFallBackToTorchvisionsCentreCrop) {
+  // A 10 x 1000 strip: every try's height (about sqrt(0.9 * 10000)) exceeds 10, so get_params
+  // falls back: W/H = 100 > 4/3, so h = 10, w = round(10 * 4/3) = 13, centred.
+  AugmentOptions o = Rrc(8, 8);
+  o.scale_min = 0.9;
+  const CropBox b = DrawResizedCropBox(10, 1000, o, 12345);
+  EXPECT_EQ(b.height, 10u);
+  EXPECT_EQ(b.width, 13u);
+  EXPECT_EQ(b.top, 0u);
+  EXPECT_EQ(b.left, 493u);
+  // A 1000 x 10 strip: W/H = 0.01 < 3/4, so w = 10, h = round(10 / 0.75) = 13.
+  const CropBox t = DrawResizedCropBox(1000, 10, o, 12345);
+  EXPECT_EQ(t.width, 10u);
+  EXPECT_EQ(t.height, 13u);
+  EXPECT_EQ(t.top, 493u);
+  EXPECT_EQ(t.left, 0u);
+}
+
+std::vector<uint8_t> SmoothImage(uint32_t h, uint32_t w, uint32_t c) {
+  std::vector<uint8_t> img(size_t{h} * w * c);
+  uint64_t x = 99;
+  for (uint32_t y = 0; y < h; ++y)
+    for (uint32_t i = 0; i < w; ++i)
+      for (uint32_t ch = 0; ch < c; ++ch) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const double v = 128 + 90 * std::sin(0.21 * y + 0.13 * i + ch) + double((x >> 59)) - 16;
+        img[(size_t{y} * w + i) * c + ch] = static_cast<uint8_t>(std::lround(v));
+      }
+  return img;
+}
+
+TEST(ResizedCropTest, FlipMirrorsTheResizedOutput) {
+  const TensorSchema stored = MakeSchema(30, 40, 3);
+  const std::vector<uint8_t> img = SmoothImage(30, 40, 3);
+  const CropBox box{3, 5, 20, 27};
+  std::vector<float> rows(2 * 17 * 3);
+  std::vector<uint8_t> a(13 * 17 * 3), b(13 * 17 * 3);
+  ResizeCropBilinear(img.data(), stored, box, 13, 17, false, a.data(), rows.data());
+  ResizeCropBilinear(img.data(), stored, box, 13, 17, true, b.data(), rows.data());
+  for (int y = 0; y < 13; ++y)
+    for (int x = 0; x < 17; ++x)
+      for (int c = 0; c < 3; ++c)
+        ASSERT_EQ(a[(y * 17 + x) * 3 + c], b[(y * 17 + (16 - x)) * 3 + c]) << y << "," << x;
+}
+
+// Runs torchvision's resized_crop on `img` (H x W x 3 uint8) for each box and returns its HWC
+// outputs concatenated; empty when /usr/bin/python3 lacks torchvision.
+std::vector<uint8_t> Torchvision(const TempDir& dir, const std::vector<uint8_t>& img, uint32_t h,
+                                 uint32_t w, const std::vector<CropBox>& boxes, uint32_t oh,
+                                 uint32_t ow) {
+  if (std::system("/usr/bin/python3 -c 'import torchvision' >/dev/null 2>&1") != 0) return {};
+  std::ofstream(dir / "in.raw", std::ios::binary)
+      .write(reinterpret_cast<const char*>(img.data()), static_cast<std::streamsize>(img.size()));
+  std::ofstream py(dir / "tv.py");
+  py << "import sys, numpy as np, torch\n"
+        "import torchvision.transforms.functional as F\n"
+        "from torchvision.transforms import InterpolationMode\n"
+        "img = torch.from_numpy(np.fromfile(sys.argv[1], np.uint8).reshape("
+     << h << "," << w << ",3)).permute(2, 0, 1)\nout = []\n";
+  for (const CropBox& b : boxes) {
+    py << "out.append(F.resized_crop(img, " << b.top << ", " << b.left << ", " << b.height << ", "
+       << b.width << ", [" << oh << ", " << ow
+       << "], InterpolationMode.BILINEAR, antialias=False).permute(1, 2, 0).numpy())\n";
+  }
+  py << "np.concatenate([o.reshape(-1) for o in out]).tofile(sys.argv[2])\n";
+  py.close();
+  const std::string cmd = "/usr/bin/python3 " + (dir / "tv.py") + " " + (dir / "in.raw") + " " +
+                          (dir / "out.raw") + " 2>" + (dir / "err.txt");
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "torchvision script failed, see " << (dir / "err.txt");
+  std::ifstream in(dir / "out.raw", std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(ResizedCropTest, MatchesTorchvisionResizedCropBilinearNoAntialias) {
+  TempDir dir;
+  constexpr uint32_t kH = 120, kW = 160, kOh = 56, kOw = 72;
+  const std::vector<uint8_t> img = SmoothImage(kH, kW, 3);
+  // Shrinking (more and less than 2x), upsampling, a one-pixel-high box, and the whole image.
+  const std::vector<CropBox> boxes = {
+      {0, 0, kH, kW}, {10, 20, 100, 130}, {5, 7, 30, 25}, {50, 60, 1, 40}, {1, 2, 117, 11}};
+  const std::vector<uint8_t> ref = Torchvision(dir, img, kH, kW, boxes, kOh, kOw);
+  if (ref.empty()) GTEST_SKIP() << "/usr/bin/python3 has no torchvision (python3-torchvision)";
+  const size_t out_bytes = size_t{kOh} * kOw * 3;
+  ASSERT_EQ(ref.size(), out_bytes * boxes.size());
+  const TensorSchema stored = MakeSchema(kH, kW, 3);
+  std::vector<float> rows(2 * kOw * 3);
+  std::vector<uint8_t> ours(out_bytes);
+  int max_diff = 0;
+  double sum = 0;
+  for (size_t k = 0; k < boxes.size(); ++k) {
+    ResizeCropBilinear(img.data(), stored, boxes[k], kOh, kOw, false, ours.data(), rows.data());
+    for (size_t i = 0; i < out_bytes; ++i) {
+      const int d = std::abs(int{ours[i]} - int{ref[k * out_bytes + i]});
+      max_diff = std::max(max_diff, d);
+      sum += d;
+    }
+  }
+  const double mean = sum / static_cast<double>(ref.size());
+  std::printf("resized crop vs torchvision: max %d, mean %.6f over %zu values\n", max_diff, mean,
+              ref.size());
+  EXPECT_LE(max_diff, 1);
+  EXPECT_LE(mean, 0.01);
+}
+
+}  // namespace
+}  // namespace kiln
