@@ -328,9 +328,11 @@ Result<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dataset> da
 
 namespace {
 
-Result<Sampler> MakeSampler(const Dataset& dataset, const LoaderOptions& options) {
+Result<Sampler> MakeSampler(const Dataset& dataset, const LoaderOptions& options,
+                            std::shared_ptr<const MixtureSchedule> mixture) {
   SamplerOptions so;
-  so.num_samples = dataset.num_samples();
+  so.num_samples = mixture ? mixture->samples_per_epoch() : dataset.num_samples();
+  so.mixture = std::move(mixture);
   so.batch_size = options.batch_size;
   so.shuffle = options.shuffle;
   so.block_samples = BlockSamples(dataset.schema(), options.block_bytes);
@@ -372,17 +374,78 @@ void WarnAboutShare(const Dataset& dataset, const LoaderOptions& options, const 
 Result<std::unique_ptr<Loader>> Loader::CreateWithDeviceOps(std::shared_ptr<const Dataset> dataset,
                                                             const LoaderOptions& options,
                                                             std::shared_ptr<DeviceOps> ops) {
+  return CreateImpl(std::move(dataset), options, std::move(ops), nullptr);
+}
+
+Result<std::unique_ptr<Loader>> Loader::CreateMixture(
+    std::vector<std::shared_ptr<const Dataset>> datasets, const MixtureOptions& mixture,
+    const LoaderOptions& options) {
+  const bool weights = !mixture.weights.empty();
+  const std::vector<double>& values = weights ? mixture.weights : mixture.repeats;
+  if (weights && !mixture.repeats.empty()) {
+    return Status::InvalidArgument("mixture: give weights or repeats, not both");
+  }
+  if (values.size() != datasets.size()) {
+    return Status::InvalidArgument("mixture: " + std::to_string(datasets.size()) +
+                                   " datasets but " + std::to_string(values.size()) +
+                                   (weights ? " weights" : " repeats") + "; give one per dataset");
+  }
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<MixtureDataset> joined, MixtureDataset::Create(datasets));
+  std::vector<MixtureSourceSpec> specs(datasets.size());
+  for (size_t s = 0; s < datasets.size(); ++s) {
+    specs[s].num_samples = datasets[s]->num_samples();
+    (weights ? specs[s].weight : specs[s].repeat) = values[s];
+    specs[s].name = datasets[s]->dir();
+  }
+  KILN_ASSIGN_OR_RETURN(MixtureSchedule schedule,
+                        MixtureSchedule::Create(specs, mixture.samples_per_epoch));
+  return CreateImpl(std::shared_ptr<const Dataset>(std::move(joined)), options, nullptr,
+                    std::make_shared<const MixtureSchedule>(std::move(schedule)));
+}
+
+Result<std::unique_ptr<Loader>> Loader::OpenMixture(const std::vector<std::string>& dirs,
+                                                    const MixtureOptions& mixture,
+                                                    const LoaderOptions& options) {
+  std::vector<std::shared_ptr<const Dataset>> datasets;
+  for (const std::string& dir : dirs) {
+    if (Dataset::IsUrl(dir)) EnableRemoteDatasets();
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
+    datasets.emplace_back(std::move(dataset));
+  }
+  return CreateMixture(std::move(datasets), mixture, options);
+}
+
+Result<std::unique_ptr<Loader>> Loader::CreateImpl(std::shared_ptr<const Dataset> dataset,
+                                                   const LoaderOptions& options,
+                                                   std::shared_ptr<DeviceOps> ops,
+                                                   std::shared_ptr<const MixtureSchedule> mixture) {
   if (!dataset) return Status::InvalidArgument("Loader::Create: null dataset");
   KILN_RETURN_IF_ERROR(ValidateLoaderOptions(options));
-  KILN_ASSIGN_OR_RETURN(Sampler sampler, MakeSampler(*dataset, options));
+  KILN_ASSIGN_OR_RETURN(Sampler sampler, MakeSampler(*dataset, options, mixture));
   KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
                         AugmentedSchema(dataset->schema(), options.augment));
   WarnAboutShare(*dataset, options, sampler);
-  KILN_ASSIGN_OR_RETURN(const uint64_t fingerprint,
-                        ManifestChecksum(dataset->manifest().ToJson(), dataset->dir()));
+  std::vector<uint64_t> source_fingerprints;
+  uint64_t fingerprint = 0;
+  if (mixture) {
+    // The mixture's fingerprint: its schedule's (sizes, quotas, N) and every source's manifest.
+    const auto& joined = static_cast<const MixtureDataset&>(*dataset);
+    fingerprint = mixture->Fingerprint();
+    for (size_t s = 0; s < joined.num_sources(); ++s) {
+      const Dataset& src = joined.source(s);
+      KILN_ASSIGN_OR_RETURN(const uint64_t f, ManifestChecksum(src.manifest().ToJson(), src.dir()));
+      source_fingerprints.push_back(f);
+      fingerprint = SplitMix64Mix(fingerprint ^ f);
+    }
+  } else {
+    KILN_ASSIGN_OR_RETURN(fingerprint,
+                          ManifestChecksum(dataset->manifest().ToJson(), dataset->dir()));
+  }
   std::unique_ptr<Loader> loader(
       new Loader(std::move(dataset), options, std::move(sampler), out_schema));
   loader->dataset_fingerprint_ = fingerprint;
+  loader->mixture_ = std::move(mixture);
+  loader->source_fingerprints_ = std::move(source_fingerprints);
   uint64_t start_epoch = options.start_epoch, start_consumed = 0;
   if (options.resume) {
     KILN_ASSIGN_OR_RETURN(start_consumed, loader->CheckResume(*options.resume));
@@ -435,6 +498,10 @@ Result<Loader::SlotLayout> Loader::AllocateSlots() {
       slot.labels = reinterpret_cast<int64_t*>(slot.data + layout.data_bytes);
       slot.indices.resize(layout.samples);
       slot.is_padding.resize(layout.samples);
+      if (mixture_) {
+        slot.sources.resize(layout.samples);
+        slot.source_indices.resize(layout.samples);
+      }
     }
   } catch (const std::bad_alloc&) {
     return Status::OutOfRange(
@@ -569,7 +636,7 @@ Result<uint64_t> Loader::CheckResume(const ReaderState& state) const {
   KILN_RETURN_IF_ERROR(CheckResumeOrder(state, what));
   KILN_RETURN_IF_ERROR(CheckResumeAugment(state, what));
   if (options_.shuffle == ShuffleMode::kBlock) return ResumeBlockPosition(state, what);
-  const uint64_t n = dataset_->num_samples();
+  const uint64_t n = sampler_.options().num_samples;  // a mixture's samples_per_epoch
   if (state.samples_consumed > n) {
     return Status::OutOfRange(what + "its position is past the end of the epoch (" +
                               std::to_string(n) + " samples)");
@@ -586,13 +653,14 @@ Status Loader::CheckResumeOrder(const ReaderState& state, const std::string& wha
                                 std::to_string(kSamplerOrderVersion) +
                                 " and cannot reproduce that order (restart the epoch instead)");
   }
+  KILN_RETURN_IF_ERROR(CheckResumeMixture(state, what));
   if (state.dataset_fingerprint != dataset_fingerprint_ ||
-      state.num_samples != dataset_->num_samples()) {
+      state.num_samples != sampler_.options().num_samples) {
     return Status::InvalidArgument(
         what + "it was saved on another dataset (fingerprint " +
         HexDigest(state.dataset_fingerprint) + ", " + std::to_string(state.num_samples) +
         " samples); " + dataset_->dir() + " has fingerprint " + HexDigest(dataset_fingerprint_) +
-        " and " + std::to_string(dataset_->num_samples()) + " samples");
+        " and " + std::to_string(sampler_.options().num_samples) + " samples");
   }
   if (options_.start_epoch != 0 && options_.start_epoch != state.epoch) {
     return Status::InvalidArgument(what + "start_epoch " + std::to_string(options_.start_epoch) +
@@ -638,6 +706,57 @@ void FillAugmentState(const AugmentOptions& a, ReaderState* s) {
 }
 
 }  // namespace
+
+Status Loader::CheckResumeMixture(const ReaderState& state, const std::string& what) const {
+  const size_t have = mixture_ ? mixture_->num_sources() : 0;
+  const size_t saved = state.mixture_sources.size();
+  if (have == 0 && saved == 0) return Status::Ok();
+  if (have == 0 || saved == 0) {
+    const auto describe = [](size_t n) {
+      return n == 0 ? std::string("one dataset")
+                    : "a mixture of " + std::to_string(n) + " datasets";
+    };
+    return Status::InvalidArgument(what + "it was saved by a loader over " + describe(saved) +
+                                   "; this loader reads " + describe(have));
+  }
+  if (state.mixture_version != kMixtureOrderVersion) {
+    return Status::NotSupported(what + "it refers to mixture order version " +
+                                std::to_string(state.mixture_version) + "; this kiln computes " +
+                                std::to_string(kMixtureOrderVersion));
+  }
+  if (saved != have) {
+    return Status::InvalidArgument(what + "it was saved on a mixture of " + std::to_string(saved) +
+                                   " datasets; this loader mixes " + std::to_string(have));
+  }
+  const auto& joined = static_cast<const MixtureDataset&>(*dataset_);
+  for (size_t k = 0; k < have; ++k) {
+    const MixtureSourceState& src = state.mixture_sources[k];
+    const std::string name =
+        "mixture source " + std::to_string(k) + " (" + joined.source(k).dir() + ")";
+    if (src.fingerprint != source_fingerprints_[k] ||
+        src.num_samples != mixture_->source_samples(k)) {
+      return Status::InvalidArgument(
+          what + name + " is another dataset: the state has fingerprint " +
+          HexDigest(src.fingerprint) + " and " + std::to_string(src.num_samples) +
+          " samples, the dataset " + HexDigest(source_fingerprints_[k]) + " and " +
+          std::to_string(mixture_->source_samples(k)));
+    }
+    if (src.quota != mixture_->quota(k)) {
+      return Status::InvalidArgument(
+          what + name + " draws " + std::to_string(src.quota) +
+          " samples per epoch in the state but " + std::to_string(mixture_->quota(k)) +
+          " with these weights and samples_per_epoch (" +
+          std::to_string(mixture_->samples_per_epoch()) + "; the state's " +
+          std::to_string(state.num_samples) + "): another mixture");
+    }
+  }
+  if (state.num_samples != mixture_->samples_per_epoch()) {
+    return Status::InvalidArgument(what + "it was saved with samples_per_epoch " +
+                                   std::to_string(state.num_samples) + "; this mixture has " +
+                                   std::to_string(mixture_->samples_per_epoch()));
+  }
+  return Status::Ok();
+}
 
 Status Loader::CheckResumeAugment(const ReaderState& state, const std::string& what) const {
   ReaderState now;
@@ -724,8 +843,15 @@ ReaderState Loader::state() const {
   s.tail = options_.tail_policy;
   s.drop_last = options_.drop_last;
   FillAugmentState(options_.augment, &s);
-  s.num_samples = dataset_->num_samples();
+  s.num_samples = sampler_.options().num_samples;
   s.dataset_fingerprint = dataset_fingerprint_;
+  if (mixture_) {
+    s.mixture_version = kMixtureOrderVersion;
+    for (size_t k = 0; k < mixture_->num_sources(); ++k) {
+      s.mixture_sources.push_back(
+          {source_fingerprints_[k], mixture_->source_samples(k), mixture_->quota(k)});
+    }
+  }
   return s;
 }
 
@@ -859,6 +985,17 @@ Result<bool> Loader::Next(Batch* batch, const std::function<bool()>& interrupted
   batch->labels = slot.labels;
   batch->sample_indices = slot.indices.data();
   batch->is_padding = slot.is_padding.data();
+  batch->sources = nullptr;
+  if (mixture_) {
+    // Concatenated indices (what the fetch threads read) to (source, index within it).
+    for (uint32_t k = 0; k < slot.size; ++k) {
+      const uint32_t src = mixture_->SourceOfIndex(slot.indices[k]);
+      slot.sources[k] = src;
+      slot.source_indices[k] = slot.indices[k] - mixture_->offset(src);
+    }
+    batch->sample_indices = slot.source_indices.data();
+    batch->sources = slot.sources.data();
+  }
   batch->pinned = buffer_->pinned();
   batch->device_data = nullptr;
   batch->device_labels = nullptr;

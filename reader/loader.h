@@ -54,6 +54,8 @@
 #include "reader/direct_reader.h"
 #include "reader/fetch_schedule.h"
 #include "reader/host_buffer.h"
+#include "reader/mixture.h"
+#include "reader/mixture_dataset.h"
 #include "reader/range_reader.h"
 #include "reader/reader_state.h"
 #include "reader/sampler.h"
@@ -200,6 +202,22 @@ struct LoaderOptions {
   int pin_device = -1;
 };
 
+// A mixture of several datasets for Loader::CreateMixture / OpenMixture (reader/mixture.md): how
+// much of each dataset an epoch draws, and the epoch's length.
+struct MixtureOptions {
+  // One per dataset, in the datasets' order: the proportion of each epoch's samples drawn from
+  // it (normalised over the datasets), each > 0. Give weights or repeats, not both. Default
+  // empty.
+  std::vector<double> weights;
+  // One per dataset: samples drawn per epoch = repeat x the dataset's samples (1: once, 3:
+  // upsampled 3x, 0.5: half of it), each > 0. Default empty.
+  std::vector<double> repeats;
+  // Samples of an epoch, all ranks together (N). 0: with weights, the datasets' total samples
+  // (one pass over the total, split by weight); with repeats, the sum of repeat x samples.
+  // Default 0.
+  uint64_t samples_per_epoch = 0;
+};
+
 // Returns OK when `options` is usable for any dataset, else InvalidArgument naming the first
 // option out of its documented range ("prefetch 0 must be in [1, 64]"). Loader::Create calls
 // it; `kiln bench` and the Python bindings (kiln.Loader) report these same messages. Checks
@@ -215,9 +233,13 @@ struct Batch {
   TensorSchema schema;  // of each sample (after any crop)
   const uint8_t* data = nullptr;             // [size, schema shape], schema dtype, LE
   const int64_t* labels = nullptr;           // [size]
-  const uint64_t* sample_indices = nullptr;  // [size] dataset indices
-  const uint8_t* is_padding = nullptr;       // [size] 1 for padding (TailPolicy::kPad)
-  bool pinned = false;                       // data lives in pinned memory
+  const uint64_t* sample_indices = nullptr;  // [size] dataset indices (in a mixture: within
+                                             // the sample's own source dataset)
+  // [size] a mixture's source of each sample: the index of its dataset in the list given to
+  // Loader::CreateMixture. Null for a loader over one dataset.
+  const uint32_t* sources = nullptr;
+  const uint8_t* is_padding = nullptr;  // [size] 1 for padding (TailPolicy::kPad)
+  bool pinned = false;                  // data lives in pinned memory
   // Device batches only (null and -1 otherwise); valid for the same time as `data`, and to be
   // read only by work ordered after ready_event (see WaitOn):
   const void* device_data = nullptr;       // [size, schema shape], like data, on `device`
@@ -288,6 +310,25 @@ class Loader {
                                                 const LoaderOptions& options);
   // Opens the dataset in `dir` (Dataset::Open) and builds a loader over it.
   static Result<std::unique_ptr<Loader>> Open(const std::string& dir, const LoaderOptions& options);
+  // Builds a loader over a mixture of `datasets` (reader/mixture.md): each epoch draws
+  // mixture.samples_per_epoch samples, in the proportions mixture.weights (or repeats) give, in a
+  // smooth interleaved order that is a pure function of (seed, epoch, position). Everything the
+  // loader guarantees for one dataset holds for the mixture's N global positions (byte-identical
+  // batches whatever num_threads, prefetch and io path; every rank the same number of batches;
+  // state() and resume, also on another world size); Batch::sources names each sample's dataset
+  // and Batch::sample_indices its index there; labels are each dataset's own. The datasets stay
+  // alive while the loader lives. Errors: as Create, and InvalidArgument for datasets whose
+  // sample schemas differ (naming both datasets and the field: dtype, layout or shape), weights
+  // or repeats whose count differs from the datasets' or that are not all > 0 and finite, both
+  // or neither given, more than kMaxMixtureSources datasets, or shuffle kBlock (a mixture reads
+  // in exact or none order). A mixture of one dataset is a mixture (its state is version 2).
+  static Result<std::unique_ptr<Loader>> CreateMixture(
+      std::vector<std::shared_ptr<const Dataset>> datasets, const MixtureOptions& mixture,
+      const LoaderOptions& options);
+  // Opens each of `dirs` (Dataset::Open; URLs too) and calls CreateMixture.
+  static Result<std::unique_ptr<Loader>> OpenMixture(const std::vector<std::string>& dirs,
+                                                     const MixtureOptions& mixture,
+                                                     const LoaderOptions& options);
   // Create with device batches on `ops` instead of the CUDA runtime (options.device >= 0 is
   // then used as given, with no device check): for tests of the upload protocol on a simulated
   // device (tests/reader/device_protocol_test.cc). `ops` null is Create.
@@ -353,6 +394,8 @@ class Loader {
   // Batches the current epoch serves from where it started (batches_per_epoch() unless resumed).
   uint64_t batches_in_epoch() const;
   uint64_t samples_per_epoch() const { return sampler_.samples_per_epoch(); }
+  // The mixture's schedule (quotas, sizes), or null for a loader over one dataset.
+  const MixtureSchedule* mixture() const { return mixture_.get(); }
   const TensorSchema& sample_schema() const { return out_schema_; }
   bool pinned() const { return buffer_->pinned(); }
   // True when batches are uploaded to options().device (false after a fallback).
@@ -385,6 +428,9 @@ class Loader {
     int64_t* labels = nullptr;
     std::vector<uint64_t> indices;
     std::vector<uint8_t> is_padding;
+    // A mixture: each sample's source and index within it, filled from `indices` by Next().
+    std::vector<uint32_t> sources;
+    std::vector<uint64_t> source_indices;
   };
 
   Loader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Sampler sampler,
@@ -406,6 +452,13 @@ class Loader {
   Status StartThreads(uint32_t threads);
   // Starts `epoch` after `consumed` global positions (validated by the caller).
   void StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock, uint64_t consumed = 0);
+  // Create's body; `mixture` null for one dataset.
+  static Result<std::unique_ptr<Loader>> CreateImpl(std::shared_ptr<const Dataset> dataset,
+                                                    const LoaderOptions& options,
+                                                    std::shared_ptr<DeviceOps> ops,
+                                                    std::shared_ptr<const MixtureSchedule> mixture);
+  // The mixture's part of CheckResume: the same sources, sizes and quotas.
+  Status CheckResumeMixture(const ReaderState& state, const std::string& what) const;
   // Returns the `consumed` to start the state's epoch with, or why it cannot be honoured.
   Result<uint64_t> CheckResume(const ReaderState& state) const;
   // Its parts, each returning the error CheckResume returns, prefixed with `what`: the order
@@ -470,6 +523,9 @@ class Loader {
   Sampler sampler_;  // permutation rewritten only by StartEpochLocked with no worker busy
   TensorSchema out_schema_;
   uint64_t dataset_fingerprint_ = 0;  // manifest checksum (ReaderState::dataset_fingerprint)
+  // A mixture: its schedule and each source's manifest checksum; null and empty otherwise.
+  std::shared_ptr<const MixtureSchedule> mixture_;
+  std::vector<uint64_t> source_fingerprints_;
   uint32_t chunks_per_batch_ = 1;
   uint32_t chunk_samples_ = 1;
   std::unique_ptr<HostBuffer> buffer_;

@@ -14,7 +14,9 @@ constexpr size_t kOffVersion = 4, kOffLength = 6, kOffOrderVersion = 8, kOffShuf
                  kOffTail = 13, kOffFlags = 14, kOffReserved1 = 15, kOffEpoch = 16,
                  kOffConsumed = 24, kOffSeed = 32, kOffSamples = 40, kOffFingerprint = 48,
                  kOffBlockSamples = 56, kOffWindow = 64, kOffBatch = 68, kOffWorld = 72,
-                 kOffCropHeight = 76, kOffCropWidth = 80, kOffReserved2 = 84, kOffChecksum = 88;
+                 kOffCropHeight = 76, kOffCropWidth = 80, kOffReserved2 = 84;
+// Version 2 (the mixture section): at 88 where version 1 has its checksum.
+constexpr size_t kOffMixtureVersion = 88, kOffMixtureSources = 92, kOffMixtureSourceTable = 96;
 constexpr uint8_t kFlagDropLast = 1, kFlagFlip = 2, kFlagResizedCrop = 4;
 
 void Put(uint8_t* p, uint64_t v, int bytes) {
@@ -30,10 +32,13 @@ uint64_t Get(const uint8_t* p, int bytes) {
 }  // namespace
 
 std::string ReaderState::Encode() const {
-  uint8_t out[kReaderStateBytes] = {};
+  const bool mixture = !mixture_sources.empty();
+  const size_t length = mixture ? ReaderStateBytes(mixture_sources.size()) : kReaderStateBytes;
+  std::string bytes(length, '\0');
+  auto* out = reinterpret_cast<uint8_t*>(bytes.data());
   std::memcpy(out, kReaderStateMagic, 4);
-  Put(out + kOffVersion, kReaderStateVersion, 2);
-  Put(out + kOffLength, kReaderStateBytes, 2);
+  Put(out + kOffVersion, mixture ? kReaderStateMixtureVersion : kReaderStateVersion, 2);
+  Put(out + kOffLength, length, 2);
   Put(out + kOffOrderVersion, order_version, 4);
   out[kOffShuffle] = static_cast<uint8_t>(shuffle);
   out[kOffTail] = static_cast<uint8_t>(tail);
@@ -51,9 +56,64 @@ std::string ReaderState::Encode() const {
   Put(out + kOffCropHeight, crop_height, 4);
   Put(out + kOffCropWidth, crop_width, 4);
   Put(out + kOffReserved2, resized_crop ? resized_crop_digest : 0, 4);
-  Put(out + kOffChecksum, Xxh3(out, kOffChecksum), 8);
-  return std::string(reinterpret_cast<const char*>(out), kReaderStateBytes);
+  if (mixture) {
+    Put(out + kOffMixtureVersion, mixture_version, 4);
+    Put(out + kOffMixtureSources, mixture_sources.size(), 4);
+    for (size_t k = 0; k < mixture_sources.size(); ++k) {
+      uint8_t* src = out + kOffMixtureSourceTable + k * kMixtureSourceBytes;
+      Put(src, mixture_sources[k].fingerprint, 8);
+      Put(src + 8, mixture_sources[k].num_samples, 8);
+      Put(src + 16, mixture_sources[k].quota, 8);
+    }
+  }
+  Put(out + length - 8, Xxh3(out, length - 8), 8);
+  return bytes;
 }
+
+namespace {
+
+// The byte length a state of `version` must have, from the bytes given; an error when it cannot
+// be read or disagrees.
+Result<size_t> ExpectedLength(const uint8_t* p, size_t size, uint64_t version,
+                              const std::string& where) {
+  const uint64_t length = Get(p + kOffLength, 2);
+  if (version == kReaderStateVersion) {
+    if (size < kReaderStateBytes) {
+      return Status::Corruption(where + ": truncated: " + std::to_string(size) +
+                                " bytes, a version-1 reader state is 96");
+    }
+    if (length != kReaderStateBytes || size != kReaderStateBytes) {
+      return Status::Corruption(where + ": length field " + std::to_string(length) + ", " +
+                                std::to_string(size) + " bytes given; version 1 is 96 bytes");
+    }
+    return kReaderStateBytes;
+  }
+  if (size < kOffMixtureSourceTable) {
+    return Status::Corruption(where + ": truncated: " + std::to_string(size) +
+                              " bytes, a version-2 reader state is at least " +
+                              std::to_string(ReaderStateBytes(1)));
+  }
+  const uint64_t sources = Get(p + kOffMixtureSources, 4);
+  if (sources == 0 || sources > kMaxMixtureSources) {
+    return Status::Corruption(where + ": " + std::to_string(sources) +
+                              " mixture sources at byte offset 92; must be in [1, " +
+                              std::to_string(kMaxMixtureSources) + "]");
+  }
+  const size_t want = ReaderStateBytes(sources);
+  if (size < want) {
+    return Status::Corruption(where + ": truncated: " + std::to_string(size) + " bytes, a " +
+                              std::to_string(sources) + "-source version-2 reader state is " +
+                              std::to_string(want));
+  }
+  if (length != want || size != want) {
+    return Status::Corruption(where + ": length field " + std::to_string(length) + ", " +
+                              std::to_string(size) + " bytes given; a " + std::to_string(sources) +
+                              "-source version-2 state is " + std::to_string(want) + " bytes");
+  }
+  return want;
+}
+
+}  // namespace
 
 Result<ReaderState> ReaderState::Decode(const void* data, size_t size) {
   const auto* p = static_cast<const uint8_t*>(data);
@@ -66,24 +126,17 @@ Result<ReaderState> ReaderState::Decode(const void* data, size_t size) {
     return Status::Corruption(where + ": not a kiln reader state (bytes 0-3 are not \"KRST\")");
   }
   const uint64_t version = Get(p + kOffVersion, 2);
-  if (version != kReaderStateVersion) {
+  if (version != kReaderStateVersion && version != kReaderStateMixtureVersion) {
     return Status::NotSupported(where + ": format version " + std::to_string(version) +
-                                "; this kiln reads version " + std::to_string(kReaderStateVersion));
+                                "; this kiln reads versions 1 and 2");
   }
-  const uint64_t length = Get(p + kOffLength, 2);
-  if (size < kReaderStateBytes) {
-    return Status::Corruption(where + ": truncated: " + std::to_string(size) +
-                              " bytes, a version-1 reader state is 96");
-  }
-  if (length != kReaderStateBytes || size != kReaderStateBytes) {
-    return Status::Corruption(where + ": length field " + std::to_string(length) + ", " +
-                              std::to_string(size) + " bytes given; version 1 is 96 bytes");
-  }
-  const uint64_t stored = Get(p + kOffChecksum, 8), computed = Xxh3(p, kOffChecksum);
+  KILN_ASSIGN_OR_RETURN(const size_t length, ExpectedLength(p, size, version, where));
+  const size_t sum_at = length - 8;
+  const uint64_t stored = Get(p + sum_at, 8), computed = Xxh3(p, sum_at);
   if (stored != computed) {
-    return Status::Corruption(where + ": checksum mismatch at byte offset 88 (stored " +
-                              HexDigest(stored) + ", computed " + HexDigest(computed) +
-                              "): the state is damaged");
+    return Status::Corruption(where + ": checksum mismatch at byte offset " +
+                              std::to_string(sum_at) + " (stored " + HexDigest(stored) +
+                              ", computed " + HexDigest(computed) + "): the state is damaged");
   }
   const uint8_t shuffle = p[kOffShuffle], tail = p[kOffTail], flags = p[kOffFlags];
   if (shuffle > 2) {
@@ -122,6 +175,14 @@ Result<ReaderState> ReaderState::Decode(const void* data, size_t size) {
                               ": batch size and world size (byte offsets 68, 72) must be "
                               "at least 1");
   }
+  if (version == kReaderStateMixtureVersion) {
+    s.mixture_version = static_cast<uint32_t>(Get(p + kOffMixtureVersion, 4));
+    const uint64_t sources = Get(p + kOffMixtureSources, 4);
+    for (uint64_t k = 0; k < sources; ++k) {
+      const uint8_t* src = p + kOffMixtureSourceTable + k * kMixtureSourceBytes;
+      s.mixture_sources.push_back({Get(src, 8), Get(src + 8, 8), Get(src + 16, 8)});
+    }
+  }
   return s;
 }
 
@@ -138,6 +199,9 @@ std::string ReaderState::ToString() const {
        std::to_string(crop_height) + "x" + std::to_string(crop_width) +
        (resized_crop ? " resized" : "") + (flip ? ", flip" : "") + ", dataset of " +
        std::to_string(num_samples) + " samples, fingerprint " + HexDigest(dataset_fingerprint);
+  if (!mixture_sources.empty()) {
+    s += ", a mixture of " + std::to_string(mixture_sources.size()) + " datasets";
+  }
   return s;
 }
 

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "formats/status.h"
 #include "reader/sampler.h"
@@ -29,6 +30,21 @@ inline constexpr char kReaderStateMagic[4] = {'K', 'R', 'S', 'T'};
 inline constexpr uint16_t kReaderStateVersion = 1;
 // Encoded bytes of a version-1 state (reader/reader_state.md, "Layout").
 inline constexpr size_t kReaderStateBytes = 96;
+// The version of a state with a mixture section (reader/reader_state.md, "Version 2"): the state
+// of a Loader over a mixture of datasets (reader/mixture.h). A single dataset's state stays
+// version 1, byte for byte.
+inline constexpr uint16_t kReaderStateMixtureVersion = 2;
+// Bytes of one source's entry in the mixture section.
+inline constexpr size_t kMixtureSourceBytes = 24;
+// Encoded bytes of a version-2 state with `sources` sources: 104 + 24 per source.
+constexpr size_t ReaderStateBytes(size_t sources) { return 104 + kMixtureSourceBytes * sources; }
+
+// One source of a mixture as its state records it (reader/reader_state.md, "Version 2").
+struct MixtureSourceState {
+  uint64_t fingerprint = 0;  // the source dataset's manifest checksum
+  uint64_t num_samples = 0;  // its samples, n_s
+  uint64_t quota = 0;        // samples drawn from it per epoch, c_s
+};
 
 struct ReaderState {
   // The sampler order version the position refers to (kSamplerOrderVersion when saved).
@@ -60,15 +76,22 @@ struct ReaderState {
   uint32_t resized_crop_digest = 0;
   // The dataset: its sample count and fingerprint (the manifest checksum, XXH3-64 of the
   // canonical manifest: formats/manifest.h ManifestChecksum).
+  // For a mixture: N (samples_per_epoch) and the mixture's fingerprint (reader/reader_state.md,
+  // "Version 2").
   uint64_t num_samples = 0;
   uint64_t dataset_fingerprint = 0;
+  // The mixture section (version 2): empty for one dataset.
+  uint32_t mixture_version = 0;  // kMixtureOrderVersion when saved
+  std::vector<MixtureSourceState> mixture_sources;
 
-  // Returns the kReaderStateBytes-byte encoding (reader/reader_state.md).
+  // Returns the encoding (reader/reader_state.md): version 1, kReaderStateBytes bytes, without
+  // mixture sources; version 2, ReaderStateBytes(sources), with them.
   std::string Encode() const;
-  // Parses an encoding. Errors: Corruption for fewer bytes than the layout needs ("truncated:
-  // ... bytes, a version-1 reader state is 96"), a wrong magic, a checksum mismatch (stored and
-  // computed named), a length field that disagrees, or a field out of range (naming it);
-  // NotSupported for another format version.
+  // Parses an encoding of version 1 or 2. Errors: Corruption for fewer bytes than the layout
+  // needs ("truncated: ... bytes, a version-1 reader state is 96"), a wrong magic, a checksum
+  // mismatch (stored and computed named), a length field that disagrees, a source count outside
+  // [1, kMaxMixtureSources], or a field out of range (naming it); NotSupported for another
+  // format version.
   static Result<ReaderState> Decode(const void* data, size_t size);
   static Result<ReaderState> Decode(const std::string& bytes) {
     return Decode(bytes.data(), bytes.size());

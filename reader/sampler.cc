@@ -150,6 +150,17 @@ Result<Sampler> Sampler::Create(const SamplerOptions& options) {
                                      " blocks must be in [1, 1048576]");
     }
   }
+  if (options.mixture != nullptr) {
+    if (options.shuffle == ShuffleMode::kBlock) {
+      return Status::InvalidArgument(
+          "a mixture of datasets reads in exact or none order, not block order");
+    }
+    if (options.num_samples != options.mixture->samples_per_epoch()) {
+      return Status::InvalidArgument("mixture: num_samples " + std::to_string(options.num_samples) +
+                                     " differs from samples_per_epoch " +
+                                     std::to_string(options.mixture->samples_per_epoch()));
+    }
+  }
   Sampler sampler(options);
   sampler.SetEpoch(0);
   return sampler;
@@ -232,7 +243,8 @@ Status Sampler::SetEpoch(uint64_t epoch, uint64_t consumed) {
       permutation_ = IndexPermutation();
       break;
     case ShuffleMode::kExact:
-      permutation_ = IndexPermutation(n, epoch_key_);
+      // A mixture maps positions through its own schedule (reader/mixture.h).
+      permutation_ = options_.mixture ? IndexPermutation() : IndexPermutation(n, epoch_key_);
       break;
     case ShuffleMode::kBlock:
       permutation_ = IndexPermutation(full_blocks_, SplitMix64Mix(epoch_key_ ^ kBlockOrderTag));
@@ -292,9 +304,12 @@ uint32_t Sampler::BatchSize(uint64_t b) const {
 uint64_t Sampler::PositionToIndex(uint64_t position) const {
   switch (options_.shuffle) {
     case ShuffleMode::kNone:
-      return position;
     case ShuffleMode::kExact:
-      return permutation_(position);
+      if (options_.mixture) {
+        return options_.mixture->Index(options_.seed, epoch_,
+                                       options_.shuffle == ShuffleMode::kExact, position);
+      }
+      return options_.shuffle == ShuffleMode::kExact ? permutation_(position) : position;
     case ShuffleMode::kBlock:
       return BlockSequenceIndex(
           position, WindowPermutation(BlockOfPosition(position) / options_.window_blocks));
@@ -359,7 +374,12 @@ void Sampler::BatchSamples(uint64_t b, uint32_t begin, uint32_t end, uint64_t* i
       indices[k - begin] = pad ? position % n : position;
       is_padding[k - begin] = pad ? 1 : 0;
     }
-    if (options_.shuffle == ShuffleMode::kExact) permutation_.Apply(indices, end - begin);
+    if (options_.mixture) {
+      options_.mixture->Apply(options_.seed, epoch_, options_.shuffle == ShuffleMode::kExact,
+                              indices, end - begin);
+    } else if (options_.shuffle == ShuffleMode::kExact) {
+      permutation_.Apply(indices, end - begin);
+    }
     return;
   }
   // Consecutive positions share a window: build its permutation once per window.

@@ -103,9 +103,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "formats/status.h"
+#include "reader/mixture.h"
 
 namespace kiln {
 
@@ -170,6 +172,11 @@ struct SamplerOptions {
   uint64_t block_samples = 1;
   // kBlock only: blocks per shuffle window, in [1, 2^20]. Default 16.
   uint32_t window_blocks = 16;
+  // A mixture of several datasets (reader/mixture.h, reader/mixture.md): num_samples is then its
+  // samples_per_epoch N, the N global positions are split as in kExact / kNone, and position p
+  // holds the concatenated index mixture->Index(seed, epoch, shuffle == kExact, p) instead of
+  // Perm(N, K_e)(p). kExact and kNone only. Default none (one dataset).
+  std::shared_ptr<const MixtureSchedule> mixture;
 };
 
 // SplitMix64's output mixing function: a bijection of uint64 with good avalanche.
@@ -228,7 +235,8 @@ struct SampleRange {
 class Sampler {
  public:
   // Errors: InvalidArgument for batch_size 0, world_size 0, rank >= world_size, block_samples 0
-  // or window_blocks outside [1, 2^20] in kBlock.
+  // or window_blocks outside [1, 2^20] in kBlock, a mixture in kBlock or with num_samples other
+  // than its samples_per_epoch.
   static Result<Sampler> Create(const SamplerOptions& options);
 
   // Makes `epoch` current from its first step. O(1) time and memory.

@@ -16,6 +16,8 @@ Host header the client sent to the proxy, still check) and injects, from a seede
                     cut short
   --slowdown P      a new connection's first request is answered, with probability P, by
                     "503 SlowDown" in S3's XML form and the connection closed
+  --slowdown-every K  every K-th new connection is answered so (deterministic, for tests that
+                    must see it happen)
   --hang P          a new connection, with probability P, is accepted and never answered (the
                     client's request timeout must end it)
 
@@ -45,7 +47,8 @@ SLOWDOWN = (b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nConnect
 class Proxy:
     def __init__(self, args):
         self.args = args
-        self.rng = random.Random(args.seed)
+        self.rng = random.Random(args.seed)  # chunk faults
+        self.conn_rng = random.Random(args.seed + 1)  # connection faults: their own stream
         self.counts = {"connections": 0, "chunks": 0, "delayed": 0, "stalls": 0, "resets": 0,
                        "slowdowns": 0, "hangs": 0}
 
@@ -122,7 +125,8 @@ class Proxy:
 
     async def handle(self, client_reader, client_writer):
         self.count("connections")
-        if self.args.hang > 0 and self.rng.random() < self.args.hang:
+        number = self.counts["connections"]
+        if self.args.hang > 0 and self.conn_rng.random() < self.args.hang:
             self.count("hangs")
             try:
                 while await client_reader.read(CHUNK):
@@ -132,7 +136,9 @@ class Proxy:
             client_writer.close()
             return
         try:
-            if self.args.slowdown > 0 and self.rng.random() < self.args.slowdown:
+            every = self.args.slowdown_every
+            if ((self.args.slowdown > 0 and self.conn_rng.random() < self.args.slowdown)
+                    or (every > 0 and number % every == 0)):
                 head = await client_reader.readuntil(b"\r\n\r\n")
                 if head:
                     self.count("slowdowns")
@@ -189,6 +195,7 @@ if __name__ == "__main__":
     p.add_argument("--stall", type=float, default=0.0)
     p.add_argument("--reset", type=float, default=0.0)
     p.add_argument("--slowdown", type=float, default=0.0)
+    p.add_argument("--slowdown-every", type=int, default=0)
     p.add_argument("--hang", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--stats")

@@ -371,7 +371,8 @@ TEST_F(RemoteDatasetTest, HttpServerGoneAndBackMidEpochLosesNothing) {
 // still the local directory's, none lost or repeated, in exact and block order, over HTTP and
 // over S3 (the SigV4 signature covers the proxy's host, which it forwards unchanged).
 TEST_F(RemoteDatasetTest, LatencyLossResetsAndSlowDownLoseNothing) {
-  const std::string faults = "--delay-ms 25 --stall 0.01 --reset 0.01 --slowdown 0.02 --seed 3";
+  // SlowDown on every 20th new connection (2%, deterministic: the test must see it happen).
+  const std::string faults = "--delay-ms 25 --stall 0.01 --reset 0.01 --slowdown-every 20 --seed 3";
   const std::string http = servers->StartProxy("http", servers->var("HTTP_URL"), faults);
   const std::string s3 = servers->StartProxy("s3", servers->var("S3_ENDPOINT"), faults);
   ASSERT_FALSE(http.empty());
@@ -402,7 +403,8 @@ TEST_F(RemoteDatasetTest, LatencyLossResetsAndSlowDownLoseNothing) {
     EXPECT_GT(servers->ProxyCount(proxy, "resets"), 0) << proxy;
     EXPECT_GT(servers->ProxyCount(proxy, "stalls"), 0) << proxy;
   }
-  EXPECT_GT(servers->ProxyCount("http", "slowdowns") + servers->ProxyCount("s3", "slowdowns"), 0);
+  EXPECT_GT(servers->ProxyCount("http", "slowdowns"), 0);
+  EXPECT_GT(servers->ProxyCount("s3", "slowdowns"), 0);
   EXPECT_GT(retries, 0u);
   EXPECT_EQ(servers->StopProxy("http"), 0);
   EXPECT_EQ(servers->StopProxy("s3"), 0);

@@ -1,0 +1,234 @@
+#include "reader/mixture.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "reader/sampler.h"
+
+namespace kiln {
+
+namespace {
+
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+// Domain-separation tags (ASCII "MixWindw", "MixPass!").
+constexpr uint64_t kMixWindowTag = 0x4D697857696E6477ull;
+constexpr uint64_t kMixPassTag = 0x4D69785061737321ull;
+
+uint64_t MulDiv(uint64_t a, uint64_t b, uint64_t d) {
+  return static_cast<uint64_t>(static_cast<__uint128_t>(a) * b / d);
+}
+
+// K_e of reader/sampler.h: the epoch key.
+uint64_t EpochKey(uint64_t seed, uint64_t epoch) {
+  return SplitMix64Mix(seed ^ SplitMix64Mix(epoch + kGolden));
+}
+
+uint64_t WindowKey(uint64_t epoch_key, uint64_t window) {
+  return SplitMix64Mix(SplitMix64Mix(epoch_key ^ kMixWindowTag) + window);
+}
+
+uint64_t PassKey(uint64_t seed, uint32_t source, uint64_t pass) {
+  return SplitMix64Mix(SplitMix64Mix(SplitMix64Mix(seed ^ kMixPassTag) + source) + pass);
+}
+
+// Largest-remainder apportionment of `total` in proportion to `shares` (ties to the lower index).
+std::vector<uint64_t> Apportion(uint64_t total, const std::vector<double>& shares) {
+  double sum = 0;
+  for (double w : shares) sum += w;
+  std::vector<uint64_t> quotas(shares.size());
+  std::vector<double> remainders(shares.size());
+  uint64_t given = 0;
+  for (size_t s = 0; s < shares.size(); ++s) {
+    const double exact = static_cast<double>(total) * (shares[s] / sum);
+    quotas[s] = static_cast<uint64_t>(std::floor(exact));
+    remainders[s] = exact - std::floor(exact);
+    given += quotas[s];
+  }
+  // Rounding may overshoot by a sample or two: take them back from the largest quotas.
+  while (given > total) {
+    const size_t s =
+        static_cast<size_t>(std::max_element(quotas.begin(), quotas.end()) - quotas.begin());
+    --quotas[s];
+    --given;
+  }
+  std::vector<size_t> order(shares.size());
+  for (size_t s = 0; s < order.size(); ++s) order[s] = s;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return remainders[a] > remainders[b]; });
+  for (size_t r = 0; given < total; r = (r + 1) % order.size(), ++given) ++quotas[order[r]];
+  return quotas;
+}
+
+Status CheckSpecs(const std::vector<MixtureSourceSpec>& sources) {
+  if (sources.empty()) return Status::InvalidArgument("mixture: no sources");
+  if (sources.size() > kMaxMixtureSources) {
+    return Status::InvalidArgument("mixture: " + std::to_string(sources.size()) +
+                                   " sources; at most " + std::to_string(kMaxMixtureSources));
+  }
+  const bool weights = sources[0].weight != 0;
+  for (size_t s = 0; s < sources.size(); ++s) {
+    const MixtureSourceSpec& src = sources[s];
+    const std::string what = "mixture source " + std::to_string(s) + " (" + src.name + ")";
+    if (src.num_samples == 0) return Status::InvalidArgument(what + " has no samples");
+    if ((src.weight != 0) == (src.repeat != 0)) {
+      return Status::InvalidArgument(what + ": give exactly one of weight and repeat");
+    }
+    const double v = src.weight != 0 ? src.weight : src.repeat;
+    if (!(v > 0) || !std::isfinite(v)) {
+      return Status::InvalidArgument(what + ": " + (src.weight != 0 ? "weight " : "repeat ") +
+                                     std::to_string(v) + " must be > 0 and finite");
+    }
+    if ((src.weight != 0) != weights) {
+      return Status::InvalidArgument(what + " has a " + (weights ? "repeat" : "weight") +
+                                     " but source 0 has a " + (weights ? "weight" : "repeat") +
+                                     ": give every source a weight, or every source a repeat");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<MixtureSchedule> MixtureSchedule::Create(const std::vector<MixtureSourceSpec>& sources,
+                                                uint64_t samples_per_epoch) {
+  KILN_RETURN_IF_ERROR(CheckSpecs(sources));
+  const bool weights = sources[0].weight != 0;
+  MixtureSchedule m;
+  std::vector<double> shares;
+  uint64_t sum_sizes = 0, sum_repeats = 0;
+  for (const MixtureSourceSpec& src : sources) {
+    m.sizes_.push_back(src.num_samples);
+    sum_sizes += src.num_samples;
+    const double repeated = src.repeat * static_cast<double>(src.num_samples);
+    shares.push_back(weights ? src.weight : repeated);
+    sum_repeats += static_cast<uint64_t>(std::llround(repeated));
+  }
+  if (samples_per_epoch == 0 && !weights) {
+    // Repeat factors with the default budget: each source's own rounded count.
+    m.total_ = sum_repeats;
+    for (const MixtureSourceSpec& src : sources) {
+      m.quotas_.push_back(
+          static_cast<uint64_t>(std::llround(src.repeat * static_cast<double>(src.num_samples))));
+    }
+  } else {
+    m.total_ = samples_per_epoch != 0 ? samples_per_epoch : sum_sizes;
+    m.quotas_ = Apportion(m.total_, shares);
+  }
+  if (m.total_ == 0) return Status::InvalidArgument("mixture: an epoch of 0 samples");
+  m.offsets_.assign(1, 0);
+  for (uint64_t n : m.sizes_) m.offsets_.push_back(m.offsets_.back() + n);
+  m.rest_.assign(m.sizes_.size(), 0);
+  uint64_t rest = 0;
+  for (size_t s = m.sizes_.size(); s-- > 0;) {
+    rest += m.quotas_[s];
+    m.rest_[s] = rest;
+  }
+  return m;
+}
+
+void MixtureSchedule::Schedule(uint64_t i, uint32_t* source, uint64_t* draw) const {
+  // A chain of Bresenham splits: among the rest_[s] positions left for sources s..S-1, source s
+  // takes index x when floor((x + 1) c_s / rest) > floor(x c_s / rest), as its draw floor(x c_s /
+  // rest); the others move on with x - floor(x c_s / rest).
+  uint64_t x = i;
+  const uint32_t last = static_cast<uint32_t>(sizes_.size() - 1);
+  for (uint32_t s = 0; s < last; ++s) {
+    const uint64_t rest = rest_[s], c = quotas_[s];
+    if (c == 0) continue;
+    const uint64_t a = MulDiv(x, c, rest);
+    if (MulDiv(x + 1, c, rest) > a) {
+      *source = s;
+      *draw = a;
+      return;
+    }
+    x -= a;
+  }
+  *source = last;
+  *draw = x;
+}
+
+MixtureDraw MixtureSchedule::Draw(uint64_t seed, uint64_t epoch, bool shuffle,
+                                  uint64_t position) const {
+  uint64_t i = position;
+  if (shuffle) {
+    const uint64_t w = position / kMixtureWindow, begin = w * kMixtureWindow;
+    const uint64_t len = std::min(kMixtureWindow, total_ - begin);
+    i = begin + IndexPermutation(len, WindowKey(EpochKey(seed, epoch), w))(position - begin);
+  }
+  MixtureDraw d;
+  uint64_t k = 0;
+  Schedule(i, &d.source, &k);
+  const uint64_t n = sizes_[d.source];
+  const __uint128_t total_draw = static_cast<__uint128_t>(epoch) * quotas_[d.source] + k;
+  const uint64_t pass = static_cast<uint64_t>(total_draw / n);
+  const uint64_t j = static_cast<uint64_t>(total_draw % n);
+  d.sample = shuffle ? IndexPermutation(n, PassKey(seed, d.source, pass))(j) : j;
+  return d;
+}
+
+uint64_t MixtureSchedule::Index(uint64_t seed, uint64_t epoch, bool shuffle,
+                                uint64_t position) const {
+  const MixtureDraw d = Draw(seed, epoch, shuffle, position);
+  return offsets_[d.source] + d.sample;
+}
+
+void MixtureSchedule::Apply(uint64_t seed, uint64_t epoch, bool shuffle, uint64_t* positions,
+                            size_t count) const {
+  const uint64_t epoch_key = EpochKey(seed, epoch);
+  uint64_t window_id = UINT64_MAX;
+  IndexPermutation window;
+  // The last pass permutation built per source (a batch draws from few passes).
+  struct PassCache {
+    uint64_t pass = UINT64_MAX;
+    IndexPermutation perm;
+  };
+  std::vector<PassCache> passes(shuffle ? sizes_.size() : 0);
+  for (size_t k = 0; k < count; ++k) {
+    const uint64_t position = positions[k];
+    uint64_t i = position;
+    if (shuffle) {
+      const uint64_t w = position / kMixtureWindow, begin = w * kMixtureWindow;
+      if (w != window_id) {
+        window_id = w;
+        window =
+            IndexPermutation(std::min(kMixtureWindow, total_ - begin), WindowKey(epoch_key, w));
+      }
+      i = begin + window(position - begin);
+    }
+    uint32_t s = 0;
+    uint64_t draw = 0;
+    Schedule(i, &s, &draw);
+    const uint64_t n = sizes_[s];
+    const __uint128_t total_draw = static_cast<__uint128_t>(epoch) * quotas_[s] + draw;
+    const uint64_t pass = static_cast<uint64_t>(total_draw / n);
+    const uint64_t j = static_cast<uint64_t>(total_draw % n);
+    uint64_t sample = j;
+    if (shuffle) {
+      PassCache& cache = passes[s];
+      if (cache.pass != pass) {
+        cache.pass = pass;
+        cache.perm = IndexPermutation(n, PassKey(seed, s, pass));
+      }
+      sample = cache.perm(j);
+    }
+    positions[k] = offsets_[s] + sample;
+  }
+}
+
+uint32_t MixtureSchedule::SourceOfIndex(uint64_t index) const {
+  // offsets_ is non-decreasing from 0; the source is the last offset <= index.
+  const auto it = std::upper_bound(offsets_.begin(), offsets_.end(), index);
+  return static_cast<uint32_t>(it - offsets_.begin() - 1);
+}
+
+uint64_t MixtureSchedule::Fingerprint() const {
+  uint64_t h = SplitMix64Mix(kMixtureOrderVersion + kGolden);
+  h = SplitMix64Mix(h ^ total_);
+  for (size_t s = 0; s < sizes_.size(); ++s) {
+    h = SplitMix64Mix(h ^ sizes_[s]);
+    h = SplitMix64Mix(h ^ quotas_[s]);
+  }
+  return h;
+}
+
+}  // namespace kiln

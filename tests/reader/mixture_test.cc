@@ -1,0 +1,598 @@
+// Mixtures of datasets (reader/mixture.h, reader/mixture_dataset.h, Loader::CreateMixture): the
+// schedule's quotas and bijection, proportions within every window and over the epoch,
+// exactly-once within each pass of each source, the loader's batches (each dataset's own bytes
+// and labels, sources named), byte-identical across threads, prefetch, io paths and world
+// sizes, resume at random points (also twice, also elastic) byte-identical to an uninterrupted
+// run, and the refusals by name.
+#include "reader/mixture.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reader/loader.h"
+#include "reader/mixture_dataset.h"
+#include "reader/reader_state.h"
+#include "tests/reader/test_dataset.h"
+
+namespace kiln {
+namespace {
+
+using testing::MakeSchema;
+using testing::TestDataset;
+using testing::TestDatasetOptions;
+
+MixtureSchedule MustSchedule(const std::vector<MixtureSourceSpec>& specs, uint64_t n) {
+  Result<MixtureSchedule> m = MixtureSchedule::Create(specs, n);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? *m : MixtureSchedule();
+}
+
+std::vector<MixtureSourceSpec> Weighted(const std::vector<uint64_t>& sizes,
+                                        const std::vector<double>& weights) {
+  std::vector<MixtureSourceSpec> specs(sizes.size());
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    specs[s].num_samples = sizes[s];
+    specs[s].weight = weights[s];
+    specs[s].name = "source" + std::to_string(s);
+  }
+  return specs;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The schedule.
+
+TEST(MixtureScheduleTest, QuotasFollowWeightsRepeatsAndTheBudget) {
+  MixtureSchedule w = MustSchedule(Weighted({5000, 200}, {0.7, 0.3}), 1000);
+  EXPECT_EQ(w.samples_per_epoch(), 1000u);
+  EXPECT_EQ(w.quota(0), 700u);
+  EXPECT_EQ(w.quota(1), 300u);
+  // Default budget with weights: the total of the sizes, split by weight.
+  MixtureSchedule d = MustSchedule(Weighted({300, 100}, {1, 1}), 0);
+  EXPECT_EQ(d.samples_per_epoch(), 400u);
+  EXPECT_EQ(d.quota(0), 200u);
+  EXPECT_EQ(d.quota(1), 200u);
+  // Repeats: 1x the large set, 3x the fine-tuning set; default budget their sum.
+  std::vector<MixtureSourceSpec> r(2);
+  r[0].num_samples = 1000;
+  r[0].repeat = 1;
+  r[1].num_samples = 50;
+  r[1].repeat = 3;
+  MixtureSchedule rs = MustSchedule(r, 0);
+  EXPECT_EQ(rs.samples_per_epoch(), 1150u);
+  EXPECT_EQ(rs.quota(0), 1000u);
+  EXPECT_EQ(rs.quota(1), 150u);
+  // Largest remainder: 3 equal weights over 100 give 34, 33, 33 (ties to the lower source).
+  MixtureSchedule t = MustSchedule(Weighted({10, 10, 10}, {1, 1, 1}), 100);
+  EXPECT_EQ(t.quota(0), 34u);
+  EXPECT_EQ(t.quota(1), 33u);
+  EXPECT_EQ(t.quota(2), 33u);
+}
+
+TEST(MixtureScheduleTest, RefusesBadSpecsByName) {
+  std::vector<MixtureSourceSpec> specs = Weighted({10, 10}, {1, -2});
+  Result<MixtureSchedule> m = MixtureSchedule::Create(specs, 0);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("source 1 (source1)"), std::string::npos)
+      << m.status().ToString();
+  specs[1].weight = 0;
+  specs[1].repeat = 2;
+  m = MixtureSchedule::Create(specs, 0);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("every source a weight"), std::string::npos)
+      << m.status().ToString();
+  EXPECT_FALSE(MixtureSchedule::Create({}, 0).ok());
+  specs = Weighted({10, 0}, {1, 1});
+  m = MixtureSchedule::Create(specs, 0);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("has no samples"), std::string::npos);
+}
+
+// Schedule(i) is a bijection of [0, N) onto {(s, k) : k < c_s}, also for quotas of 0.
+TEST(MixtureScheduleTest, ScheduleIsABijectionOntoTheDraws) {
+  const std::vector<std::pair<std::vector<double>, uint64_t>> cases = {
+      {{0.5, 0.3, 0.2}, 1000}, {{1, 1, 1, 1, 1}, 7}, {{0.9, 0.05, 0.05}, 333}, {{1}, 50}};
+  for (const auto& [weights, n] : cases) {
+    MixtureSchedule m =
+        MustSchedule(Weighted(std::vector<uint64_t>(weights.size(), 10), weights), n);
+    std::vector<std::vector<int>> seen(weights.size());
+    for (size_t s = 0; s < weights.size(); ++s) seen[s].assign(m.quota(s), 0);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint32_t s = 0;
+      uint64_t k = 0;
+      m.Schedule(i, &s, &k);
+      ASSERT_LT(s, weights.size());
+      ASSERT_LT(k, m.quota(s)) << "i " << i;
+      ++seen[s][k];
+    }
+    for (size_t s = 0; s < weights.size(); ++s) {
+      for (uint64_t k = 0; k < m.quota(s); ++k) ASSERT_EQ(seen[s][k], 1) << s << " " << k;
+    }
+  }
+}
+
+// Chi-square of `counts` against the quotas' proportions.
+double ChiSquare(const std::vector<uint64_t>& counts, const MixtureSchedule& m) {
+  uint64_t total = 0;
+  for (uint64_t c : counts) total += c;
+  double chi = 0;
+  for (size_t s = 0; s < counts.size(); ++s) {
+    const double expected = static_cast<double>(total) * static_cast<double>(m.quota(s)) /
+                            static_cast<double>(m.samples_per_epoch());
+    const double d = static_cast<double>(counts[s]) - expected;
+    chi += d * d / expected;
+  }
+  return chi;
+}
+
+// The proportions hold within every window of a few hundred positions and over the epoch: the
+// aligned windows of kMixtureWindow within one sample per source, every sliding window of 300
+// with a chi-square far below the 0.1% critical value (13.8 for 2 degrees of freedom: a
+// random i.i.d. draw would exceed it in 1 window of 1000), and the epoch exactly. Runs of one
+// source stay short.
+TEST(MixtureScheduleTest, ProportionsHoldInEveryWindowAndOverTheEpoch) {
+  MixtureSchedule m = MustSchedule(Weighted({100000, 5000, 300}, {0.6, 0.3, 0.1}), 60000);
+  for (bool shuffle : {true, false}) {
+    for (uint64_t epoch : {0, 1, 7}) {
+      std::vector<uint32_t> src(m.samples_per_epoch());
+      for (uint64_t p = 0; p < src.size(); ++p) {
+        src[p] = m.Draw(3, epoch, shuffle, p).source;
+      }
+      std::vector<uint64_t> epoch_counts(3, 0);
+      for (uint32_t s : src) ++epoch_counts[s];
+      for (size_t s = 0; s < 3; ++s) EXPECT_EQ(epoch_counts[s], m.quota(s));
+      for (uint64_t w = 0; w + kMixtureWindow <= src.size(); w += kMixtureWindow) {
+        std::vector<uint64_t> c(3, 0);
+        for (uint64_t p = w; p < w + kMixtureWindow; ++p) ++c[src[p]];
+        for (size_t s = 0; s < 3; ++s) {
+          const double want = static_cast<double>(kMixtureWindow) * m.quota(s) / 60000.0;
+          ASSERT_LE(std::abs(static_cast<double>(c[s]) - want), 3.0) << "window " << w;
+        }
+      }
+      double worst = 0;
+      for (uint64_t w = 0; w + 300 <= src.size(); w += 37) {
+        std::vector<uint64_t> c(3, 0);
+        for (uint64_t p = w; p < w + 300; ++p) ++c[src[p]];
+        worst = std::max(worst, ChiSquare(c, m));
+      }
+      EXPECT_LT(worst, 13.8) << "shuffle " << shuffle << " epoch " << epoch;
+      uint64_t run = 1, longest = 1;
+      for (uint64_t p = 1; p < src.size(); ++p) {
+        run = src[p] == src[p - 1] ? run + 1 : 1;
+        longest = std::max(longest, run);
+      }
+      // Without the window shuffle the schedule is a Bresenham chain: 0.6 comes in runs of 1-2.
+      EXPECT_LE(longest, shuffle ? 40u : 2u) << "shuffle " << shuffle;
+    }
+  }
+}
+
+// Each pass over a source draws every one of its samples exactly once; a larger source is
+// subsampled without repetition and the next epoch continues with samples not yet seen.
+TEST(MixtureScheduleTest, ExactlyOncePerPassAndLaterEpochsContinue) {
+  // Source 0: 100 samples, 250 draws per epoch (2.5 passes); source 1: 1000 samples, 250 draws.
+  MixtureSchedule m = MustSchedule(Weighted({100, 1000}, {1, 1}), 500);
+  ASSERT_EQ(m.quota(0), 250u);
+  for (bool shuffle : {true, false}) {
+    std::vector<std::vector<int>> seen(2);
+    seen[0].assign(100, 0);
+    seen[1].assign(1000, 0);
+    for (uint64_t epoch = 0; epoch < 4; ++epoch) {
+      for (uint64_t p = 0; p < m.samples_per_epoch(); ++p) {
+        const MixtureDraw d = m.Draw(11, epoch, shuffle, p);
+        ++seen[d.source][d.sample];
+      }
+      if (epoch == 0) {
+        // Passes 0 and 1 whole, half of pass 2: each sample 2 or 3 times, 50 of them 3 times.
+        int thrice = 0;
+        for (int c : seen[0]) {
+          ASSERT_TRUE(c == 2 || c == 3) << c;
+          thrice += c == 3;
+        }
+        EXPECT_EQ(thrice, 50);
+      }
+      if (epoch == 1) {
+        // Epoch 1 finishes pass 2 with the other 50: 5 passes, each sample 5 times.
+        for (int c : seen[0]) ASSERT_EQ(c, 5);
+      }
+      if (epoch == 3) {
+        // 1000 draws of the large source over 4 epochs: one pass, every sample once.
+        for (int c : seen[1]) ASSERT_EQ(c, 1);
+      } else {
+        for (int c : seen[1]) ASSERT_LE(c, 1);
+      }
+    }
+  }
+}
+
+TEST(MixtureScheduleTest, ApplyEqualsIndexAndDependsOnlyOnSeedEpochPosition) {
+  MixtureSchedule m = MustSchedule(Weighted({77, 1000, 5}, {0.5, 0.4, 0.1}), 3000);
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> positions(500);
+  for (uint64_t& p : positions) p = rng() % 3000;
+  std::vector<uint64_t> applied = positions;
+  m.Apply(9, 2, true, applied.data(), applied.size());
+  for (size_t k = 0; k < positions.size(); ++k) {
+    ASSERT_EQ(applied[k], m.Index(9, 2, true, positions[k])) << k;
+    const uint32_t s = m.SourceOfIndex(applied[k]);
+    ASSERT_LT(applied[k] - m.offset(s), m.source_samples(s));
+  }
+  // Another seed or epoch gives another order.
+  EXPECT_NE(m.Index(9, 2, true, 5) + m.Index(9, 2, true, 6) * 7,
+            m.Index(10, 2, true, 5) + m.Index(10, 2, true, 6) * 7);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loader over a mixture.
+
+// A sample as a batch shows it.
+struct Drawn {
+  uint32_t source = 0;
+  uint64_t index = 0;
+  int64_t label = 0;
+  uint8_t padding = 0;
+  std::vector<uint8_t> data;
+  bool operator==(const Drawn& o) const {
+    return source == o.source && index == o.index && label == o.label && padding == o.padding &&
+           data == o.data;
+  }
+};
+
+// One event of the stream: a batch or the end of an epoch.
+struct Event {
+  bool end = false;
+  uint64_t epoch = 0;
+  uint64_t index = 0;
+  std::vector<Drawn> samples;
+  bool operator==(const Event& o) const {
+    return end == o.end && epoch == o.epoch && index == o.index && samples == o.samples;
+  }
+};
+
+std::vector<Event> ReadEvents(Loader& loader, uint64_t count) {
+  std::vector<Event> out;
+  for (uint64_t i = 0; i < count; ++i) {
+    Batch b;
+    Result<bool> r = loader.Next(&b);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return out;
+    Event e;
+    e.end = !*r;
+    if (*r) {
+      e.epoch = b.epoch;
+      e.index = b.index;
+      EXPECT_NE(b.sources, nullptr);
+      const uint64_t sb = b.schema.sample_bytes();
+      for (uint32_t k = 0; k < b.size; ++k) {
+        Drawn d;
+        d.source = b.sources[k];
+        d.index = b.sample_indices[k];
+        d.label = b.labels[k];
+        d.padding = b.is_padding[k];
+        d.data.assign(b.data + k * sb, b.data + (k + 1) * sb);
+        e.samples.push_back(std::move(d));
+      }
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+ReaderState SaveAndLoad(const Loader& loader) {
+  const std::string blob = loader.state().Encode();
+  EXPECT_EQ(blob.size(), ReaderStateBytes(loader.mixture()->num_sources()));
+  Result<ReaderState> back = ReaderState::Decode(blob);
+  EXPECT_TRUE(back.ok()) << back.status().ToString();
+  return back.ok() ? *back : ReaderState{};
+}
+
+class MixtureLoaderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const uint64_t sizes[] = {120, 50, 9};
+    for (uint64_t n : sizes) {
+      TestDatasetOptions o;
+      o.num_samples = n;
+      o.schema = MakeSchema(6, 5, 3);
+      o.samples_per_shard = 16;
+      auto ds = std::make_unique<TestDataset>(o);
+      ASSERT_TRUE(ds->ok());
+      datasets_->push_back(std::move(ds));
+    }
+  }
+  static void TearDownTestSuite() { datasets_->clear(); }
+
+  static std::vector<std::shared_ptr<const Dataset>> Sources(size_t count = 3) {
+    std::vector<std::shared_ptr<const Dataset>> out;
+    for (size_t s = 0; s < count; ++s) out.push_back((*datasets_)[s]->Open());
+    return out;
+  }
+  static MixtureOptions Mix() {
+    MixtureOptions m;
+    m.weights = {0.5, 0.3, 0.2};
+    m.samples_per_epoch = 203;
+    return m;
+  }
+  static LoaderOptions Options() {
+    LoaderOptions o;
+    o.pin_memory = false;
+    o.batch_size = 8;
+    o.seed = 4;
+    o.num_threads = 2;
+    return o;
+  }
+  static std::unique_ptr<Loader> Make(const LoaderOptions& o, const MixtureOptions& m = Mix()) {
+    Result<std::unique_ptr<Loader>> l =
+        Loader::CreateMixture(Sources(m.weights.size() + m.repeats.size()), m, o);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    return l.ok() ? std::move(l).value() : nullptr;
+  }
+  // Every sample of an uninterrupted single-rank epoch, by global position.
+  static std::vector<Drawn> Sequence(uint64_t epoch) {
+    LoaderOptions o = Options();
+    o.start_epoch = epoch;
+    std::unique_ptr<Loader> l = Make(o);
+    std::vector<Drawn> seq;
+    if (l == nullptr) return seq;
+    for (const Event& e : ReadEvents(*l, l->batches_per_epoch())) {
+      for (const Drawn& d : e.samples) seq.push_back(d);
+    }
+    return seq;
+  }
+  static std::vector<std::unique_ptr<TestDataset>>* datasets_;
+};
+std::vector<std::unique_ptr<TestDataset>>* MixtureLoaderTest::datasets_ =
+    new std::vector<std::unique_ptr<TestDataset>>();
+
+// Each sample is its own dataset's, bytes and label; the epoch draws each source's quota and
+// each pass of a source reads every sample once.
+TEST_F(MixtureLoaderTest, BatchesHoldEachDatasetsOwnSamplesInTheirProportions) {
+  std::unique_ptr<Loader> l = Make(Options());
+  ASSERT_NE(l, nullptr);
+  const MixtureSchedule& m = *l->mixture();
+  EXPECT_EQ(l->samples_per_epoch(), 203u);
+  std::vector<uint64_t> counts(3, 0);
+  std::vector<std::map<uint64_t, int>> seen(3);
+  const TensorSchema schema = MakeSchema(6, 5, 3);
+  for (const Event& e : ReadEvents(*l, l->batches_per_epoch())) {
+    for (const Drawn& d : e.samples) {
+      ASSERT_LT(d.source, 3u);
+      ASSERT_LT(d.index, (*datasets_)[d.source]->num_samples());
+      EXPECT_EQ(d.label, testing::SampleLabel(d.index));
+      EXPECT_EQ(d.data, testing::SampleBytes(schema, d.index));
+      ++counts[d.source];
+      ++seen[d.source][d.index];
+    }
+  }
+  for (size_t s = 0; s < 3; ++s) EXPECT_EQ(counts[s], m.quota(s)) << s;
+  // Largest remainder of 203 x (0.5, 0.3, 0.2): 101, 61, 41. Source 0: 101 of 120 samples,
+  // none twice. Source 1: 61 draws of 50, one pass + 11. Source 2: 41 draws of 9: 4 passes + 5.
+  ASSERT_EQ(m.quota(0), 101u);
+  ASSERT_EQ(m.quota(1), 61u);
+  ASSERT_EQ(m.quota(2), 41u);
+  for (const auto& [index, c] : seen[0]) EXPECT_EQ(c, 1) << index;
+  EXPECT_EQ(seen[1].size(), 50u);
+  for (const auto& [index, c] : seen[1]) EXPECT_TRUE(c == 1 || c == 2) << index;
+  for (const auto& [index, c] : seen[2]) EXPECT_TRUE(c == 4 || c == 5) << index;
+}
+
+// Byte-identical whatever threads, prefetch and io path; the union over ranks of any world size
+// is the single rank's epoch, each rank with the same number of batches.
+TEST_F(MixtureLoaderTest, ByteIdenticalAcrossThreadsPrefetchIoAndWorldSizes) {
+  const std::vector<Drawn> seq = Sequence(1);
+  ASSERT_EQ(seq.size(), 203u);
+  struct Config {
+    uint32_t threads, prefetch;
+    IoMode io;
+  };
+  for (const Config& c :
+       {Config{1, 1, IoMode::kMmap}, Config{4, 5, IoMode::kMmap}, Config{3, 2, IoMode::kDirect}}) {
+    LoaderOptions o = Options();
+    o.start_epoch = 1;
+    o.num_threads = c.threads;
+    o.prefetch = c.prefetch;
+    o.io = c.io;
+    std::unique_ptr<Loader> l = Make(o);
+    ASSERT_NE(l, nullptr);
+    std::vector<Drawn> got;
+    for (const Event& e : ReadEvents(*l, l->batches_per_epoch())) {
+      for (const Drawn& d : e.samples) got.push_back(d);
+    }
+    EXPECT_TRUE(got == seq) << "threads " << c.threads << " io " << IoModeName(c.io) << " ("
+                            << l->io_reason() << ")";
+  }
+  for (uint32_t w : {2u, 3u, 5u}) {
+    uint64_t batches = 0;
+    for (uint32_t r = 0; r < w; ++r) {
+      LoaderOptions o = Options();
+      o.start_epoch = 1;
+      o.world_size = w;
+      o.rank = r;
+      std::unique_ptr<Loader> l = Make(o);
+      ASSERT_NE(l, nullptr);
+      if (r == 0) batches = l->batches_per_epoch();
+      EXPECT_EQ(l->batches_per_epoch(), batches) << "rank " << r << " of " << w;
+      uint64_t j = 0;
+      for (const Event& e : ReadEvents(*l, batches)) {
+        for (const Drawn& d : e.samples) {
+          ASSERT_LT(r + j * w, seq.size());
+          ASSERT_TRUE(d == seq[r + j * w]) << "rank " << r << " of " << w << " sample " << j;
+          ++j;
+        }
+      }
+      EXPECT_EQ(j, (203 - r + w - 1) / w);  // tail short: the rank's own share, together all 203
+    }
+  }
+}
+
+// Stopped at random points, saved through the binary form and restored (with other threads and
+// prefetch, sometimes stopped and restored a second time): the stream over three epochs equals
+// the uninterrupted one, byte for byte.
+TEST_F(MixtureLoaderTest, ResumeAtRandomPointsEqualsTheUninterruptedStream) {
+  std::unique_ptr<Loader> whole = Make(Options());
+  ASSERT_NE(whole, nullptr);
+  const uint64_t per_epoch = whole->batches_per_epoch() + 1;  // batches and the end
+  const std::vector<Event> want = ReadEvents(*whole, 3 * per_epoch);
+  std::mt19937_64 rng(29);
+  for (int c = 0; c < 12; ++c) {
+    const uint64_t stop1 = rng() % (3 * per_epoch - 2) + 1;
+    const uint64_t stop2 = stop1 + rng() % (3 * per_epoch - stop1);
+    const bool twice = c % 2 == 1;
+    std::unique_ptr<Loader> first = Make(Options());
+    std::vector<Event> got = ReadEvents(*first, stop1);
+    LoaderOptions o = Options();
+    o.num_threads = 1 + c % 4;
+    o.prefetch = 1 + c % 3;
+    o.resume = SaveAndLoad(*first);
+    first.reset();
+    std::unique_ptr<Loader> second = Make(o);
+    ASSERT_NE(second, nullptr);
+    if (twice) {
+      for (Event& e : ReadEvents(*second, stop2 - stop1)) got.push_back(std::move(e));
+      o.resume = SaveAndLoad(*second);
+      o.num_threads = 3;
+      second = Make(o);
+      ASSERT_NE(second, nullptr);
+    }
+    for (Event& e : ReadEvents(*second, 3 * per_epoch - got.size())) got.push_back(std::move(e));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(got[i] == want[i])
+          << "case " << c << " stop " << stop1 << "/" << stop2 << " event " << i;
+    }
+  }
+}
+
+// A state saved on 2 ranks restores on 3 (and 1) with another batch size: the remaining global
+// positions are split by the sampler's rule, each rank reading exactly the uninterrupted run's
+// samples at its positions.
+TEST_F(MixtureLoaderTest, ElasticResumeOnAnotherWorldSize) {
+  const std::vector<Drawn> seq = Sequence(0);
+  LoaderOptions o = Options();
+  o.world_size = 2;
+  o.rank = 1;
+  std::unique_ptr<Loader> saved = Make(o);
+  ASSERT_NE(saved, nullptr);
+  (void)ReadEvents(*saved, 5);
+  const ReaderState state = SaveAndLoad(*saved);
+  const uint64_t c = 5 * 8 * 2;
+  ASSERT_EQ(state.samples_consumed, c);
+  for (uint32_t w : {3u, 1u}) {
+    std::set<uint64_t> positions;
+    for (uint32_t r = 0; r < w; ++r) {
+      LoaderOptions ro = Options();
+      ro.world_size = w;
+      ro.rank = r;
+      ro.batch_size = 5;
+      ro.resume = state;
+      std::unique_ptr<Loader> l = Make(ro);
+      ASSERT_NE(l, nullptr);
+      uint64_t j = 0;
+      for (const Event& e : ReadEvents(*l, l->batches_in_epoch())) {
+        for (const Drawn& d : e.samples) {
+          const uint64_t p = c + r + j * w;
+          ASSERT_LT(p, seq.size());
+          ASSERT_TRUE(d == seq[p]) << "world " << w << " rank " << r << " position " << p;
+          positions.insert(p);
+          ++j;
+        }
+      }
+    }
+    EXPECT_EQ(positions.size(), seq.size() - c) << "world " << w;
+  }
+}
+
+// Datasets with other schemas are refused at open, naming both datasets and the field; states
+// of another mixture are refused by name.
+TEST_F(MixtureLoaderTest, RefusesMismatchesByName) {
+  TestDatasetOptions other;
+  other.num_samples = 10;
+  other.schema = MakeSchema(6, 5, 1);
+  TestDataset grey(other);
+  ASSERT_TRUE(grey.ok());
+  std::vector<std::shared_ptr<const Dataset>> sources = Sources(1);
+  sources.push_back(grey.Open());
+  MixtureOptions two;
+  two.weights = {1, 1};
+  Result<std::unique_ptr<Loader>> l = Loader::CreateMixture(sources, two, Options());
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), StatusCode::kInvalidArgument);
+  const std::string msg = l.status().message();
+  EXPECT_NE(msg.find((*datasets_)[0]->dir()), std::string::npos) << msg;
+  EXPECT_NE(msg.find(grey.dir()), std::string::npos) << msg;
+  EXPECT_NE(msg.find("shape [6, 5, 3] vs [6, 5, 1]"), std::string::npos) << msg;
+
+  LoaderOptions block = Options();
+  block.shuffle = ShuffleMode::kBlock;
+  l = Loader::CreateMixture(Sources(), Mix(), block);
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("block order"), std::string::npos);
+  MixtureOptions short_weights = Mix();
+  short_weights.weights.pop_back();
+  l = Loader::CreateMixture(Sources(), short_weights, Options());
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("3 datasets but 2 weights"), std::string::npos);
+
+  std::unique_ptr<Loader> base = Make(Options());
+  ASSERT_NE(base, nullptr);
+  (void)ReadEvents(*base, 3);
+  const ReaderState state = SaveAndLoad(*base);
+  const auto refused = [&](const ReaderState& st, const MixtureOptions& m,
+                           const std::vector<std::shared_ptr<const Dataset>>& ds,
+                           const std::string& words) {
+    LoaderOptions o = Options();
+    o.resume = st;
+    Result<std::unique_ptr<Loader>> r = Loader::CreateMixture(ds, m, o);
+    ASSERT_FALSE(r.ok()) << words;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(words), std::string::npos) << r.status().ToString();
+  };
+  MixtureOptions weights = Mix();
+  weights.weights = {0.4, 0.4, 0.2};
+  refused(state, weights, Sources(), "mixture source 0 (" + (*datasets_)[0]->dir() + ") draws 101");
+  MixtureOptions budget = Mix();
+  budget.samples_per_epoch = 300;
+  refused(state, budget, Sources(), "draws 101 samples per epoch in the state but 150");
+  std::vector<std::shared_ptr<const Dataset>> swapped = Sources();
+  std::swap(swapped[0], swapped[1]);
+  refused(state, Mix(), swapped,
+          "mixture source 0 (" + (*datasets_)[1]->dir() + ") is another dataset");
+  MixtureOptions fewer;
+  fewer.weights = {0.5, 0.5};
+  refused(state, fewer, Sources(2), "saved on a mixture of 3 datasets; this loader mixes 2");
+  // A mixture's state into a loader over one dataset, and the other way round.
+  LoaderOptions o = Options();
+  o.resume = state;
+  l = Loader::Create(Sources(1)[0], o);
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(
+      l.status().message().find("over a mixture of 3 datasets; this loader reads one dataset"),
+      std::string::npos)
+      << l.status().ToString();
+  std::unique_ptr<Loader> single = std::move(Loader::Create(Sources(1)[0], Options())).value();
+  refused(single->state(), Mix(), Sources(), "over one dataset; this loader reads a mixture of 3");
+}
+
+// A single dataset's state stays version 1, byte for byte (96 bytes), and still restores.
+TEST_F(MixtureLoaderTest, SingleDatasetStatesStayVersionOne) {
+  std::unique_ptr<Loader> single = std::move(Loader::Create(Sources(1)[0], Options())).value();
+  Batch b;
+  ASSERT_TRUE(single->Next(&b).ok());
+  EXPECT_EQ(b.sources, nullptr);
+  const std::string blob = single->state().Encode();
+  ASSERT_EQ(blob.size(), kReaderStateBytes);
+  EXPECT_EQ(blob[4], 1);
+  LoaderOptions o = Options();
+  o.resume = *ReaderState::Decode(blob);
+  EXPECT_TRUE(Loader::Create(Sources(1)[0], o).ok());
+}
+
+}  // namespace
+}  // namespace kiln
