@@ -41,7 +41,7 @@ bool BlockCache::MakeRoomLocked(uint64_t length) {
   for (size_t i = 0; i < age_.size() && held_bytes_ + length > capacity_bytes_;) {
     auto it = held_.find(age_[i]);
     // use_count 1: only the cache holds it (no reader waits on it, no fetch in progress).
-    if (it != held_.end() && it->second.use_count() == 1 && it->second->ready) {
+    if (it != held_.end() && it->second.use_count() == 1 && IsReady(*it->second)) {
       held_bytes_ -= it->second->length;
       held_.erase(it);
       age_.erase(age_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -73,17 +73,6 @@ std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, u
   return extent;
 }
 
-bool BlockCache::IsReady(const Extent& extent) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return extent.ready;
-}
-
-bool BlockCache::WaitReady(const Extent& extent, int timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return ready_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                            [&] { return extent.ready; });
-}
-
 void BlockCache::WaitAny(uint64_t seen, int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   ready_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
@@ -100,11 +89,6 @@ RequestStats BlockCache::TakeRequestStats() {
 uint64_t BlockCache::fetches() const {
   std::lock_guard<std::mutex> lock(mu_);
   return fetches_;
-}
-
-uint64_t BlockCache::held_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return held_bytes_;
 }
 
 // The cache's thread: gives acquired extents to its client (all in flight at once) and marks
@@ -135,7 +119,7 @@ void BlockCache::Run() {
       for (auto& [tag, e] : in_flight) {
         e->result = -EIO;
         e->error = got.status().message();
-        e->ready = true;
+        e->ready.store(true, std::memory_order_release);
         DropLocked(*e);
       }
       in_flight.clear();
@@ -153,7 +137,7 @@ void BlockCache::Run() {
       e.result = -ReadErrno(done);
       e.error = done.status.message();
     }
-    e.ready = true;
+    e.ready.store(true, std::memory_order_release);
     if (!done.status.ok()) DropLocked(e);
     ++fetches_;
     in_flight.erase(it);

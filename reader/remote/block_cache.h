@@ -21,6 +21,7 @@
 #ifndef KILN_READER_REMOTE_BLOCK_CACHE_H_
 #define KILN_READER_REMOTE_BLOCK_CACHE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -29,7 +30,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "formats/status.h"
@@ -45,8 +45,8 @@ class BlockCache {
     uint32_t object = 0;
     uint64_t offset = 0, length = 0;
     std::unique_ptr<uint8_t[]> bytes;  // length bytes once ready
-    // Set under the cache's mutex; read after WaitReady returned true.
-    bool ready = false;
+    // Set (release) once bytes, result and error are final; readers load it (acquire) first.
+    std::atomic<bool> ready{false};
     int64_t result = 0;  // bytes fetched, or -errno (remote_dataset.cc's mapping) on failure
     std::string error;   // the server's answer on failure
   };
@@ -61,18 +61,15 @@ class BlockCache {
   // The extent, fetching it when the cache does not hold it; nullptr when it cannot be held
   // (longer than the capacity, or every held extent in use). Never blocks on the network.
   std::shared_ptr<const Extent> Acquire(uint32_t object, uint64_t offset, uint64_t length);
-  // Waits up to `timeout_ms` for `extent` to be fetched (or to fail); true when it is.
-  bool WaitReady(const Extent& extent, int timeout_ms);
   // Waits up to `timeout_ms` until fetches() passes `seen` (read before looking at the extents
   // one waits on, so that none finishing in between is missed).
   void WaitAny(uint64_t seen, int timeout_ms);
-  bool IsReady(const Extent& extent);
+  static bool IsReady(const Extent& extent) { return extent.ready.load(std::memory_order_acquire); }
 
   // The cache client's counters since the last call (all callers together add up to the whole).
   RequestStats TakeRequestStats();
-  // Extents fetched and bytes held now (for the Loader's report and the tests).
+  // Extents fetched (or failed) so far: WaitAny's `seen`.
   uint64_t fetches() const;
-  uint64_t held_bytes() const;
 
  private:
   using Key = std::pair<uint32_t, uint64_t>;  // (object, offset)

@@ -225,7 +225,7 @@ class RemoteRangeReader final : public RangeReader {
     bool moved = false;
     for (size_t i = 0; i < deferred_.size();) {
       Deferred& d = deferred_[i];
-      if (!cache_->IsReady(*d.extent)) {
+      if (!BlockCache::IsReady(*d.extent)) {
         ++i;
         continue;
       }
