@@ -100,10 +100,11 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   // Block order: whole blocks, one GET each, shared by the threads; room for a shuffle window of
   // blocks plus two more per thread (those a thread's next chunks start while the window moves).
   std::shared_ptr<remote::BlockCache> blocks;
-  uint64_t block_bytes = 0, capacity = 0;
+  uint64_t block_bytes = 0;
+  uint32_t capacity = 0;
   if (options_.shuffle == ShuffleMode::kBlock) {
     block_bytes = sampler_.block_samples() * dataset_->schema().sample_bytes();
-    capacity = block_bytes * (uint64_t{options_.shuffle_window} + 2 * uint64_t{threads} + 2);
+    capacity = options_.shuffle_window + 2 * threads + 2;
     Result<std::shared_ptr<remote::BlockCache>> made = store->NewBlockCache(capacity);
     if (made.ok()) blocks = std::move(*made);
   }
@@ -124,8 +125,8 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   io_reason_ = std::string("the dataset is at a URL: range GETs, ") + std::to_string(depth) +
                " in flight per thread" +
                (blocks != nullptr ? ", whole blocks of " + std::to_string(block_bytes >> 10) +
-                                        " KiB in one GET each (up to " +
-                                        std::to_string(capacity >> 20) + " MiB held)"
+                                        " KiB in one GET each (up to " + std::to_string(capacity) +
+                                        " blocks held)"
                                   : std::string()) +
                (options_.io == IoMode::kMmap ? " (io mmap asked, but a URL has no mapping)" : "");
 #endif

@@ -1,13 +1,16 @@
 #include "reader/remote/block_cache.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
 namespace kiln::remote {
 
 BlockCache::BlockCache(const std::vector<ObjectInfo>& objects, std::unique_ptr<RemoteClient> client,
-                       uint64_t capacity_bytes)
-    : objects_(objects), capacity_bytes_(capacity_bytes), client_(std::move(client)) {
+                       uint32_t capacity_blocks)
+    : objects_(objects),
+      capacity_blocks_(std::max<uint32_t>(1, capacity_blocks)),
+      client_(std::move(client)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -25,7 +28,6 @@ BlockCache::~BlockCache() {
 void BlockCache::DropLocked(const Extent& e) {
   auto held = held_.find(Key{e.object, e.offset});
   if (held == held_.end() || held->second.get() != &e) return;
-  held_bytes_ -= e.length;
   held_.erase(held);
   for (auto a = age_.begin(); a != age_.end(); ++a) {
     if (*a == Key{e.object, e.offset}) {
@@ -35,21 +37,19 @@ void BlockCache::DropLocked(const Extent& e) {
   }
 }
 
-// Evicts the oldest extents no read holds until `length` more bytes fit. mu_ held.
-bool BlockCache::MakeRoomLocked(uint64_t length) {
-  if (length > capacity_bytes_) return false;
-  for (size_t i = 0; i < age_.size() && held_bytes_ + length > capacity_bytes_;) {
+// Evicts the oldest extents no read holds until one more fits. mu_ held.
+bool BlockCache::MakeRoomLocked() {
+  for (size_t i = 0; i < age_.size() && held_.size() >= capacity_blocks_;) {
     auto it = held_.find(age_[i]);
     // use_count 1: only the cache holds it (no reader waits on it, no fetch in progress).
     if (it != held_.end() && it->second.use_count() == 1 && IsReady(*it->second)) {
-      held_bytes_ -= it->second->length;
       held_.erase(it);
       age_.erase(age_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
     ++i;
   }
-  return held_bytes_ + length <= capacity_bytes_;
+  return held_.size() < capacity_blocks_;
 }
 
 std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, uint64_t offset,
@@ -59,7 +59,7 @@ std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, u
   auto it = held_.find(key);
   if (it != held_.end() && it->second->length == length) return it->second;
   if (it != held_.end()) return nullptr;  // another extent at the same offset: read directly
-  if (!MakeRoomLocked(length)) return nullptr;
+  if (!MakeRoomLocked()) return nullptr;
   auto extent = std::make_shared<Extent>();
   extent->object = object;
   extent->offset = offset;
@@ -67,7 +67,6 @@ std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, u
   extent->bytes.reset(new uint8_t[length]);
   held_.emplace(key, extent);
   age_.push_back(key);
-  held_bytes_ += length;
   to_fetch_.push_back(extent);
   work_cv_.notify_one();
   return extent;

@@ -7,8 +7,10 @@
 // the first read of an extent asks the cache, which fetches the whole extent with one GET on its
 // own client and thread, and every read inside it (of any fetch thread) is copied from there.
 //
-// Memory: at most `capacity_bytes` of extents held (the Loader sizes it for a window of blocks
-// plus the blocks the fetch threads may start ahead); an extent is evicted, oldest first, once
+// Memory: at most `capacity_blocks` extents held (the Loader sizes it for a window of blocks plus
+// the blocks the fetch threads may start ahead; counted in blocks, not bytes, because a block's
+// extent includes the record alignment padding, so a byte budget made from sample sizes holds
+// fewer blocks than intended); an extent is evicted, oldest first, once
 // no read waits on it and room is needed. When no extent can be evicted (all in use), Acquire
 // returns nullptr and the caller reads its record by itself: the cache never blocks a read for
 // room and never grows past its capacity. An evicted block read again later is fetched again.
@@ -53,13 +55,13 @@ class BlockCache {
 
   // `objects`: the store's objects (URLs, sizes, ETags), valid for the cache's life.
   BlockCache(const std::vector<ObjectInfo>& objects, std::unique_ptr<RemoteClient> client,
-             uint64_t capacity_bytes);
+             uint32_t capacity_blocks);
   ~BlockCache();
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
   // The extent, fetching it when the cache does not hold it; nullptr when it cannot be held
-  // (longer than the capacity, or every held extent in use). Never blocks on the network.
+  // (every held extent in use). Never blocks on the network.
   std::shared_ptr<const Extent> Acquire(uint32_t object, uint64_t offset, uint64_t length);
   // Waits up to `timeout_ms` until fetches() passes `seen` (read before looking at the extents
   // one waits on, so that none finishing in between is missed).
@@ -74,18 +76,17 @@ class BlockCache {
  private:
   using Key = std::pair<uint32_t, uint64_t>;  // (object, offset)
   void Run();
-  bool MakeRoomLocked(uint64_t length);
+  bool MakeRoomLocked();
   void DropLocked(const Extent& e);
 
   const std::vector<ObjectInfo>& objects_;
-  const uint64_t capacity_bytes_;
+  const uint32_t capacity_blocks_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;   // the thread: extents to fetch, or stop
   std::condition_variable ready_cv_;  // readers: an extent finished
   std::map<Key, std::shared_ptr<Extent>> held_;
   std::deque<Key> age_;                            // held_ keys, oldest first
   std::vector<std::shared_ptr<Extent>> to_fetch_;  // acquired, not yet given to the client
-  uint64_t held_bytes_ = 0;
   uint64_t fetches_ = 0;
   RequestStats taken_;
   RequestStats client_stats_;  // a copy of the client's, updated by the thread under mu_

@@ -498,9 +498,9 @@ Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(
       new RemoteRangeReader(*this, std::move(client), depth, buffer_bytes, std::move(blocks)));
 }
 
-Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint64_t capacity_bytes) const {
+Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint32_t capacity_blocks) const {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
-  return std::make_shared<BlockCache>(objects_, std::move(client), capacity_bytes);
+  return std::make_shared<BlockCache>(objects_, std::move(client), capacity_blocks);
 }
 
 std::string RequestRateWarning(const std::string& url, double gets_per_s) {

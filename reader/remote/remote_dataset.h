@@ -62,9 +62,9 @@ class RemoteStore final : public DataFileStore {
   // Internal when libcurl cannot start.
   Result<std::unique_ptr<RangeReader>> NewRangeReader(
       uint32_t depth, uint64_t buffer_bytes, std::shared_ptr<BlockCache> blocks = nullptr) const;
-  // A BlockCache over this store's objects holding at most `capacity_bytes` (block_cache.h);
+  // A BlockCache over this store's objects holding at most `capacity_blocks` (block_cache.h);
   // it must not outlive the store. Errors: Internal when libcurl cannot start.
-  Result<std::shared_ptr<BlockCache>> NewBlockCache(uint64_t capacity_bytes) const;
+  Result<std::shared_ptr<BlockCache>> NewBlockCache(uint32_t capacity_blocks) const;
 
  private:
   RemoteOptions options_;
