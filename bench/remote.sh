@@ -13,8 +13,8 @@
 #   SAMPLES=20000 SHAPE=32x32x3 EPOCHS=2 bench/remote.sh
 #   RTTS="0 20" S3_SAMPLES=4000 bench/remote.sh
 #
-# Orders: none (dataset order: neighbouring records merged into GETs of up to 8 MiB; bound: curl
-# reading the file in 8 MiB ranges), block (one GET per block; bound: curl reading block-sized
+# Orders: none (dataset order: extents of block_bytes, 4 MiB, one GET each, several read ahead;
+# bound: curl reading the file in 8 MiB ranges), block (one GET per block; bound: curl reading block-sized
 # ranges) and exact (records one GET each, merged where a chunk's records neighbour; bound: curl
 # fetching record-sized ranges at random offsets). S3 reads a smaller dataset (S3_SAMPLES):
 # Swift's Python proxy serves about a thousand GETs a second on a small machine.

@@ -99,15 +99,33 @@ void Loader::ChooseRemotePath(uint32_t threads) {
       std::clamp<uint64_t>(per_thread / std::max<uint64_t>(1, buffer_bytes), 16, 256));
   // Block order: whole blocks, one GET each, shared by the threads; room for a shuffle window of
   // blocks plus two more per thread (those a thread's next chunks start while the window moves).
+  // Dataset order on one or two ranks: extents of block_bytes, one GET each, with a read-ahead
+  // of read_ahead_bytes in whole extents (2 to 64), so a round trip is paid once per extent
+  // ahead rather than once per chunk. More ranks read every W-th sample (sampler.h), so an
+  // extent would carry W times the bytes a rank needs: those read their chunks' records
+  // merged into GETs as before (at most twice the bytes needed).
   std::shared_ptr<remote::BlockCache> blocks;
-  uint64_t block_bytes = 0;
-  uint32_t capacity = 0;
+  const uint64_t sample_bytes = std::max<uint64_t>(1, dataset_->schema().sample_bytes());
+  uint64_t extent_samples = 0;
+  uint32_t ahead = 0, capacity = 0;
   if (options_.shuffle == ShuffleMode::kBlock) {
-    block_bytes = sampler_.block_samples() * dataset_->schema().sample_bytes();
+    extent_samples = sampler_.block_samples();
     capacity = options_.shuffle_window + 2 * threads + 2;
-    Result<std::shared_ptr<remote::BlockCache>> made = store->NewBlockCache(capacity);
-    if (made.ok()) blocks = std::move(*made);
+  } else if (options_.shuffle == ShuffleMode::kNone && options_.world_size <= 2) {
+    extent_samples = std::max<uint64_t>(1, options_.block_bytes / sample_bytes);
+    ahead = static_cast<uint32_t>(
+        std::clamp<uint64_t>(options_.read_ahead_bytes / (extent_samples * sample_bytes), 2, 64));
+    capacity = 2 * threads + 2 + ahead;
   }
+  if (extent_samples != 0) {
+    Result<std::shared_ptr<remote::BlockCache>> made = store->NewBlockCache(capacity);
+    if (made.ok()) {
+      blocks = std::move(*made);
+    } else {
+      extent_samples = ahead = 0;
+    }
+  }
+  const uint64_t block_bytes = extent_samples * sample_bytes;
   std::vector<std::unique_ptr<RangeReader>> readers;
   for (uint32_t t = 0; t < threads; ++t) {
     Result<std::unique_ptr<RangeReader>> r = store->NewRangeReader(depth, buffer_bytes, blocks);
@@ -121,13 +139,17 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   range_readers_ = std::move(readers);
   remote_ = true;
   direct_depth_ = depth;
-  block_extents_ = blocks != nullptr;
+  extent_samples_ = extent_samples;
+  extent_ahead_ = ahead;
+  std::string extents;
+  if (blocks != nullptr) {
+    extents = ", whole " + std::string(ahead == 0 ? "blocks" : "extents") + " of " +
+              std::to_string(block_bytes >> 10) + " KiB in one GET each (up to " +
+              std::to_string(capacity) + " held";
+    extents += ahead == 0 ? ")" : ", " + std::to_string(ahead) + " read ahead)";
+  }
   io_reason_ = std::string("the dataset is at a URL: range GETs, ") + std::to_string(depth) +
-               " in flight per thread" +
-               (blocks != nullptr ? ", whole blocks of " + std::to_string(block_bytes >> 10) +
-                                        " KiB in one GET each (up to " + std::to_string(capacity) +
-                                        " blocks held)"
-                                  : std::string()) +
+               " in flight per thread" + extents +
                (options_.io == IoMode::kMmap ? " (io mmap asked, but a URL has no mapping)" : "");
 #endif
 }

@@ -118,6 +118,8 @@ struct LoaderOptions {
   ShuffleMode shuffle = ShuffleMode::kExact;
   // kBlock: bytes per block, converted to block_samples = max(1, block_bytes / stored
   // sample_bytes) (the stored, pre-crop sample size). Range [1, 2^40]. Default 4 MiB.
+  // kNone at a URL on one or two ranks: the extent read with one GET, several read ahead
+  // (reader/remote/remote.md, "Reading a dataset").
   uint64_t block_bytes = uint64_t{4} << 20;
   // kBlock: blocks per shuffle window; samples are shuffled among shuffle_window consecutive
   // blocks of a rank's share, so about block_bytes * shuffle_window bytes are read at random
@@ -537,9 +539,15 @@ class Loader {
   std::unique_ptr<DirectFiles> direct_files_;
   std::vector<std::unique_ptr<RangeReader>> range_readers_;  // one per fetch thread, or none
   bool remote_ = false;  // range_readers_ read a dataset at a URL
-  // Block order at a URL: the direct workers pass each record's block (QueueWithin) and the
-  // readers share a BlockCache that fetches whole blocks (reader/remote/block_cache.h).
-  bool block_extents_ = false;
+  // At a URL, whole extents of consecutive samples read with one GET each, shared by the fetch
+  // threads through a BlockCache (reader/remote/block_cache.h): the direct workers pass each
+  // record's extent (QueueWithin). Block order: the sampler's blocks (extent_samples_ =
+  // block_samples, nothing read ahead). Dataset order: runs of block_bytes, with the next
+  // extent_ahead_ extents fetched ahead (RangeReader::Prefetch), so the GETs overlap the
+  // network's round trip instead of waiting for it. 0: records are read one GET each (or
+  // merged per chunk).
+  uint64_t extent_samples_ = 0;
+  uint32_t extent_ahead_ = 0;
   // Warns once when a dataset at a URL is read faster than its server is known to allow
   // (remote::RequestRateWarning), measured over intervals of at least 2 s. Requires mu_ held.
   void CheckRequestRateLocked(uint64_t now_ns);

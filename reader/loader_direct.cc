@@ -254,7 +254,7 @@ class Loader::DirectWorker {
     free_buffers_.pop_back();
     pending_[buffer] = Pending{id, k, span.start};
     Span block;
-    if (loader_.block_extents_ && BlockExtent(t.slot->indices[k], loc.file, &block)) {
+    if (loader_.extent_samples_ != 0 && BlockExtent(t.slot->indices[k], loc.file, &block)) {
       reader_.QueueWithin(buffer, loc.file, span.start, static_cast<uint32_t>(span.length),
                           block.start, block.length);
     } else {
@@ -263,30 +263,44 @@ class Loader::DirectWorker {
     ++t.outstanding;
   }
 
-  // Block order over a reader that serves whole blocks: the bytes of `file` that the sampler's
-  // block holding sample `index` occupies, [first record's offset, last record's end), when the
-  // whole block is in that file (a block that spans two files is read record by record).
-  // Records of a file are in sample order, so the block is one run.
+  // At a URL, whole extents (Loader::extent_samples_): the bytes of `file` that the extent
+  // holding sample `index` occupies, [first record's offset, last record's end), when the whole
+  // extent is in that file (an extent that spans two files is read record by record). Records
+  // of a file are in sample order, so the extent is one run. On reaching a new extent, the next
+  // extent_ahead_ extents are prefetched (dataset order).
   bool BlockExtent(uint64_t index, uint32_t file, Span* out) {
-    const uint64_t s = loader_.sampler_.block_samples();
-    const uint64_t q = index / s;
+    const uint64_t q = index / loader_.extent_samples_;
     if (q != extent_block_) {
       extent_block_ = q;
-      extent_ok_ = false;
-      const uint64_t first = q * s;
-      const uint64_t last = std::min(first + s, dataset_.num_samples()) - 1;
-      Dataset::StoredLocation a, b;
-      bool found_a = false, found_b = false;
-      if (GuardedLocate(dataset_, first, &a, &found_a) &&
-          GuardedLocate(dataset_, last, &b, &found_b) && found_a && found_b && a.file == b.file &&
-          b.offset + b.size > a.offset) {
-        extent_ = {a.offset, b.offset + b.size - a.offset};
-        extent_file_ = a.file;
-        extent_ok_ = true;
+      extent_ok_ = ExtentOf(q, &extent_file_, &extent_);
+      for (uint64_t a = 1; a <= loader_.extent_ahead_; ++a) {
+        uint32_t ahead_file = 0;
+        Span ahead;
+        if (ExtentOf(q + a, &ahead_file, &ahead)) {
+          reader_.Prefetch(ahead_file, ahead.start, ahead.length);
+        }
       }
     }
     if (!extent_ok_ || extent_file_ != file) return false;
     *out = extent_;
+    return true;
+  }
+
+  // Extent q's file and bytes; false when it is past the dataset's end or spans two files.
+  bool ExtentOf(uint64_t q, uint32_t* file, Span* out) {
+    const uint64_t s = loader_.extent_samples_;
+    const uint64_t first = q * s;
+    if (first >= dataset_.num_samples()) return false;
+    const uint64_t last = std::min(first + s, dataset_.num_samples()) - 1;
+    Dataset::StoredLocation a, b;
+    bool found_a = false, found_b = false;
+    if (!GuardedLocate(dataset_, first, &a, &found_a) ||
+        !GuardedLocate(dataset_, last, &b, &found_b) || !found_a || !found_b || a.file != b.file ||
+        b.offset + b.size <= a.offset) {
+      return false;
+    }
+    *file = a.file;
+    *out = {a.offset, b.offset + b.size - a.offset};
     return true;
   }
 
@@ -429,7 +443,7 @@ class Loader::DirectWorker {
   uint32_t count_ = 0;
   std::vector<Pending> pending_;  // [buffer]
   std::vector<uint32_t> free_buffers_;
-  // BlockExtent's last block: its number, whether it lies in one file, that file and its bytes.
+  // BlockExtent's last extent: its number, whether it lies in one file, that file and its bytes.
   uint64_t extent_block_ = UINT64_MAX;
   bool extent_ok_ = false;
   uint32_t extent_file_ = 0;

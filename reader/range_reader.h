@@ -84,6 +84,12 @@ class RangeReader {
                            uint64_t /*extent_offset*/, uint64_t /*extent_length*/) {
     Queue(buffer, object, offset, length);
   }
+  // Says that reads inside [offset, offset + length) of `object` (an extent as QueueWithin
+  // takes) will be queued soon: a reader that fetches whole extents may start fetching this one
+  // now, so its bytes arrive while earlier extents are read (dataset order at a URL reads
+  // several extents ahead; see Loader's io_reason()). Never blocks and never fails; the
+  // default does nothing.
+  virtual void Prefetch(uint32_t /*object*/, uint64_t /*offset*/, uint64_t /*length*/) {}
   // Starts the queued reads. Errors: IOError naming the reader's failure (not a read's).
   virtual Status Submit() = 0;
   // Blocks until one read finishes; sets `*buffer` to its staging buffer and `*result` to the

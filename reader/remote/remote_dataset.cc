@@ -115,6 +115,11 @@ class RemoteRangeReader final : public RangeReader {
     }
     Queue(buffer, object, offset, length);
   }
+  // Starts the extent's GET on the shared BlockCache when it does not hold the extent yet (and
+  // has room); the reads of it queued later by any fetch thread find it there.
+  void Prefetch(uint32_t object, uint64_t offset, uint64_t length) override {
+    if (cache_ != nullptr) cache_->Acquire(object, offset, length);
+  }
   Status Submit() override {
     std::sort(queued_.begin(), queued_.end(), [](const Read& a, const Read& b) {
       return a.object != b.object ? a.object < b.object : a.offset < b.offset;

@@ -483,6 +483,54 @@ TEST_F(RemoteDatasetTest, BlockOrderFetchesEachBlockOnceWithOneGet) {
   EXPECT_EQ(bytes, want_bytes);
 }
 
+// Dataset order on one or two ranks reads extents of block_bytes, each with one GET shared by
+// the fetch threads, and reads ahead whole extents (so a round trip is paid per extent ahead,
+// not per chunk): every extent is fetched exactly once per rank, the bytes are the extents'
+// bytes, and the batches are the local directory's. Three ranks (each reads every third
+// sample) read their chunks' records merged as before: fewer bytes than whole extents.
+TEST_F(RemoteDatasetTest, DatasetOrderReadsAheadWholeExtentsWithOneGetEach) {
+  const uint64_t extent_samples = 31;
+  Result<std::unique_ptr<Dataset>> local_ds = Dataset::Open(Local("one-shard"));
+  ASSERT_TRUE(local_ds.ok()) << local_ds.status().ToString();
+  uint64_t extent_bytes = 0, extents = 0;
+  for (uint64_t first = 0; first < 1000; first += extent_samples, ++extents) {
+    Dataset::StoredLocation a, b;
+    ASSERT_TRUE((*local_ds)->LocateStored(first, &a));
+    ASSERT_TRUE(
+        (*local_ds)->LocateStored(std::min<uint64_t>(first + extent_samples, 1000) - 1, &b));
+    extent_bytes += b.offset + b.size - a.offset;
+  }
+  ASSERT_EQ(extents, 33u);
+  for (uint32_t world : {1u, 2u, 3u}) {
+    for (uint32_t rank = 0; rank < world; ++rank) {
+      const std::string what = "rank " + std::to_string(rank) + " of " + std::to_string(world);
+      LoaderOptions o = Options(ShuffleMode::kNone, rank, world, 5);
+      o.batch_size = 23;
+      o.block_bytes = extent_samples * 784;
+      const Stream local = ReadAll(Local("one-shard"), o, 1);
+      Result<std::unique_ptr<Loader>> loader =
+          Loader::Open(servers->var("HTTP_URL") + "/one-shard", o);
+      ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+      Stream remote;
+      while (Take(**loader, &remote)) {
+      }
+      ExpectSameStream(local, remote, what);
+      const RequestStats r = (*loader)->stats().requests;
+      EXPECT_EQ(r.failures, 0u) << what;
+      if (world <= 2) {
+        EXPECT_NE((*loader)->io_reason().find("read ahead"), std::string::npos)
+            << what << ": " << (*loader)->io_reason();
+        EXPECT_EQ(r.requests, extents) << what;
+        EXPECT_EQ(r.bytes, extent_bytes) << what;
+      } else {
+        EXPECT_EQ((*loader)->io_reason().find("read ahead"), std::string::npos)
+            << what << ": " << (*loader)->io_reason();
+        EXPECT_LT(r.bytes, extent_bytes) << what;
+      }
+    }
+  }
+}
+
 // Merging a chunk's reads into range GETs never fetches more than twice the bytes the records
 // need (a rule that merged across gaps of up to 256 KiB fetched whole shards for every chunk in
 // exact order: about 40 times the data here).
