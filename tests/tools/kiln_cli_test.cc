@@ -16,6 +16,7 @@
 
 #include "formats/format_registry.h"
 #include "reader/host_buffer.h"
+#include "reader/loader.h"
 #include "tests/tools/shell_run.h"
 
 namespace {
@@ -456,6 +457,59 @@ TEST_F(KilnCliTest, ShowWritesAGridPng) {
   const CliRun past_end = Kiln("show " + *dataset_ + " --index 1000 -o " + png);
   EXPECT_EQ(past_end.exit_code, 2);
   EXPECT_EQ(Kiln("show " + *dataset_ + " --index -1 -o " + png).exit_code, 2);
+}
+
+// kiln show --draws: tile e is exactly what the loader gives for that sample in epoch e with
+// the same augmentation (RandomResizedCrop and flip), so a user looks at what training sees;
+// the draws differ from epoch to epoch; flags without --draws, or --draws without an
+// augmentation, are usage errors.
+TEST_F(KilnCliTest, ShowDrawsAreTheLoadersAugmentedSamplesEpochByEpoch) {
+  const std::string png = Fresh("draws") + ".png";
+  const uint64_t index = 7;
+  const uint32_t draws = 6;
+  const CliRun r = Kiln("show " + *dataset_ + " --index " + std::to_string(index) + " --draws " +
+                        std::to_string(draws) +
+                        " --random-resized-crop 24 --scale 0.3,1 --flip --seed 11 -o " + png);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const cv::Mat image = cv::imread(png, cv::IMREAD_GRAYSCALE);
+  ASSERT_FALSE(image.empty());
+  const int scale = 4;            // 24-pixel tiles are enlarged to at least 96 pixels
+  const int tile_w = 24 * scale;  // 96 >= the 80-pixel minimum
+  ASSERT_EQ(image.cols, static_cast<int>(draws) * tile_w);
+  std::vector<std::vector<uint8_t>> tiles;
+  for (uint32_t e = 0; e < draws; ++e) {
+    kiln::LoaderOptions o;
+    o.batch_size = 1;
+    o.shuffle = kiln::ShuffleMode::kNone;
+    o.num_threads = 1;
+    o.seed = 11;
+    o.start_epoch = e;
+    o.augment.resize_height = o.augment.resize_width = 24;
+    o.augment.scale_min = 0.3;
+    o.augment.flip = true;
+    kiln::Result<std::unique_ptr<kiln::Loader>> loader = kiln::Loader::Open(*dataset_, o);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    kiln::Batch b;
+    for (uint64_t i = 0; i <= index; ++i) {
+      kiln::Result<bool> more = (*loader)->Next(&b);
+      ASSERT_TRUE(more.ok() && *more);
+    }
+    ASSERT_EQ(b.sample_indices[0], index);
+    std::vector<uint8_t> tile(24 * 24);
+    for (int y = 0; y < 24; ++y) {
+      for (int x = 0; x < 24; ++x) {
+        tile[y * 24 + x] = image.at<uint8_t>(y * scale, static_cast<int>(e) * tile_w + x * scale);
+      }
+    }
+    EXPECT_EQ(tile, std::vector<uint8_t>(b.data, b.data + 24 * 24)) << "epoch " << e;
+    tiles.push_back(tile);
+  }
+  std::sort(tiles.begin(), tiles.end());
+  EXPECT_EQ(std::unique(tiles.begin(), tiles.end()), tiles.end()) << "two epochs drew alike";
+  EXPECT_EQ(Kiln("show " + *dataset_ + " --index 7 --draws 4 -o " + png).exit_code, 2);
+  EXPECT_EQ(Kiln("show " + *dataset_ + " --draws 4 --flip -o " + png).exit_code, 2);
+  EXPECT_EQ(Kiln("show " + *dataset_ + " --index 7 --flip -o " + png).exit_code, 2);
+  fs::remove(png);
 }
 
 // Runs the shell command `cmd_line` with stderr captured in out too.

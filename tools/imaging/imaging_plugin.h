@@ -25,6 +25,7 @@
 
 #include "formats/status.h"
 #include "formats/version.h"
+#include "reader/augmenter.h"
 #include "tools/pack/pack_plan.h"
 #include "tools/pack/packer.h"
 
@@ -54,6 +55,9 @@ struct ImagingPlugin {
   std::vector<uint64_t> (*evenly_spaced_indices)(uint64_t num_samples, uint64_t count);
   Status (*render_samples)(const std::string& dir, const std::vector<uint64_t>& indices,
                            uint32_t columns, const std::string& png_path);
+  Status (*render_augmented_draws)(const std::string& dir, uint64_t index,
+                                   const AugmentOptions& augment, uint64_t seed, uint32_t draws,
+                                   uint32_t columns, const std::string& png_path);
   Status (*validate_tar_list_options)(const TarListOptions& options);  // tools/sources/tar_source.h
   Result<std::vector<std::string>> (*parse_image_extensions)(const std::string& list);
   Status (*validate_tfrecord_list_options)(const TFRecordListOptions& options);

@@ -19,6 +19,7 @@ const kiln::ImagingPlugin* MakePlugin() {
       &kiln::PackFailureJson,
       &kiln::EvenlySpacedIndices,
       &kiln::RenderSamples,
+      &kiln::RenderAugmentedDraws,
       &kiln::ValidateTarListOptions,
       &kiln::ParseImageExtensions,
       &kiln::ValidateTFRecordListOptions,

@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "formats/dataset.h"
+#include "reader/augmenter.h"
 #include "reader/loader.h"
 
 namespace kiln {
@@ -66,44 +67,57 @@ std::vector<uint64_t> EvenlySpacedIndices(uint64_t num_samples, uint64_t count) 
   return out;
 }
 
-Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indices, uint32_t columns,
-                     const std::string& png_path) {
-  if (indices.empty() || columns == 0) return Status::InvalidArgument("nothing to show");
-  EnableRemoteDatasets();  // this plugin has its own copy of Dataset::Open's opener
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
-  const TensorSchema& s = dataset->schema();
-  std::array<float, 3> mean{0, 0, 0}, std_dev{1, 1, 1};
-  const auto pre = nlohmann::json::parse(dataset->manifest().preprocessing_json, nullptr, false);
+namespace {
+
+// One tile of a picture: a sample's bytes (of `schema`) and the caption under it.
+struct Tile {
+  std::vector<uint8_t> bytes;
+  std::string caption;
+};
+
+// The normalisation pack recorded (mean, std per channel), to undo for display.
+void RecordedNormalisation(const Dataset& dataset, std::array<float, 3>* mean,
+                           std::array<float, 3>* std_dev) {
+  *mean = {0, 0, 0};
+  *std_dev = {1, 1, 1};
+  const auto pre = nlohmann::json::parse(dataset.manifest().preprocessing_json, nullptr, false);
   if (pre.is_object() && pre.contains("mean") && pre.contains("std")) {
     for (size_t ch = 0; ch < 3 && ch < pre["mean"].size() && ch < pre["std"].size(); ++ch) {
-      mean[ch] = pre["mean"][ch].get<float>();
-      std_dev[ch] = pre["std"][ch].get<float>();
+      (*mean)[ch] = pre["mean"][ch].get<float>();
+      (*std_dev)[ch] = pre["std"][ch].get<float>();
     }
   }
+}
+
+std::string ClassName(const Dataset& dataset, int64_t label) {
+  const auto& classes = dataset.manifest().classes;
+  std::string name = label >= 0 && static_cast<size_t>(label) < classes.size()
+                         ? classes[static_cast<size_t>(label)]
+                         : std::to_string(label);
+  if (name.size() > 14) name = name.substr(0, 13) + "~";
+  return name;
+}
+
+// Draws `tiles` (each a sample of `s`) as a grid with `columns` tiles per row, enlarged with
+// nearest-neighbour to at least kMinTilePixels high, each with its caption, to `png_path`.
+Status WriteGrid(const std::vector<Tile>& tiles, const TensorSchema& s, uint32_t columns,
+                 const std::array<float, 3>& mean, const std::array<float, 3>& std_dev,
+                 const std::string& png_path) {
   const int scale =
       std::max(1, (kMinTilePixels + static_cast<int>(s.height) - 1) / static_cast<int>(s.height));
   const int tile_w = std::max(static_cast<int>(s.width) * scale, 80);
   const int tile_h = static_cast<int>(s.height) * scale + kLabelPixels;
-  const int cols = static_cast<int>(std::min<size_t>(columns, indices.size()));
-  const int rows = static_cast<int>((indices.size() + cols - 1) / cols);
+  const int cols = static_cast<int>(std::min<size_t>(columns, tiles.size()));
+  const int rows = static_cast<int>((tiles.size() + cols - 1) / cols);
   cv::Mat canvas(rows * tile_h, cols * tile_w, CV_8UC3, cv::Scalar(32, 32, 32));
-  RecordDecoder decoder;
-  std::vector<uint8_t> sample(s.sample_bytes());
-  for (size_t i = 0; i < indices.size(); ++i) {
-    int64_t label = 0;
-    KILN_RETURN_IF_ERROR(dataset->ReadSample(indices[i], &decoder, sample.data(), &label));
-    cv::Mat tile = ToDisplayable(sample.data(), s, mean, std_dev);
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    cv::Mat tile = ToDisplayable(tiles[i].bytes.data(), s, mean, std_dev);
     cv::Mat big;
     cv::resize(tile, big, cv::Size(), scale, scale, cv::INTER_NEAREST);
     const int x = static_cast<int>(i % cols) * tile_w, y = static_cast<int>(i / cols) * tile_h;
     big.copyTo(canvas(cv::Rect(x + (tile_w - big.cols) / 2, y, big.cols, big.rows)));
-    const auto& classes = dataset->manifest().classes;
-    std::string name = label >= 0 && static_cast<size_t>(label) < classes.size()
-                           ? classes[static_cast<size_t>(label)]
-                           : std::to_string(label);
-    if (name.size() > 14) name = name.substr(0, 13) + "~";
-    cv::putText(canvas, name, cv::Point(x + 3, y + tile_h - 5), cv::FONT_HERSHEY_SIMPLEX, 0.38,
-                cv::Scalar(235, 235, 235), 1, cv::LINE_AA);
+    cv::putText(canvas, tiles[i].caption, cv::Point(x + 3, y + tile_h - 5),
+                cv::FONT_HERSHEY_SIMPLEX, 0.38, cv::Scalar(235, 235, 235), 1, cv::LINE_AA);
   }
   try {
     if (!cv::imwrite(png_path, canvas)) return Status::IOError("cannot write " + png_path);
@@ -111,6 +125,62 @@ Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indice
     return Status::IOError("cannot write " + png_path + ": " + e.what());
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indices, uint32_t columns,
+                     const std::string& png_path) {
+  if (indices.empty() || columns == 0) return Status::InvalidArgument("nothing to show");
+  EnableRemoteDatasets();  // this plugin has its own copy of Dataset::Open's opener
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
+  const TensorSchema& s = dataset->schema();
+  std::array<float, 3> mean, std_dev;
+  RecordedNormalisation(*dataset, &mean, &std_dev);
+  RecordDecoder decoder;
+  std::vector<Tile> tiles(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    int64_t label = 0;
+    tiles[i].bytes.resize(s.sample_bytes());
+    KILN_RETURN_IF_ERROR(dataset->ReadSample(indices[i], &decoder, tiles[i].bytes.data(), &label));
+    tiles[i].caption = ClassName(*dataset, label);
+  }
+  return WriteGrid(tiles, s, columns, mean, std_dev, png_path);
+}
+
+Status RenderAugmentedDraws(const std::string& dir, uint64_t index, const AugmentOptions& augment,
+                            uint64_t seed, uint32_t draws, uint32_t columns,
+                            const std::string& png_path) {
+  if (draws == 0 || columns == 0) return Status::InvalidArgument("nothing to show");
+  if (!augment.enabled()) {
+    return Status::InvalidArgument(
+        "--draws shows augmented draws, but no augmentation was given (--crop, "
+        "--random-resized-crop or --flip)");
+  }
+  EnableRemoteDatasets();
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
+  const TensorSchema& stored = dataset->schema();
+  if (index >= dataset->num_samples()) {
+    return Status::OutOfRange("--index " + std::to_string(index) + " is out of range: " + dir +
+                              " holds " + std::to_string(dataset->num_samples()) + " samples");
+  }
+  KILN_ASSIGN_OR_RETURN(TensorSchema out, AugmentedSchema(stored, augment));
+  std::array<float, 3> mean, std_dev;
+  RecordedNormalisation(*dataset, &mean, &std_dev);
+  RecordDecoder decoder;
+  std::vector<uint8_t> sample(stored.sample_bytes());
+  int64_t label = 0;
+  KILN_RETURN_IF_ERROR(dataset->ReadSample(index, &decoder, sample.data(), &label));
+  // Epoch e's draw is the one the loader makes for this sample in epoch e (the same functions:
+  // reader/augmenter.h), so the picture is exactly what training sees.
+  std::vector<Tile> tiles(draws);
+  for (uint32_t e = 0; e < draws; ++e) {
+    const AugmentParams params = DrawAugmentParams(stored, augment, seed, e, index);
+    tiles[e].bytes.resize(out.sample_bytes());
+    ApplyAugment(sample.data(), stored, params, out, tiles[e].bytes.data());
+    tiles[e].caption = "epoch " + std::to_string(e) + (params.flip ? " flip" : "");
+  }
+  return WriteGrid(tiles, out, columns, mean, std_dev, png_path);
 }
 
 }  // namespace kiln

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "formats/status.h"
+#include "reader/augmenter.h"
 
 namespace kiln {
 
@@ -25,6 +26,16 @@ std::vector<uint64_t> EvenlySpacedIndices(uint64_t num_samples, uint64_t count);
 // written.
 Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indices, uint32_t columns,
                      const std::string& png_path);
+
+// Writes `draws` augmented draws of sample `index`: draw e is what the loader gives for that
+// sample in epoch e with `augment` and `seed` (DrawAugmentParams and ApplyAugment of
+// reader/augmenter.h, the loader's own functions), captioned with its epoch (and "flip"), as a
+// grid of `columns` tiles per row, to `png_path`. Errors: InvalidArgument when `augment` does
+// nothing or is invalid for the dataset's schema (AugmentedSchema); OutOfRange for an index past
+// the end; as Dataset::Open and ReadSample; IOError when the picture cannot be written.
+Status RenderAugmentedDraws(const std::string& dir, uint64_t index, const AugmentOptions& augment,
+                            uint64_t seed, uint32_t draws, uint32_t columns,
+                            const std::string& png_path);
 
 }  // namespace kiln
 
