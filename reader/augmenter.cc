@@ -88,19 +88,32 @@ float Load(const uint8_t* p, size_t i) {
   return static_cast<float>(v);
 }
 
+// Rounds v in [0, 2^23) to the nearest integer, ties to even, as std::nearbyint does in the
+// default rounding mode: adding 2^23 leaves no fraction bits, so the addition itself rounds
+// (IEEE 754 binary32 round-to-nearest-even). Unlike nearbyintf, which without SSE4.1 is a
+// library call per value, this vectorises. Bilinear weights are >= 0 and sum to 1, so resized
+// uint8 values lie in [0, 255]. (Needs strict float semantics: no -ffast-math.)
+inline float RoundHalfEvenSmall(float v) {
+  constexpr float kShift = 8388608.0f;  // 2^23
+  return (v + kShift) - kShift;
+}
+
 template <typename T>
 void Store(uint8_t* p, size_t i, float v) {
   if constexpr (sizeof(T) == 1) {
-    p[i] = static_cast<uint8_t>(std::nearbyint(v));
+    p[i] = static_cast<uint8_t>(static_cast<int>(RoundHalfEvenSmall(v)));
   } else {
     std::memcpy(p + i * sizeof(float), &v, sizeof(float));
   }
 }
 
-// One plane-or-interleaved resize: `in` rows of `stride` elements, `c` interleaved channels.
-template <typename T>
-void Resize(const uint8_t* in, size_t stride, uint32_t c, const CropBox& box, uint32_t oh,
+// One plane-or-interleaved resize: `in` rows of `stride` elements, `c` interleaved channels
+// (kC: the channel count known at compile time, so the per-pixel loop unrolls; 0: `c` at run
+// time).
+template <typename T, uint32_t kC>
+void Resize(const uint8_t* in, size_t stride, uint32_t runtime_c, const CropBox& box, uint32_t oh,
             uint32_t ow, bool flip, uint8_t* out, float* rows) {
+  const uint32_t c = kC != 0 ? kC : runtime_c;
   const Taps ty = MakeTaps(box.height, oh), tx = MakeTaps(box.width, ow);
   const size_t row = size_t{ow} * c;
   float* r0 = rows;
@@ -134,6 +147,36 @@ void Resize(const uint8_t* in, size_t stride, uint32_t c, const CropBox& box, ui
     const float w0 = ty.w0[y], w1 = ty.w1[y];
     uint8_t* dst = out + size_t{y} * row * sizeof(T);
     for (size_t i = 0; i < row; ++i) Store<T>(dst, i, w0 * r0[i] + w1 * r1[i]);
+  }
+}
+
+// Writes the `n` elements of `bytes` bytes each at `src` to `dst` in reverse order. Common sizes
+// get a fixed-size copy (a few moves) instead of a memcpy call per element.
+template <size_t kBytes>
+void MirrorFixed(const uint8_t* src, uint8_t* dst, uint32_t n) {
+  for (uint32_t x = 0; x < n; ++x) {
+    std::memcpy(dst + size_t{x} * kBytes, src + size_t{n - 1 - x} * kBytes, kBytes);
+  }
+}
+
+void MirrorRow(const uint8_t* src, uint8_t* dst, uint32_t n, size_t bytes) {
+  switch (bytes) {
+    case 1:
+      return MirrorFixed<1>(src, dst, n);
+    case 2:
+      return MirrorFixed<2>(src, dst, n);
+    case 3:
+      return MirrorFixed<3>(src, dst, n);
+    case 4:
+      return MirrorFixed<4>(src, dst, n);
+    case 6:
+      return MirrorFixed<6>(src, dst, n);
+    case 12:
+      return MirrorFixed<12>(src, dst, n);
+    default:
+      for (uint32_t x = 0; x < n; ++x) {
+        std::memcpy(dst + x * bytes, src + (n - 1 - x) * bytes, bytes);
+      }
   }
 }
 
@@ -221,10 +264,23 @@ void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const Cro
                         float* row_scratch) {
   const bool u8 = stored.dtype == DType::kUint8;
   auto run = [&](const uint8_t* src, size_t stride, uint32_t c, uint8_t* dst) {
+    auto typed = [&](auto type) {
+      using T = decltype(type);
+      switch (c) {
+        case 1:
+          return Resize<T, 1>(src, stride, c, box, out_height, out_width, flip, dst, row_scratch);
+        case 3:
+          return Resize<T, 3>(src, stride, c, box, out_height, out_width, flip, dst, row_scratch);
+        case 4:
+          return Resize<T, 4>(src, stride, c, box, out_height, out_width, flip, dst, row_scratch);
+        default:
+          return Resize<T, 0>(src, stride, c, box, out_height, out_width, flip, dst, row_scratch);
+      }
+    };
     if (u8) {
-      Resize<uint8_t>(src, stride, c, box, out_height, out_width, flip, dst, row_scratch);
+      typed(uint8_t{});
     } else {
-      Resize<float>(src, stride, c, box, out_height, out_width, flip, dst, row_scratch);
+      typed(float{});
     }
   };
   if (stored.layout == Layout::kHWC) {
@@ -263,8 +319,7 @@ void ApplyAugment(const uint8_t* in, const TensorSchema& stored, const AugmentPa
       if (!params.flip) {
         std::memcpy(dst, src, size_t{ow} * pixel);
       } else {
-        for (uint32_t x = 0; x < ow; ++x)
-          std::memcpy(dst + x * pixel, src + (ow - 1 - x) * pixel, pixel);
+        MirrorRow(src, dst, ow, pixel);
       }
     }
     return;
@@ -278,8 +333,7 @@ void ApplyAugment(const uint8_t* in, const TensorSchema& stored, const AugmentPa
       if (!params.flip) {
         std::memcpy(dst, src, size_t{ow} * elem);
       } else {
-        for (uint32_t x = 0; x < ow; ++x)
-          std::memcpy(dst + x * elem, src + (ow - 1 - x) * elem, elem);
+        MirrorRow(src, dst, ow, elem);
       }
     }
   }
