@@ -35,8 +35,10 @@ expect "uint8 float16 float32" kiln pack in --dtype ""
 expect "inspect" kiln help ins
 expect "fashion-mnist" kiln verify fash
 expect "--output" kiln show data --out
+expect "stats" kiln st
+expect "--png" kiln stats dir --pn
 all=$(cd "$work" && complete_words kiln "")
-for sub in pack verify inspect show bench merge completion help --version; do
+for sub in pack verify inspect show bench merge plan stats completion help --version; do
   [[ " $all " == *" $sub "* ]] || { echo "kiln <TAB> lacks $sub: $all"; exit 1; }
 done
 echo "bash completion: subcommands, flags, choices and files complete"

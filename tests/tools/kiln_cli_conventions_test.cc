@@ -170,7 +170,7 @@ TEST(KilnCliUsage, VersionIsTheOneFromVersionH) {
 
 TEST(KilnCliUsage, HelpSubcommandPrintsTheSubcommandsHelp) {
   for (const char* sub :
-       {"pack", "verify", "inspect", "show", "bench", "merge", "plan", "completion"}) {
+       {"pack", "verify", "inspect", "show", "bench", "merge", "plan", "stats", "completion"}) {
     const CliRun help = Kiln(std::string("help ") + sub);
     EXPECT_EQ(help.exit_code, 0) << sub;
     EXPECT_EQ(help.out, Kiln(std::string(sub) + " --help").out) << sub;
@@ -219,6 +219,8 @@ TEST_F(KilnCliConventionsTest, HelpDocumentsExitCodesAndTheJsonKeysThatArePrinte
        "/nonexistent " + Fresh("keys_nomerge") + " --json"},
       {"plan", kFashion + " " + Fresh("keys_plan.json") + " --of 2 --json",
        "/nonexistent/input " + Fresh("keys_noplan.json") + " --of 2 --json"},
+      {"stats", std::string(KILN_SOURCE_DIR) + "/tests/tools/fixtures/stats/four_ranks --json",
+       "/nonexistent --json"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.subcommand);

@@ -2,9 +2,8 @@
 //
 // The consumer touches nothing but the batch handles (and, with consumer_ms, sleeps per batch
 // like a training step), so the figures are the loader's own rate. Stage times come from
-// LoaderStats; Diagnose() names the bottleneck. The first epoch also proves that every
-// sample of this rank was delivered exactly once.
-// Thread safety: reentrant.
+// LoaderStats; Diagnose() names the bottleneck (tools/bench/bottleneck.h). The first epoch also
+// proves that every sample of this rank was delivered exactly once. Thread safety: reentrant.
 #ifndef KILN_TOOLS_BENCH_BENCH_RUNNER_H_
 #define KILN_TOOLS_BENCH_BENCH_RUNNER_H_
 
@@ -124,7 +123,9 @@ struct BenchReport {
   std::string short_run_note;
 };
 
-// Names the bottleneck of a finished run from its stage times (fills bottleneck and verdict).
+// Names the bottleneck of a finished run from its stage times (fills bottleneck and verdict):
+// DiagnoseStages (tools/bench/bottleneck.h) on the report's stage times, which `kiln stats` uses
+// too.
 void Diagnose(BenchReport* report);
 
 // Drops every regular file's pages under `dir` from the page cache (fsync, then

@@ -38,6 +38,7 @@ Subcommand AddShowCommand(CLI::App& app);     // kiln show DATASET (--index I | 
 Subcommand AddBenchCommand(CLI::App& app);    // kiln bench DATASET [flags]
 Subcommand AddMergeCommand(CLI::App& app);    // kiln merge OUT.parts OUT [--resume] [--reshard]
 Subcommand AddPlanCommand(CLI::App& app);     // kiln plan INPUT PLAN.json --of N [flags]
+Subcommand AddStatsCommand(CLI::App& app);    // kiln stats FILES... [--json] [--png OUT]
 // kiln completion [-o FILE]: the bash completion script of every subcommand declared on `app`
 // (tools/cli/cli_completion.cc); declare it after the others.
 Subcommand AddCompletionCommand(CLI::App& app);

@@ -31,9 +31,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", kiln::kToolVersionString);
   const std::vector<kiln::Subcommand> commands = {
-      kiln::AddPackCommand(app), kiln::AddVerifyCommand(app),    kiln::AddInspectCommand(app),
-      kiln::AddShowCommand(app), kiln::AddBenchCommand(app),     kiln::AddMergeCommand(app),
-      kiln::AddPlanCommand(app), kiln::AddCompletionCommand(app)};
+      kiln::AddPackCommand(app), kiln::AddVerifyCommand(app), kiln::AddInspectCommand(app),
+      kiln::AddShowCommand(app), kiln::AddBenchCommand(app),  kiln::AddMergeCommand(app),
+      kiln::AddPlanCommand(app), kiln::AddStatsCommand(app),  kiln::AddCompletionCommand(app)};
   std::string help_topic;
   CLI::App* help = app.add_subcommand("help", "Print the help of kiln or of one subcommand");
   help->add_option("subcommand", help_topic, "The subcommand to describe");

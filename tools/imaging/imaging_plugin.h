@@ -5,7 +5,7 @@
 // inspect, bench, merge, help) need none of them, so the `kiln` executable does not link them:
 // the code that does (tools/pack/packer.h, tools/imaging/sample_renderer.h) is built into the
 // module `kiln_imaging.so`, which LoadImagingPlugin() opens (dlopen) the first time pack or show
-// runs.
+// runs; `kiln stats --png` draws its picture with it too (tools/imaging/wait_plot.h).
 //
 // Where the plugin lives (the executable's own directory found from /proc/self/exe):
 //   - build tree: beside the executable, build/tools/kiln_imaging.so;
@@ -26,6 +26,7 @@
 #include "formats/status.h"
 #include "formats/version.h"
 #include "reader/augmenter.h"
+#include "tools/imaging/wait_plot.h"
 #include "tools/pack/pack_plan.h"
 #include "tools/pack/packer.h"
 
@@ -40,7 +41,8 @@ inline constexpr char kImagingPluginSymbol[] = "kiln_imaging_plugin";
 inline std::string ImagingPluginAbiKey() {
   return std::string(kToolVersionString) + " " + std::to_string(sizeof(PackOptions)) + " " +
          std::to_string(sizeof(PackReport)) + " " + std::to_string(sizeof(PackPlan)) + " " +
-         std::to_string(sizeof(Status)) + " " + std::to_string(sizeof(std::string));
+         std::to_string(sizeof(Status)) + " " + std::to_string(sizeof(std::string)) + " " +
+         std::to_string(sizeof(WaitPlot));
 }
 
 // The plugin's functions; each is the library function of the same name (tools/pack/packer.h,
@@ -62,6 +64,8 @@ struct ImagingPlugin {
   Result<std::vector<std::string>> (*parse_image_extensions)(const std::string& list);
   Status (*validate_tfrecord_list_options)(const TFRecordListOptions& options);
   Result<PackPlan> (*plan_pack)(const PackOptions& options, uint32_t parts);  // tools/pack/packer.h
+  Status (*render_wait_plot)(const WaitPlot& plot,
+                             const std::string& path);  // tools/imaging/wait_plot.h
 };
 
 // Returns the plugin, opening it on the first call. Errors: NotFound naming every path looked

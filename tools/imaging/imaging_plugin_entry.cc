@@ -2,6 +2,7 @@
 // decoder-dependent functions that the `kiln` executable calls for pack and show.
 #include "tools/imaging/imaging_plugin.h"
 #include "tools/imaging/sample_renderer.h"
+#include "tools/imaging/wait_plot.h"
 #include "tools/pack/pack_plan.h"
 #include "tools/pack/packer.h"
 #include "tools/sources/tar_source.h"
@@ -24,6 +25,7 @@ const kiln::ImagingPlugin* MakePlugin() {
       &kiln::ParseImageExtensions,
       &kiln::ValidateTFRecordListOptions,
       &kiln::PlanPack,
+      &kiln::RenderWaitPlot,
   };
   return &plugin;
 }
