@@ -321,7 +321,7 @@ Result<std::unique_ptr<StatsExporter>> StatsExporter::Start(const StatsExportSet
   if (owner) {
     const int error = RewriteFile(e->prom_path_, StatsPrometheusText(first));
     if (error != 0) {
-      e->Finish();
+      e->Close(/*write_final=*/false);
       return Status::IOError("cannot write loader statistics to " + e->prom_path_ + setting + ": " +
                              std::strerror(error));
     }
@@ -329,7 +329,7 @@ Result<std::unique_ptr<StatsExporter>> StatsExporter::Start(const StatsExportSet
   try {
     e->thread_ = std::thread([raw = e.get()] { raw->Run(); });
   } catch (const std::system_error& err) {
-    e->Finish();
+    e->Close(/*write_final=*/false);
     return Status::IOError("cannot start the loader statistics thread for " + e->jsonl_path_ +
                            ": " + err.what());
   }
@@ -394,7 +394,9 @@ void StatsExporter::Run() {
   }
 }
 
-void StatsExporter::Finish() {
+void StatsExporter::Finish() { Close(/*write_final=*/true); }
+
+void StatsExporter::Close(bool write_final) {
   if (::getpid() != pid_ || finished_) return;
   finished_ = true;
   {
@@ -403,7 +405,7 @@ void StatsExporter::Finish() {
   }
   sync_->cv.notify_all();
   if (thread_.joinable()) thread_.join();
-  (void)Write(Take(true));
+  if (write_final) (void)Write(Take(true));
   {
     Registry& registry = TheRegistry();
     std::lock_guard<std::mutex> lock(registry.mu);

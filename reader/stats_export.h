@@ -150,6 +150,9 @@ class StatsExporter {
   // Writes `record` to both files when this exporter owns them; returns false when it does not.
   bool Write(const StatsRecord& record);
   void Warn(const std::string& path, int error);
+  // Stops the thread, writes the final record when asked (Finish) and this exporter owns the
+  // files, leaves the registry and closes the .jsonl. Idempotent; a no-op in a forked child.
+  void Close(bool write_final);
 
   const StatsExportSettings settings_;
   const StatsExportIdentity identity_;

@@ -522,6 +522,16 @@ TEST(StatsExport, UnwritableDirectoryFailsCreateNamingIt) {
   EXPECT_NE(loader.status().message().find(dir.path() + "/kiln-stats-rank0.jsonl"),
             std::string::npos)
       << loader.status().ToString();
+  // The .prom name taken by a directory: the first rewrite fails at Create, naming the file,
+  // and the .jsonl gets no line (no final line of a loader that never was).
+  const std::string other = dir.path() + "/other";
+  ASSERT_TRUE(std::filesystem::create_directories(other + "/kiln-stats-rank0.prom"));
+  lo.stats_dir = other;
+  loader = Loader::Create(ds.Open(), lo);
+  ASSERT_FALSE(loader.ok());
+  EXPECT_NE(loader.status().message().find(other + "/kiln-stats-rank0.prom"), std::string::npos)
+      << loader.status().ToString();
+  EXPECT_TRUE(ReadLines(other + "/kiln-stats-rank0.jsonl").empty());
   (void)RemoveTree(dir.path() + "-file");
 }
 
