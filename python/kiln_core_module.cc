@@ -31,6 +31,7 @@
 #include "reader/host_buffer.h"
 #include "reader/loader.h"
 #include "reader/normalize_kernel.h"
+#include "reader/stats_export.h"
 #include "reader/world.h"
 
 namespace py = pybind11;
@@ -484,15 +485,25 @@ class PyLoader {
     return ValueOrThrow(loader().dataset().Key(ToInteger<uint64_t>(index, "index")));
   }
 
+  // LoaderStats as a flat dict: the counters of the statistics export, by the names of its
+  // JSON lines (reader/stats_export.md, same order), then the derived stage times and the
+  // counters only kiln bench prints, then epoch and io_path.
   py::dict Stats() const {
-    const LoaderStats s = loader().stats();
+    LoaderStats s;
+    {
+      py::gil_scoped_release release;  // the loader's mutex may be held by a fetch thread
+      s = loader().stats();
+    }
     py::dict d;
-    d["batches"] = s.batches;
-    d["samples"] = s.samples;
-    d["bytes"] = s.bytes;
-    d["consumer_wait_ns"] = s.consumer_wait_ns;
-    d["fetch_ns"] = s.fetch_ns;
-    d["slot_wait_ns"] = s.slot_wait_ns;
+    for (const StatsCounter& c : StatsCounters(s)) d[c.name] = c.value;
+    d["storage_ns"] = s.storage_ns();
+    d["copy_ns"] = s.copy_ns();
+    d["read_ahead_samples"] = s.read_ahead_samples;
+    d["read_ahead_ns"] = s.read_ahead_ns;
+    d["read_ahead_max_lead_samples"] = s.read_ahead_max_lead_samples;
+    d["direct_max_in_flight"] = s.direct_max_in_flight;
+    d["epoch"] = s.epoch;
+    d["io_path"] = std::string(IoModeName(s.io_path));
     return d;
   }
 
@@ -704,6 +715,12 @@ PYBIND11_MODULE(_core, m) {
       .KILN_INT_FIELD(LoaderOptions, "pin_device", pin_device,
                       "With device -1: the CUDA device current while pinned slots are "
                       "allocated; -1 = the current device. Default -1.")
+      .KILN_STR_FIELD(LoaderOptions, "stats_dir", stats_dir,
+                      "Statistics export directory (reader/stats_export.md); '' = "
+                      "KILN_STATS_DIR, else off. Default ''.")
+      .KILN_DOUBLE_FIELD(LoaderOptions, "stats_interval_s", stats_interval_s,
+                         "Seconds between export lines; 0 = KILN_STATS_INTERVAL, else 10. "
+                         "Default 0.")
       .def_property("resume", &kiln::python::ResumeBytes, &kiln::python::SetResume,
                     "A saved ReaderState (Loader.state()), or b'' / None for none.")
       .def(

@@ -17,6 +17,7 @@
 #include "reader/device_ring.h"
 #include "reader/fetch_schedule.h"
 #include "reader/loader_clock.h"
+#include "reader/stats_export.h"
 #if KILN_HAVE_REMOTE
 #include "reader/remote/block_cache.h"
 #include "reader/remote/remote_dataset.h"
@@ -306,6 +307,8 @@ Status ValidateLoaderOptions(const LoaderOptions& options) {
     return Status::InvalidArgument("shuffle_window " + std::to_string(options.shuffle_window) +
                                    " must be in [1, 1048576] blocks");
   }
+  KILN_RETURN_IF_ERROR(
+      CheckStatsInterval(options.stats_interval_s, "stats_interval_s", /*zero_allowed=*/true));
   return Status::Ok();
 }
 
@@ -443,7 +446,15 @@ Result<std::unique_ptr<Loader>> Loader::CreateImpl(std::shared_ptr<const Dataset
                                                    std::shared_ptr<DeviceOps> ops,
                                                    std::shared_ptr<const MixtureSchedule> mixture) {
   if (!dataset) return Status::InvalidArgument("Loader::Create: null dataset");
+  StatsExportIdentity identity;  // the loader's start, for the statistics export
+  identity.start_steady_ns = NowNs();
+  identity.start_unix_ns =
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
   KILN_RETURN_IF_ERROR(ValidateLoaderOptions(options));
+  KILN_ASSIGN_OR_RETURN(const std::optional<StatsExportSettings> export_settings,
+                        ResolveStatsExport(options.stats_dir, options.stats_interval_s));
   KILN_ASSIGN_OR_RETURN(Sampler sampler, MakeSampler(*dataset, options, mixture));
   KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
                         AugmentedSchema(dataset->schema(), options.augment));
@@ -486,6 +497,14 @@ Result<std::unique_ptr<Loader>> Loader::CreateImpl(std::shared_ptr<const Dataset
   }
   // On an error the destructor (on return) stops and joins the threads already started.
   KILN_RETURN_IF_ERROR(loader->StartThreads(threads));
+  if (export_settings) {
+    identity.rank = options.rank;
+    identity.world_size = options.world_size;
+    identity.threads = loader->num_threads();
+    Loader* raw = loader.get();
+    KILN_ASSIGN_OR_RETURN(loader->exporter_, StatsExporter::Start(*export_settings, identity,
+                                                                  [raw] { return raw->stats(); }));
+  }
   return loader;
 }
 
@@ -632,6 +651,7 @@ Loader::~Loader() {
     (void)new std::vector<std::thread>(std::move(threads_));  // never joined nor destroyed
     (void)sync_.release();
     (void)device_.release();
+    (void)exporter_.release();  // the parent's: its thread is not here; the child writes nothing
     if (buffer_ != nullptr && buffer_->pinned()) (void)buffer_.release();
     // The direct queues' reads in flight were issued by the parent's threads: waiting for them
     // here could wait forever.
@@ -644,6 +664,8 @@ Loader::~Loader() {
   }
   work_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
+  // The final export line: every counter is final now (no fetch thread left), the device's too.
+  if (exporter_ != nullptr) exporter_->Finish();
   if (device_ != nullptr) {
     // The fetch threads are gone: no lock is needed. The ring's destructor waits for the
     // uploads and the consumer's work before it frees device memory.
@@ -949,7 +971,9 @@ LoaderStats Loader::stats() const {
     std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
     if (!Forked()) lock.lock();  // as in state()
     st = stats_;
+    st.epoch = epoch_;
   }
+  st.io_path = io_path();
   if (device_ != nullptr) {
     st.uploads = device_->uploads();
     st.upload_bytes = device_->upload_bytes();

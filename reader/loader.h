@@ -68,6 +68,8 @@ namespace kiln {
 // safety: call before opening datasets from other threads; calling it again is harmless.
 bool EnableRemoteDatasets();
 
+class StatsExporter;  // reader/stats_export.h
+
 // How fetch threads read stored records (LoaderOptions::io).
 enum class IoMode {
   kAuto,    // kDirect when the dataset is larger than half the memory the process may use and
@@ -202,6 +204,16 @@ struct LoaderOptions {
   // device >= 0 the slots are allocated on `device` and this is ignored. Range [-1, device
   // count); an index with no device leaves the allocation on the current device. Default -1.
   int pin_device = -1;
+  // Periodic statistics export (reader/stats_export.h, reader/stats_export.md): every
+  // stats_interval_s seconds the loader's thread appends one JSON line of stats() to
+  // stats_dir/kiln-stats-rank{rank}.jsonl and rewrites stats_dir/kiln-stats-rank{rank}.prom
+  // (Prometheus text), and writes a final line at destruction. Empty: the environment variable
+  // KILN_STATS_DIR when set, else no export. The directory is created when missing; Create fails
+  // with IOError naming the path when it cannot be created or written. Default empty.
+  std::string stats_dir;
+  // Seconds between export lines: 0 means KILN_STATS_INTERVAL when set, else 10. Range 0 or
+  // [0.01, 86400]. Default 0.
+  double stats_interval_s = 0;
 };
 
 // A mixture of several datasets for Loader::CreateMixture / OpenMixture (reader/mixture.md): how
@@ -261,7 +273,12 @@ struct Batch {
   uint64_t device_generation_ = 0;  // internal: the upload this batch saw
 };
 
-// Cumulative counters since Create(), for `kiln bench`.
+// Cumulative counters since Create(), for `kiln bench`, kiln.Loader.stats() and the statistics
+// export (reader/stats_export.h). Counters are monotonic. Stage times: a fetch thread's time
+// filling chunks is fetch_ns; of it, fetch_cpu_ns on the CPU, the rest off it (storage_ns():
+// page faults, direct or remote reads, preemption); of the CPU part, decompress_ns and
+// augment_ns, the rest decoding and copying into the slot (copy_ns()). Times are summed over
+// the fetch threads, so fetch_ns + slot_wait_ns + read_ahead_ns <= threads x wall time.
 struct LoaderStats {
   uint64_t batches = 0;           // batches returned by Next()
   uint64_t samples = 0;           // samples in them
@@ -297,6 +314,19 @@ struct LoaderStats {
   uint64_t upload_bytes = 0;    // sample bytes in them
   uint64_t upload_wait_ns = 0;  // host time waiting for copies to complete before a host slot
                                 // went back to the fetch threads: the copy time not hidden
+  // Not counters: the snapshot's epoch (Loader::epoch()) and io path (Loader::io_path()).
+  uint64_t epoch = 0;
+  IoMode io_path = IoMode::kMmap;
+
+  // Time of the fetch threads off the CPU while fetching: fetch_ns - fetch_cpu_ns (0 if less).
+  uint64_t storage_ns() const { return fetch_ns > fetch_cpu_ns ? fetch_ns - fetch_cpu_ns : 0; }
+  // CPU time fetching that was neither decompression nor augmentation: record checks, decoding
+  // and the copy into the batch slot; fetch_cpu_ns - decompress_ns - augment_ns (0 if less:
+  // decompress and augment are wall-clock times, augment an estimate).
+  uint64_t copy_ns() const {
+    const uint64_t other = decompress_ns + augment_ns;
+    return fetch_cpu_ns > other ? fetch_cpu_ns - other : 0;
+  }
 };
 
 class Loader {
@@ -405,7 +435,14 @@ class Loader {
   uint32_t num_threads() const { return static_cast<uint32_t>(threads_.size()); }
   const Dataset& dataset() const { return *dataset_; }
   const LoaderOptions& options() const { return options_; }
+  // A snapshot of the counters. Thread safety: callable from any thread while the loader
+  // works (the statistics export calls it from its own thread): the counters are added under
+  // the loader's mutex, once per chunk by the fetch threads and once per batch by Next(), and
+  // copied under it here (a few hundred bytes; no I/O under the lock); the device upload
+  // counters are relaxed atomics. In a forked child, reads the copy without the lock.
   LoaderStats stats() const;
+  // The statistics export (LoaderOptions::stats_dir, KILN_STATS_DIR), or null when off.
+  const StatsExporter* stats_exporter() const { return exporter_.get(); }
   // The path the fetch threads read with: kMmap, kDirect or kRemote (never kAuto), and why it was
   // chosen ("dataset of 2163 MB > half the memory limit of 512 MiB", "io_uring_queue_init:
   // Operation not permitted", ...).
@@ -590,6 +627,9 @@ class Loader {
   std::once_flag access_advised_;  // the dataset's mappings got their access advice
   bool stop_ = false;              // guarded by mu_
   LoaderStats stats_;              // guarded by mu_
+  // The statistics export; started last by Create, finished first by the destructor after the
+  // fetch threads are joined (its final line then equals stats()). Null when off.
+  std::unique_ptr<StatsExporter> exporter_;
 };
 
 }  // namespace kiln

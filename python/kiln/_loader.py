@@ -103,7 +103,9 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
                    scale: Sequence[float] = (0.08, 1.0),
                    ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
                    tail: str = "short", block_bytes: int = 4 << 20, window: int = 16,
-                   read_ahead_bytes: int = 16 << 20, io: str = "auto") -> "_core.LoaderOptions":
+                   read_ahead_bytes: int = 16 << 20, io: str = "auto",
+                   stats_dir: Optional[PathLike] = None,
+                   stats_interval: Optional[float] = None) -> "_core.LoaderOptions":
     """Returns the ``kiln::LoaderOptions`` of ``kiln.Loader``'s keyword arguments (same names
     and defaults), checked field by field and then as a whole (``ValidateLoaderOptions``, the
     messages of ``kiln bench``). ``rank``/``world_size`` None: from the launcher's environment.
@@ -125,6 +127,12 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
         resize_height=resize_height, resize_width=resize_width, scale_min=scale_min,
         scale_max=scale_max, ratio_min=ratio_min, ratio_max=ratio_max, tail=tail, block_bytes=block_bytes, shuffle_window=window,
         read_ahead_bytes=read_ahead_bytes, io=io))
+    # Statistics export (kiln.Loader's stats_dir=, stats_interval=): None leaves the C++ default,
+    # which reads KILN_STATS_DIR / KILN_STATS_INTERVAL at creation.
+    if stats_dir is not None:
+        o.stats_dir = _fspath(stats_dir, "stats_dir")
+    if stats_interval is not None:
+        o.stats_interval_s = stats_interval
     o.validate()
     return o
 
@@ -136,7 +144,7 @@ class Loader:
     prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
     normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16,
     read_ahead_bytes=16 << 20, dtype=None, io="auto", random_resized_crop=None,
-    scale=(0.08, 1.0), ratio=(3/4, 4/3))``
+    scale=(0.08, 1.0), ratio=(3/4, 4/3), stats_dir=None, stats_interval=None)``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -272,6 +280,14 @@ class Loader:
             ``"drop"`` (skip them) or ``"pad"`` (repeat samples from the start, as PyTorch's
             ``DistributedSampler`` does). See ``reader/sampler.h``.
         backend: ``None`` (torch when importable, else NumPy), ``"torch"`` or ``"numpy"``.
+        stats_dir, stats_interval: export ``stats()`` every ``stats_interval`` seconds (0.01 to
+            86400; default 10) while the loader lives, for ``kiln stats`` and Prometheus: one
+            JSON line appended to ``stats_dir/kiln-stats-rank{rank}.jsonl`` and the text file
+            ``stats_dir/kiln-stats-rank{rank}.prom`` rewritten, by a thread of the loader that
+            never blocks fetching; a last line when the loader is destroyed
+            (reader/stats_export.md). None: the environment variables ``KILN_STATS_DIR`` and
+            ``KILN_STATS_INTERVAL`` when set (no code change needed), else no export. A
+            directory that cannot be created or written raises ``kiln.KilnIOError`` naming it.
 
     Errors:
         kiln.NotFoundError: no such directory, or no ``kiln.json`` in it.
@@ -312,7 +328,9 @@ class Loader:
                  dtype: Any = None, io: str = "auto",
                  random_resized_crop: Union[None, int, Sequence[int]] = None,
                  scale: Sequence[float] = (0.08, 1.0),
-                 ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0)) -> None:
+                 ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
+                 stats_dir: Optional[PathLike] = None,
+                 stats_interval: Optional[float] = None) -> None:
         self.path = _fspath(path)
         if backend not in (None, "torch", "numpy"):
             raise ValueError(f"backend must be None, 'torch' or 'numpy', got {backend!r}")
@@ -324,7 +342,8 @@ class Loader:
             num_threads=num_threads, prefetch=prefetch, pin_memory=pin_memory, rank=rank,
             world_size=world_size, crop=crop, flip=flip, random_resized_crop=random_resized_crop,
             scale=scale, ratio=ratio, tail=tail, block_bytes=block_bytes,
-            window=window, read_ahead_bytes=read_ahead_bytes, io=io)
+            window=window, read_ahead_bytes=read_ahead_bytes, io=io,
+            stats_dir=stats_dir, stats_interval=stats_interval)
         if not isinstance(copy, bool):
             raise ArgumentTypeError(f"copy must be a bool, got {type(copy).__name__}")
         self._device = self._check_device(device)
@@ -516,9 +535,31 @@ class Loader:
         bool [B] copy, or None between epochs."""
         return self._core.is_padding()
 
-    def stats(self) -> Dict[str, int]:
-        """Cumulative reader counters: batches, samples, bytes, consumer_wait_ns, fetch_ns,
-        slot_wait_ns."""
+    def stats(self) -> Dict[str, Any]:
+        """A snapshot of the reader's counters since the loader was created (``Loader::stats``
+        in reader/loader.h), as a flat dict; cheap (a copy under the loader's mutex) and safe to
+        call from any thread while batches are fetched. Integers, times in nanoseconds, summed
+        over the fetch threads; every counter only grows.
+
+        The counters of the statistics export (reader/stats_export.md, same names):
+        ``batches``, ``samples``, ``bytes`` (delivered to this loop); ``consumer_wait_ns`` (the
+        loop waited for data); ``fetch_ns`` (fetch threads filling batches), ``fetch_cpu_ns``
+        (their CPU time), ``slot_wait_ns`` (waiting for a free slot: the loop is slower);
+        ``decompress_ns`` and ``zstd_records``; ``augment_ns`` (crop/flip, estimated);
+        ``chunks``; ``read_ahead_bytes``, ``residency_probes``, ``residency_misses`` (page-cache
+        residency, mmap path); ``direct_reads``, ``direct_read_bytes`` (direct path);
+        ``uploads``, ``upload_bytes``, ``upload_wait_ns`` (device batches); for datasets at a URL
+        ``requests`` (attempts), ``request_retries``, ``request_failures``, ``request_bytes``,
+        ``request_latency_p50_ns``, ``request_latency_p99_ns`` (over all attempts so far).
+        Derived stage times: ``storage_ns`` (``fetch_ns - fetch_cpu_ns``: off the CPU, reading
+        storage) and ``copy_ns`` (``fetch_cpu_ns - decompress_ns - augment_ns``: checks, decode
+        and copy). Also ``read_ahead_samples``, ``read_ahead_ns``,
+        ``read_ahead_max_lead_samples``, ``direct_max_in_flight``, and ``epoch`` (int) and
+        ``io_path`` (``"mmap"``, ``"direct"`` or ``"remote"``).
+
+        To export these every few seconds to files that ``kiln stats`` and Prometheus read, give
+        ``stats_dir=`` (and ``stats_interval=`` seconds, default 10) or set ``KILN_STATS_DIR``
+        (and ``KILN_STATS_INTERVAL``) in the environment."""
         return self._core.stats()
 
     # -- checkpoint and resume ------------------------------------------------------------
