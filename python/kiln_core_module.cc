@@ -30,6 +30,8 @@
 #include "reader/cuda_handles.h"
 #include "reader/host_buffer.h"
 #include "reader/loader.h"
+#include "reader/mixture.h"
+#include "reader/mixture_dataset.h"
 #include "reader/normalize_kernel.h"
 #include "reader/stats_export.h"
 #include "reader/world.h"
@@ -283,6 +285,37 @@ class PyLoader {
   // Opens `path` with `options` (validated by Loader::Create: ValidateLoaderOptions).
   PyLoader(const std::string& path, const LoaderOptions& options)
       : state_(std::make_shared<LoaderState>()) {
+    CheckCuda(options);
+    Result<std::unique_ptr<Loader>> loader = Status::Internal("unset");
+    {
+      py::gil_scoped_release release;  // opening maps and checks every file: O(files)
+      loader = Loader::Open(path, options);
+    }
+    state_->loader = ValueOrThrow(std::move(loader));
+  }
+
+  // Opens a mixture of the datasets at `paths` (Loader::OpenMixture, reader/mixture.md): one of
+  // `weights` and `repeats` non-empty (one value per path), `samples_per_epoch` 0 for the
+  // default. Refusals (schemas that differ, weights out of range, block order) are
+  // OpenMixture's InvalidArgument, raised as kiln.InvalidArgumentError.
+  PyLoader(const std::vector<std::string>& paths, const std::vector<double>& weights,
+           const std::vector<double>& repeats, uint64_t samples_per_epoch,
+           const LoaderOptions& options)
+      : state_(std::make_shared<LoaderState>()) {
+    CheckCuda(options);
+    MixtureOptions mixture;
+    mixture.weights = weights;
+    mixture.repeats = repeats;
+    mixture.samples_per_epoch = samples_per_epoch;
+    Result<std::unique_ptr<Loader>> loader = Status::Internal("unset");
+    {
+      py::gil_scoped_release release;  // opens every source: O(files)
+      loader = Loader::OpenMixture(paths, mixture, options);
+    }
+    state_->loader = ValueOrThrow(std::move(loader));
+  }
+
+  static void CheckCuda(const LoaderOptions& options) {
     if (options.device >= 0) {
       std::string why;
       if (!CudaDeviceAvailable(&why)) {
@@ -290,12 +323,6 @@ class PyLoader {
             "kiln.Loader(device='cuda:" + std::to_string(options.device) + "'): no GPU: " + why));
       }
     }
-    Result<std::unique_ptr<Loader>> loader = Status::Internal("unset");
-    {
-      py::gil_scoped_release release;  // opening maps and checks every file: O(files)
-      loader = Loader::Open(path, options);
-    }
-    state_->loader = ValueOrThrow(std::move(loader));
   }
 
   // device="cuda" with normalize: the fused kernel for this loader's stored samples, with the
@@ -463,6 +490,44 @@ class PyLoader {
     return out;
   }
 
+  // Returns a copy of the sources (int64 [size]) of the batch last returned: each sample's
+  // dataset, its position in the mixture's list of paths (all 0 for a loader over one dataset);
+  // None between epochs.
+  py::object Sources() {
+    CheckProcess();
+    std::unique_lock<std::mutex> lock = LockReleasingGil(state_->mu);
+    if (!state_->has_batch) return py::none();
+    const Batch& b = state_->batch;
+    py::array_t<int64_t> out(b.size);
+    for (uint32_t i = 0; i < b.size; ++i) {
+      out.mutable_at(i) = b.sources != nullptr ? static_cast<int64_t>(b.sources[i]) : 0;
+    }
+    return out;
+  }
+
+  // None for a loader over one dataset; for a mixture a dict: "paths" (each source's directory),
+  // "num_samples" (n_s), "quotas" (c_s, samples drawn per epoch), "classes" (each source's class
+  // names) and "samples_per_epoch" (N, all ranks together).
+  py::object Mixture() const {
+    const MixtureSchedule* m = loader().mixture();
+    if (m == nullptr) return py::none();
+    const auto& joined = static_cast<const MixtureDataset&>(loader().dataset());
+    py::list paths, sizes, quotas, classes;
+    for (size_t s = 0; s < m->num_sources(); ++s) {
+      paths.append(joined.source(s).dir());
+      sizes.append(m->source_samples(s));
+      quotas.append(m->quota(s));
+      classes.append(py::cast(joined.source(s).manifest().classes));
+    }
+    py::dict d;
+    d["paths"] = paths;
+    d["num_samples"] = sizes;
+    d["quotas"] = quotas;
+    d["classes"] = classes;
+    d["samples_per_epoch"] = m->samples_per_epoch();
+    return d;
+  }
+
   // Returns a copy of the padding flags (bool [size]) of the batch last returned, or None.
   py::object IsPadding() {
     CheckProcess();
@@ -481,8 +546,37 @@ class PyLoader {
     return py::bytes(state_->loader->state().Encode());
   }
 
-  std::string Key(py::handle index) const {
-    return ValueOrThrow(loader().dataset().Key(ToInteger<uint64_t>(index, "index")));
+  // The key of sample `index`; in a mixture, of sample `index` of source `source` (an index as
+  // batch_indices() gives it). `source` None: a loader over one dataset (or source 0).
+  std::string Key(py::handle index_object, py::handle source_object) const {
+    uint64_t index = ToInteger<uint64_t>(index_object, "index");
+    const MixtureSchedule* m = loader().mixture();
+    if (source_object.is_none()) {
+      if (m != nullptr && m->num_sources() > 1) {
+        ThrowStatus(Status::InvalidArgument(
+            "key(): this loader mixes " + std::to_string(m->num_sources()) +
+            " datasets; give source= (batch_sources()) with the index within that dataset"));
+      }
+      return ValueOrThrow(loader().dataset().Key(index));
+    }
+    const uint64_t source = ToInteger<uint64_t>(source_object, "source");
+    const uint64_t sources = m != nullptr ? m->num_sources() : 1;
+    if (source >= sources) {
+      ThrowStatus(Status::OutOfRange("key(): source " + std::to_string(source) +
+                                     " is out of range (the loader reads " +
+                                     std::to_string(sources) + " dataset(s))"));
+    }
+    if (m != nullptr) {
+      if (index >= m->source_samples(source)) {
+        const auto& joined = static_cast<const MixtureDataset&>(loader().dataset());
+        ThrowStatus(Status::OutOfRange(joined.source(source).dir() + ": sample " +
+                                       std::to_string(index) +
+                                       " is out of range (the dataset has " +
+                                       std::to_string(m->source_samples(source)) + " samples)"));
+      }
+      index += m->offset(source);
+    }
+    return ValueOrThrow(loader().dataset().Key(index));
   }
 
   // LoaderStats as a flat dict: the counters of the statistics export, by the names of its
@@ -540,6 +634,19 @@ py::dict StateToDict(const py::bytes& blob) {
   }
   d["num_samples"] = s.num_samples;
   d["dataset_fingerprint"] = HexDigest(s.dataset_fingerprint);
+  if (!s.mixture_sources.empty()) {  // version 2 (reader/reader_state.md, "Version 2")
+    d["kiln_reader_state"] = kReaderStateMixtureVersion;
+    d["mixture_version"] = s.mixture_version;
+    py::list sources;
+    for (const MixtureSourceState& src : s.mixture_sources) {
+      py::dict e;
+      e["fingerprint"] = HexDigest(src.fingerprint);
+      e["num_samples"] = src.num_samples;
+      e["quota"] = src.quota;
+      sources.append(e);
+    }
+    d["mixture_sources"] = sources;
+  }
   return d;
 }
 
@@ -564,10 +671,11 @@ py::bytes StateFromDict(const py::dict& d) {
   auto text = [&](const char* name) { return ToString(field(name), label(name)); };
   auto boolean = [&](const char* name) { return ToBool(field(name), label(name)); };
   const uint64_t version = integer("kiln_reader_state");
-  if (version != kReaderStateVersion) {
+  if (version != kReaderStateVersion && version != kReaderStateMixtureVersion) {
     ThrowStatus(Status::NotSupported("reader state dict: version " + std::to_string(version) +
-                                     "; this kiln reads version " +
-                                     std::to_string(kReaderStateVersion)));
+                                     "; this kiln reads versions " +
+                                     std::to_string(kReaderStateVersion) + " and " +
+                                     std::to_string(kReaderStateMixtureVersion)));
   }
   ReaderState s;
   s.order_version = u32("order_version");
@@ -606,6 +714,53 @@ py::bytes StateFromDict(const py::dict& d) {
                                 hex + "'"));
   }
   s.dataset_fingerprint = std::stoull(hex, nullptr, 16);
+  const bool has_sources = d.contains("mixture_sources");
+  if (has_sources != (version == kReaderStateMixtureVersion)) {
+    ThrowStatus(Status::InvalidArgument(
+        version == kReaderStateMixtureVersion
+            ? "reader state dict: version 2 (a mixture's) without field 'mixture_sources'"
+            : "reader state dict: field 'mixture_sources' in a version-1 state (one dataset's); "
+              "a mixture's state has kiln_reader_state 2"));
+  }
+  if (has_sources) {
+    s.mixture_version = u32("mixture_version");
+    py::object list = field("mixture_sources");
+    if (!PyList_Check(list.ptr()) && !PyTuple_Check(list.ptr())) {
+      ThrowTypeError("reader state dict: field 'mixture_sources' must be a list, got " +
+                     PyTypeName(list));
+    }
+    py::sequence seq = list.cast<py::sequence>();
+    if (seq.size() == 0 || seq.size() > kMaxMixtureSources) {
+      ThrowStatus(Status::InvalidArgument(
+          "reader state dict: 'mixture_sources' has " + std::to_string(seq.size()) +
+          " entries; a mixture has 1 to " + std::to_string(kMaxMixtureSources)));
+    }
+    for (size_t k = 0; k < seq.size(); ++k) {
+      const std::string where = "reader state dict: mixture_sources[" + std::to_string(k) + "]";
+      py::object entry = seq[k];
+      if (!PyDict_Check(entry.ptr())) {
+        ThrowTypeError(where + " must be a dict, got " + PyTypeName(entry));
+      }
+      py::dict e = entry.cast<py::dict>();
+      for (const char* name : {"fingerprint", "num_samples", "quota"}) {
+        if (!e.contains(name)) {
+          ThrowStatus(Status::InvalidArgument(where + ": missing field '" + name + "'"));
+        }
+      }
+      MixtureSourceState src;
+      const std::string fp = ToString(e["fingerprint"], where + "['fingerprint']");
+      if (fp.size() != 16 || fp.find_first_not_of("0123456789abcdef") != std::string::npos) {
+        ThrowStatus(Status::InvalidArgument(where +
+                                            ": 'fingerprint' must be 16 lower-case hex "
+                                            "digits, got '" +
+                                            fp + "'"));
+      }
+      src.fingerprint = std::stoull(fp, nullptr, 16);
+      src.num_samples = ToInteger<uint64_t>(e["num_samples"], where + "['num_samples']");
+      src.quota = ToInteger<uint64_t>(e["quota"], where + "['quota']");
+      s.mixture_sources.push_back(src);
+    }
+  }
   if (s.batch_size == 0 || s.world_size == 0) {
     ThrowStatus(
         Status::InvalidArgument("reader state dict: batch_size and world_size must be "
@@ -736,11 +891,18 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const std::string&, const LoaderOptions&>(), py::arg("path"),
            py::arg("options"))
+      .def(py::init<const std::vector<std::string>&, const std::vector<double>&,
+                    const std::vector<double>&, uint64_t, const LoaderOptions&>(),
+           py::arg("paths"), py::arg("weights"), py::arg("repeats"), py::arg("samples_per_epoch"),
+           py::arg("options"),
+           "A mixture of datasets (reader/loader.h: Loader::OpenMixture); one of weights and "
+           "repeats non-empty.")
       .def("begin_epoch", &PyLoader::BeginEpoch,
            "Starts a pass (reader/loader.h: Loader::BeginEpoch) and returns its epoch.")
       .def_property_readonly("at_epoch_start",
                              [](const PyLoader& l) { return l.loader().at_epoch_start(); })
-      .def("state", &PyLoader::State, "The ReaderState's 96 bytes (reader/reader_state.md).")
+      .def("state", &PyLoader::State,
+           "The ReaderState: 96 bytes, a mixture's 104 + 24 per source (reader/reader_state.md).")
       .def("set_epoch", &PyLoader::SetEpoch, py::arg("epoch"))
       .def("check_process", &PyLoader::CheckProcess,
            "Raises NotSupportedError in a process forked after the loader was created.")
@@ -749,7 +911,9 @@ PYBIND11_MODULE(_core, m) {
            "Releases the GIL while waiting.")
       .def("indices", &PyLoader::Indices)
       .def("is_padding", &PyLoader::IsPadding)
-      .def("key", &PyLoader::Key, py::arg("index"))
+      .def("sources", &PyLoader::Sources)
+      .def_property_readonly("mixture", &PyLoader::Mixture)
+      .def("key", &PyLoader::Key, py::arg("index"), py::arg("source") = py::none())
       .def("stats", &PyLoader::Stats)
       .def("set_normalize", &PyLoader::SetNormalize, py::arg("mean"), py::arg("std"),
            py::arg("dtype"), py::arg("crop_height"), py::arg("crop_width"), py::arg("flip"),

@@ -71,7 +71,7 @@ def plan(loader, normalize):
     augment = (options.crop_height, options.crop_width, options.flip)
     if normalize is None or not any(augment):
         return augment
-    if not _kernel_applies(_core.Dataset(loader.path).sample_schema):
+    if not _kernel_applies(_core.Dataset(loader.paths[0]).sample_schema):
         return augment  # the CPU loader crops and flips
     options = options.copy()
     options.crop_height, options.crop_width, options.flip = 0, 0, False  # in the kernel

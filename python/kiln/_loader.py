@@ -41,6 +41,64 @@ def _set_options(options: Any, fields: Dict[str, Any], keep_default_if_none: Seq
     return options
 
 
+def _paths(path: Any) -> Tuple[List[str], bool]:
+    """``path`` as a list of str paths and whether it names a mixture (a list or tuple)."""
+    if isinstance(path, (list, tuple)):
+        if not path:
+            from ._errors import InvalidArgumentError
+            raise InvalidArgumentError("kiln.Loader: the list of datasets is empty")
+        return [_fspath(p, f"path[{i}]") for i, p in enumerate(path)], True
+    return [_fspath(path)], False
+
+
+def _mixture_values(values: Any, name: str) -> List[float]:
+    """``weights``/``repeats`` as a list of floats (the C++ side checks count and range)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ArgumentTypeError(f"{name} must be a sequence of numbers, got "
+                                f"{type(values).__name__}")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) and not hasattr(v, "__float__"):
+            raise ArgumentTypeError(f"{name}[{i}] must be a number, got {type(v).__name__}")
+        f = float(v)
+        if not (f > 0 and f != float("inf")):
+            from ._errors import InvalidArgumentError
+            raise InvalidArgumentError(f"{name}[{i}] is {f}; each must be > 0 and finite")
+        out.append(f)
+    return out
+
+
+def _mixture_args(is_mixture: bool, count: int, weights: Any, repeats: Any,
+                  samples_per_epoch: Any) -> Optional[Tuple[List[float], List[float], int]]:
+    """Checks the mixture arguments: (weights, repeats, samples_per_epoch) for a mixture (repeats
+    all 1 when neither is given), None for one dataset (which takes none of them)."""
+    from ._errors import InvalidArgumentError
+    if not is_mixture:
+        for name, value in (("weights", weights), ("repeats", repeats),
+                            ("samples_per_epoch", samples_per_epoch)):
+            if value is not None:
+                raise InvalidArgumentError(
+                    f"kiln.Loader: {name} applies to a mixture; give a list of datasets "
+                    f"(kiln.Loader([a, b], {name}=...))")
+        return None
+    if weights is not None and repeats is not None:
+        raise InvalidArgumentError("kiln.Loader: give weights or repeats, not both")
+    w = _mixture_values(weights, "weights") if weights is not None else []
+    r = _mixture_values(repeats, "repeats") if repeats is not None else []
+    if weights is None and repeats is None:
+        r = [1.0] * count   # each dataset once per epoch
+    n = 0
+    if samples_per_epoch is not None:
+        if isinstance(samples_per_epoch, bool) or not hasattr(samples_per_epoch, "__index__"):
+            raise ArgumentTypeError(f"samples_per_epoch must be an int, got "
+                                    f"{type(samples_per_epoch).__name__}")
+        n = samples_per_epoch.__index__()
+        if not 1 <= n < 1 << 64:
+            raise InvalidArgumentError(f"samples_per_epoch {n} must be at least 1 (None: the "
+                                       "default)")
+    return w, r, n
+
+
 def _shuffle_mode(shuffle: Union[bool, str, None]) -> Any:
     """Maps ``shuffle`` (True, False, None or a mode name) to what LoaderOptions.shuffle takes;
     the C++ side checks the name."""
@@ -144,7 +202,8 @@ class Loader:
     prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
     normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16,
     read_ahead_bytes=16 << 20, dtype=None, io="auto", random_resized_crop=None,
-    scale=(0.08, 1.0), ratio=(3/4, 4/3), stats_dir=None, stats_interval=None)``
+    scale=(0.08, 1.0), ratio=(3/4, 4/3), weights=None, repeats=None, samples_per_epoch=None,
+    stats_dir=None, stats_interval=None)``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -190,6 +249,17 @@ class Loader:
     so KeyboardInterrupt is raised at once (in the main thread) and the batch it waited for is
     not lost: the next step of the same iterator returns it.
 
+    Mixing datasets. ``Loader([path_a, path_b], weights=[0.7, 0.3], samples_per_epoch=N)``
+    (or ``repeats=[1, 3]``) reads several datasets as one stream (reader/mixture.md): each epoch
+    draws ``N`` samples, the exact share of each dataset given by its weight (or ``repeat x``
+    its samples), interleaved evenly, a pure function of ``(seed, epoch, position)``. Every pass
+    over a dataset reads each of its samples once (a small dataset is repeated with a fresh
+    permutation per pass, a large one subsampled, and later epochs continue where the last one
+    stopped). ``batch_sources()`` gives each sample's dataset (its position in the list) and
+    ``batch_indices()`` its index there; labels are each dataset's own. The datasets must have
+    the same sample schema (dtype, layout, shape: the error names both datasets and the field).
+    Every other option works as for one dataset, except ``shuffle="block"`` (refused).
+
     Checkpoint and resume. ``state_dict()`` returns the loader's position (a plain dict: the
     epoch, the samples the ranks together consumed in it, the options that fix the order, the
     dataset's fingerprint); ``load_state_dict(d)`` makes the next loop continue from there in
@@ -197,7 +267,16 @@ class Loader:
     their docstrings and the README, "Checkpoint and resume").
 
     Arguments:
-        path: dataset directory (holding ``kiln.json``).
+        path: dataset directory (holding ``kiln.json``), or a list of them for a mixture (see
+            "Mixing datasets"; a list of one is a mixture too).
+        weights: a mixture only: one number > 0 per dataset, the proportion of each epoch's
+            samples drawn from it (normalised). Exclusive with ``repeats``.
+        repeats: a mixture only: one number > 0 per dataset, the samples drawn from it per
+            epoch as a multiple of its size (1: once, 3: upsampled 3x, 0.5: half of it).
+            Neither weights nor repeats: each dataset once per epoch (``repeats`` all 1).
+        samples_per_epoch: a mixture only: samples of an epoch, all ranks together. Default
+            None: with weights the datasets' total samples, with repeats the sum of ``repeat x``
+            samples. (The ``samples_per_epoch`` property is this rank's share.)
         batch_size: samples per batch, >= 1. Default 256.
         shuffle: the read order. ``True`` or ``"exact"`` (default): a new global permutation
             of the samples every epoch, for data in memory or on fast NVMe. ``"block"``: the
@@ -294,7 +373,10 @@ class Loader:
         kiln.CorruptionError: a damaged file at open (size, header, footer); or, during
             iteration, a damaged record: raised by the step that reaches its batch, naming the
             file, record and byte offset. The next step continues with the following batch.
-        kiln.InvalidArgumentError (a ``ValueError``): an option out of range (named).
+        kiln.InvalidArgumentError (a ``ValueError``): an option out of range (named); for a
+            mixture, datasets whose sample schemas differ (both named, and the field), weights
+            or repeats whose count differs from the datasets' or not all > 0, both given, or
+            ``shuffle="block"``.
         kiln.NotSupportedError: ``device="cuda"`` without a usable GPU (or without torch).
 
     Threads. The GIL is released while a step waits for its batch (and while copying), so
@@ -329,9 +411,18 @@ class Loader:
                  random_resized_crop: Union[None, int, Sequence[int]] = None,
                  scale: Sequence[float] = (0.08, 1.0),
                  ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
+                 weights: Optional[Sequence[float]] = None,
+                 repeats: Optional[Sequence[float]] = None,
+                 samples_per_epoch: Optional[int] = None,
                  stats_dir: Optional[PathLike] = None,
                  stats_interval: Optional[float] = None) -> None:
-        self.path = _fspath(path)
+        paths, is_mixture = _paths(path)
+        #: Every dataset's path (one for a loader over one dataset).
+        self.paths: List[str] = paths
+        #: The ``path`` argument as given (a str, or the list of a mixture's paths).
+        self.path: Union[str, List[str]] = paths if is_mixture else paths[0]
+        self._mixture_args = _mixture_args(is_mixture, len(paths), weights, repeats,
+                                           samples_per_epoch)
         if backend not in (None, "torch", "numpy"):
             raise ValueError(f"backend must be None, 'torch' or 'numpy', got {backend!r}")
         self._torch: Any = None if backend == "numpy" else _import_torch()
@@ -352,7 +443,7 @@ class Loader:
             kernel_augment = _cuda.plan(self, normalize)
         elif pin_memory:
             self._options.pin_device = _cuda.pin_device(self._torch)
-        self._core = _core.Loader(self.path, self._options)
+        self._core = self._make_core(self._options)
         self.shuffle: str = self._options.shuffle
         self._copy = copy
         self._normalize = self._check_normalize(normalize)
@@ -382,6 +473,12 @@ class Loader:
             "Loader there (for a DataLoader: on first use inside the worker, or num_workers=0)")
 
     # -- configuration --------------------------------------------------------------------
+
+    def _make_core(self, options: "_core.LoaderOptions") -> "_core.Loader":
+        if self._mixture_args is None:
+            return _core.Loader(self.paths[0], options)
+        weights, repeats, samples_per_epoch = self._mixture_args
+        return _core.Loader(self.paths, weights, repeats, samples_per_epoch, options)
 
     def _check_device(self, device: Optional[str]) -> Any:
         self._device_index = -1
@@ -452,13 +549,32 @@ class Loader:
 
     @property
     def num_samples(self) -> int:
-        """Samples in the dataset."""
+        """Samples in the dataset (a mixture: in all its datasets together)."""
         return self._core.num_samples
 
     @property
     def classes(self) -> List[str]:
-        """Class names: label i is classes[i]."""
-        return self._core.classes
+        """Class names: label i is classes[i]. A mixture: the datasets' shared class names;
+        raises ValueError when they differ (each dataset's are ``mixture["classes"][s]``)."""
+        mixture = self._core.mixture
+        if mixture is None:
+            return self._core.classes
+        per_source: List[List[str]] = mixture["classes"]
+        if any(c != per_source[0] for c in per_source):
+            from ._errors import InvalidArgumentError
+            raise InvalidArgumentError(
+                "the mixture's datasets have different class names (labels are each dataset's "
+                "own): use loader.mixture['classes'][source]")
+        return per_source[0]
+
+    @property
+    def mixture(self) -> Optional[Dict[str, Any]]:
+        """None for a loader over one dataset; for a mixture a dict of lists, one entry per
+        dataset: ``paths``, ``num_samples`` (its samples), ``quotas`` (samples drawn from it
+        per epoch, all ranks together; they sum to ``samples_per_epoch``), ``classes``; and
+        ``samples_per_epoch`` (the epoch's samples, all ranks together)."""
+        mixture: Optional[Dict[str, Any]] = self._core.mixture
+        return mixture
 
     @property
     def sample_shape(self) -> Tuple[int, ...]:
@@ -520,15 +636,24 @@ class Loader:
         with self._lock:
             self._requested_epoch = epoch
 
-    def key(self, index: int) -> str:
-        """Returns sample ``index``'s key: its source path relative to the packed folder."""
-        key: str = self._core.key(index)
+    def key(self, index: int, source: Optional[int] = None) -> str:
+        """Returns sample ``index``'s key: its source path relative to the packed folder. A
+        mixture of several datasets needs ``source`` (``batch_sources()``): the key of sample
+        ``index`` of that dataset."""
+        key: str = self._core.key(index, source)
         return key
 
     def batch_indices(self) -> Optional["numpy.ndarray[Any, Any]"]:
         """Returns the dataset indices of the batch last yielded (NumPy int64 [B], a copy), or
-        None between epochs."""
+        None between epochs. In a mixture each index is within the sample's own dataset
+        (``batch_sources()``)."""
         return self._core.indices()
+
+    def batch_sources(self) -> Optional["numpy.ndarray[Any, Any]"]:
+        """Returns each sample's dataset in the batch last yielded: its position in the list of
+        paths given to the loader (NumPy int64 [B], a copy; all 0 for a loader over one
+        dataset), or None between epochs."""
+        return self._core.sources()
 
     def batch_is_padding(self) -> Optional["numpy.ndarray[Any, Any]"]:
         """Returns which samples of the batch last yielded are padding (tail="pad"), as a NumPy
@@ -578,7 +703,10 @@ class Loader:
         (``batch_size``, ``world_size``, ``tail``, ``drop_last``), augmentation (``crop``,
         ``flip``), the dataset (``num_samples``, ``dataset_fingerprint``: the manifest
         checksum), and the versions ``kiln_reader_state`` and ``order_version``. The binary
-        form of the same state is 96 bytes (``reader/reader_state.md``).
+        form of the same state is 96 bytes (``reader/reader_state.md``). A mixture's state is
+        version 2: ``num_samples`` is its samples per epoch, ``dataset_fingerprint`` the
+        mixture's, and ``mixture_version`` and ``mixture_sources`` (per dataset its
+        ``fingerprint``, ``num_samples`` and ``quota``) follow; 104 + 24 bytes per dataset.
         """
         self._core.check_process()
         with self._lock:
@@ -607,7 +735,10 @@ class Loader:
 
         Raises ``kiln.InvalidArgumentError`` (a ``ValueError``) naming what differs: another
         dataset, seed, shuffle mode, block size, crop or flip, a missing or ill-typed field, or
-        a block-order state on another world size; ``kiln.OutOfRangeError`` for a position past
+        a block-order state on another world size; for a mixture also a state of one dataset
+        (or the reverse), of another number of datasets, a dataset that is another one (named:
+        "mixture source 1 (/data/b) is another dataset") or whose quota differs (other weights
+        or samples_per_epoch); ``kiln.OutOfRangeError`` for a position past
         the end of its epoch; ``kiln.NotSupportedError`` for another state or order version.
         Old iterators stop working (they raise ``RuntimeError``).
         """
@@ -617,7 +748,7 @@ class Loader:
         options = self._options.copy()
         options.resume = _core.state_from_dict(state_dict)
         options.start_epoch = 0  # the state's epoch
-        core = _core.Loader(self.path, options)
+        core = self._make_core(options)
         if self._kernel is not None:
             core.set_normalize(*self._kernel)
         with self._lock:

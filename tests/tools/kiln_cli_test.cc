@@ -336,6 +336,61 @@ TEST_F(KilnCliTest, BenchShuffleNamesTheReadOrderAndNoShuffleStillWorks) {
   EXPECT_EQ(Kiln("bench " + *dataset_ + " --shuffle random").exit_code, 2);
 }
 
+// A mixture (several DATASETs, reader/mixture.md): the report says so and gives each source's
+// quota and the samples it served; every epoch draws each quota exactly. Refusals name the
+// problem: a count of weights other than the datasets', schemas that differ, block order.
+TEST_F(KilnCliTest, BenchMixtureReportsPerSourceCountsAndRefusesMismatches) {
+  const std::string b = Fresh("mix_b");
+  ASSERT_EQ(Kiln("pack " + kFashion + " " + b + " --size 28 --channels 1").exit_code, 0);
+  const CliRun r = Kiln("bench " + *dataset_ + " " + b +
+                        " --weights 0.7,0.3 --samples-per-epoch 1500 --epochs 2 --batch-size 100 "
+                        "--threads 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("samples"), 3000);
+  EXPECT_TRUE(j.at("every_sample_once").get<bool>());
+  const auto& m = j.at("mixture");
+  EXPECT_EQ(m.at("samples_per_epoch"), 1500);
+  ASSERT_EQ(m.at("sources").size(), 2u);
+  EXPECT_EQ(m.at("sources")[0].at("dir"), *dataset_);
+  EXPECT_EQ(m.at("sources")[0].at("quota"), 1050);  // 0.7 x 1500
+  EXPECT_EQ(m.at("sources")[0].at("samples_read"), 2100);
+  EXPECT_EQ(m.at("sources")[1].at("quota"), 450);
+  EXPECT_EQ(m.at("sources")[1].at("samples_read"), 900);
+  EXPECT_EQ(m.at("sources")[1].at("num_samples"), 1000);
+  const CliRun text = Kiln("bench " + *dataset_ + " " + b + " --repeats 1,3 --epochs 1");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_NE(text.out.find("mixture of 2 datasets, 4000 samples per epoch"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find(b + " (repeat 3): 3000 samples read, quota 3000 per epoch of its 1000"),
+            std::string::npos)
+      << text.out;
+  // One dataset has no mixture section.
+  const CliRun one = Kiln("bench " + b + " --epochs 1 --json");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  EXPECT_FALSE(nlohmann::json::parse(one.out).contains("mixture"));
+
+  auto refused = [&](const std::string& args) {
+    const CliRun bad = Kiln("bench " + args + " --epochs 1 --json");
+    EXPECT_EQ(bad.exit_code, 2) << args << ": " << bad.out;
+    const auto e = nlohmann::json::parse(bad.out);
+    EXPECT_FALSE(e.at("ok").get<bool>());
+    EXPECT_FALSE(e.contains("samples_per_s")) << bad.out;
+    return e.value("error", "");
+  };
+  EXPECT_NE(refused(*dataset_ + " " + b + " --weights 1,1,1")
+                .find("2 datasets but 3 weights; give one per dataset"),
+            std::string::npos);
+  const std::string small = Fresh("mix_small");
+  ASSERT_EQ(Kiln("pack " + kFashion + " " + small + " --size 20 --channels 1").exit_code, 0);
+  const std::string schema = refused(b + " " + small + " --weights 1,1");
+  EXPECT_NE(schema.find(b + " and " + small + " differ in shape"), std::string::npos) << schema;
+  EXPECT_NE(refused(*dataset_ + " " + b + " --shuffle block").find("not block order"),
+            std::string::npos);
+  fs::remove_all(b);
+  fs::remove_all(small);
+}
+
 TEST_F(KilnCliTest, BenchIoDirectAndMmapServeTheSameBatches) {
   auto bench = [&](const std::string& flags) {
     const CliRun r = Kiln("bench " + *dataset_ + " --epochs 1 --batch-size 100 --json " + flags);

@@ -89,9 +89,13 @@ Status DropPageCache(const std::string& dir) {
   return Status::Ok();
 }
 
-double ResidentFraction(const std::string& dir) {
+namespace {
+
+// Adds the pages of the regular files under `dir` to *total and those resident to *resident.
+void CountResidentPages(const std::string& dir, uint64_t* total_pages, uint64_t* resident_pages) {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  uint64_t total = 0, resident = 0;
+  uint64_t& total = *total_pages;
+  uint64_t& resident = *resident_pages;
   std::vector<unsigned char> vec;
   for (const std::string& path : RegularFiles(dir)) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -111,8 +115,18 @@ double ResidentFraction(const std::string& dir) {
     }
     ::close(fd);
   }
+}
+
+// The share of the pages of every dir's files resident in the page cache.
+double ResidentFractionOf(const std::vector<std::string>& dirs) {
+  uint64_t total = 0, resident = 0;
+  for (const std::string& dir : dirs) CountResidentPages(dir, &total, &resident);
   return total ? static_cast<double>(resident) / total : 0.0;
 }
+
+}  // namespace
+
+double ResidentFraction(const std::string& dir) { return ResidentFractionOf({dir}); }
 
 void Diagnose(BenchReport* r) {
   StageTimes t;
@@ -215,10 +229,12 @@ Status MeasureDevice(Loader& loader, const BenchOptions& options, BenchReport* r
 namespace {
 
 // The report's fields that the options and the page cache decide, before the loader opens.
-void DescribeRun(const std::string& dir, const BenchOptions& options, BenchReport* r) {
-  r->dir = dir;
+void DescribeRun(const std::vector<std::string>& dirs, const BenchOptions& options,
+                 BenchReport* r) {
+  r->dir.clear();
+  for (const std::string& dir : dirs) r->dir += (r->dir.empty() ? "" : ",") + dir;
   r->consumer_ms = options.consumer_ms;
-  r->resident_fraction = ResidentFraction(dir);
+  r->resident_fraction = ResidentFractionOf(dirs);
   r->cache = options.cold || r->resident_fraction < 0.05 ? "cold"
              : r->resident_fraction >= 0.95              ? "warm"
                                                          : "partly warm";
@@ -268,12 +284,41 @@ void RecordLoaderStats(const LoaderStats& stats, const BenchOptions& options, Be
   r->consumer_wait_seconds = stats.consumer_wait_ns / 1e9;
 }
 
+// Epoch 0's check for a mixture (BenchReport::sources): `counts` holds how often each
+// concatenated index was served (padding excluded), `per_source` the samples of each source.
+bool MixtureEpochOnce(const MixtureSchedule& m, const std::vector<uint32_t>& counts,
+                      const std::vector<uint64_t>& per_source, uint32_t world_size) {
+  for (size_t s = 0; s < m.num_sources(); ++s) {
+    const uint64_t n = m.source_samples(s), c = m.quota(s);
+    const uint64_t low = c / n, high = low + (c % n != 0 ? 1 : 0);
+    uint64_t at_high = 0;
+    for (uint64_t j = 0; j < n; ++j) {
+      const uint32_t k = counts[m.offset(s) + j];
+      if (k > high || (world_size == 1 && k < low)) return false;
+      at_high += k == high && high != low;
+    }
+    if (world_size == 1 && (per_source[s] != c || at_high != c % n)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options) {
+  return RunBench(std::vector<std::string>{dir}, options);
+}
+
+Result<BenchReport> RunBench(const std::vector<std::string>& dirs, const BenchOptions& options) {
+  if (dirs.empty()) return Status::InvalidArgument("kiln bench: no dataset given");
+  if (dirs.size() > 1 && !options.mixture) {
+    return Status::InvalidArgument("kiln bench: " + std::to_string(dirs.size()) +
+                                   " datasets without a mixture (give --weights or --repeats)");
+  }
   BenchReport r;
-  if (options.cold) KILN_RETURN_IF_ERROR(DropPageCache(dir));
-  DescribeRun(dir, options, &r);
+  if (options.cold) {
+    for (const std::string& dir : dirs) KILN_RETURN_IF_ERROR(DropPageCache(dir));
+  }
+  DescribeRun(dirs, options, &r);
   if (r.device >= 0) {
     std::string why;
     if (!CudaDeviceAvailable(&why)) {
@@ -283,7 +328,23 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   }
   const Usage open_usage = GetUsage();
   const auto open_start = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader, Loader::Open(dir, options.loader));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader,
+                        options.mixture
+                            ? Loader::OpenMixture(dirs, *options.mixture, options.loader)
+                            : Loader::Open(dirs[0], options.loader));
+  const MixtureSchedule* mixture = loader->mixture();
+  if (mixture != nullptr) {
+    r.mixture_samples_per_epoch = mixture->samples_per_epoch();
+    for (size_t s = 0; s < mixture->num_sources(); ++s) {
+      BenchSource src;
+      src.dir = dirs[s];
+      if (!options.mixture->weights.empty()) src.weight = options.mixture->weights[s];
+      if (!options.mixture->repeats.empty()) src.repeat = options.mixture->repeats[s];
+      src.num_samples = mixture->source_samples(s);
+      src.quota = mixture->quota(s);
+      r.sources.push_back(src);
+    }
+  }
   if (r.device >= 0 && !loader->device_batches()) {
     return Status::NotSupported("kiln bench --device " + std::to_string(r.device) +
                                 ": the loader fell back to host batches; nothing measured");
@@ -301,14 +362,25 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.pinned = loader->pinned();
   r.epochs = options.epochs;
   const uint64_t n = loader->dataset().num_samples();
-  std::vector<uint8_t> seen(n, 0);
+  // One dataset: whether each sample was seen in epoch 0. A mixture: how often each
+  // concatenated index was, and the samples of each source over all epochs.
+  std::vector<uint8_t> seen(mixture ? 0 : n, 0);
+  std::vector<uint32_t> counts(mixture ? n : 0, 0);
+  std::vector<uint64_t> per_source_epoch0(r.sources.size(), 0);
   uint64_t first_epoch_samples = 0;
   bool duplicates = false;
   const auto consumer_step = std::chrono::duration<double, std::milli>(options.consumer_ms);
   const Usage start_usage = GetUsage();
   const auto start = std::chrono::steady_clock::now();
   for (uint32_t e = 0; e < options.epochs; ++e) {
-    if (e == 1) std::vector<uint8_t>().swap(seen);  // N bytes: not the loader's memory
+    if (e == 1) {  // N bytes: not the loader's memory
+      std::vector<uint8_t>().swap(seen);
+      if (mixture != nullptr) {
+        r.every_sample_once =
+            MixtureEpochOnce(*mixture, counts, per_source_epoch0, options.loader.world_size);
+      }
+      std::vector<uint32_t>().swap(counts);
+    }
     loader->SetEpoch(options.loader.start_epoch + e);
     Batch batch;
     while (true) {
@@ -322,9 +394,23 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
       r.samples += batch.size;
       r.bytes += batch.bytes();
       for (uint32_t k = 0; k < batch.size; ++k) {
-        r.checksum ^= SplitMix64Mix(batch.sample_indices[k] * 0x100000001B3ull ^
-                                    static_cast<uint64_t>(batch.labels[k]));
-        if (e == 0) {
+        // In a mixture the index within the source, made concatenated (distinct per source).
+        const uint64_t index =
+            batch.sample_indices[k] + (mixture ? mixture->offset(batch.sources[k]) : 0);
+        r.checksum ^=
+            SplitMix64Mix(index * 0x100000001B3ull ^ static_cast<uint64_t>(batch.labels[k]));
+        if (mixture != nullptr) {
+          if (!batch.is_padding[k]) {
+            ++r.sources[batch.sources[k]].samples_read;
+            if (e == 0) {
+              ++counts[index];
+              ++per_source_epoch0[batch.sources[k]];
+              ++first_epoch_samples;
+            }
+          } else if (e == 0) {
+            ++first_epoch_samples;
+          }
+        } else if (e == 0) {
           ++first_epoch_samples;
           if (!batch.is_padding[k]) {
             duplicates |= seen[batch.sample_indices[k]] != 0;
@@ -350,7 +436,16 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
   r.rss_file_mb = ProcStatusMb("RssFile");
   RecordLoaderStats(stats, options, &r);
   const uint64_t expected = loader->samples_per_epoch();
-  r.every_sample_once = !duplicates && first_epoch_samples == expected;
+  if (mixture == nullptr) {
+    r.every_sample_once = !duplicates && first_epoch_samples == expected;
+  } else {
+    if (options.epochs == 1) {
+      r.every_sample_once =
+          MixtureEpochOnce(*mixture, counts, per_source_epoch0, options.loader.world_size);
+    }
+    r.every_sample_once &= first_epoch_samples == expected;
+    std::vector<uint32_t>().swap(counts);
+  }
   r.samples_per_s = r.seconds > 0 ? r.samples / r.seconds : 0;
   r.mb_per_s = r.seconds > 0 ? r.bytes / 1e6 / r.seconds : 0;
   r.consumer_wait_fraction = r.seconds > 0 ? stats.consumer_wait_ns / 1e9 / r.seconds : 0;
@@ -375,6 +470,11 @@ Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options
 }
 
 Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options, uint32_t cores) {
+  return RunSweep(std::vector<std::string>{dir}, options, cores);
+}
+
+Result<SweepReport> RunSweep(const std::vector<std::string>& dirs, const BenchOptions& options,
+                             uint32_t cores) {
   SweepReport sweep;
   std::vector<uint32_t> threads;
   const uint32_t max_threads = std::min<uint32_t>(256, 2 * std::max(1u, cores));
@@ -385,7 +485,7 @@ Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options
       BenchOptions o = options;
       o.loader.num_threads = t;
       o.loader.prefetch = p;
-      KILN_ASSIGN_OR_RETURN(BenchReport r, RunBench(dir, o));
+      KILN_ASSIGN_OR_RETURN(BenchReport r, RunBench(dirs, o));
       sweep.runs.push_back(std::move(r));
     }
   }
@@ -541,6 +641,20 @@ std::string BenchReportJson(const BenchReport& r) {
   j["bottleneck"] = r.bottleneck;
   j["verdict"] = r.verdict;
   j["short_run_note"] = r.short_run_note;
+  if (!r.sources.empty()) {
+    nlohmann::ordered_json sources = nlohmann::ordered_json::array();
+    for (const BenchSource& s : r.sources) {
+      nlohmann::ordered_json e;
+      e["dir"] = s.dir;
+      if (s.weight > 0) e["weight"] = s.weight;
+      if (s.repeat > 0) e["repeat"] = s.repeat;
+      e["num_samples"] = s.num_samples;
+      e["quota"] = s.quota;
+      e["samples_read"] = s.samples_read;
+      sources.push_back(e);
+    }
+    j["mixture"] = {{"samples_per_epoch", r.mixture_samples_per_epoch}, {"sources", sources}};
+  }
   return j.dump();
 }
 
@@ -556,6 +670,24 @@ std::string BenchReportText(const BenchReport& r) {
                 r.pinned ? "pinned" : "pageable", r.open_seconds * 1e3, r.first_batch_seconds * 1e3,
                 r.every_sample_once ? "yes" : "NO");
   std::string out = line;
+  if (!r.sources.empty()) {
+    std::snprintf(line, sizeof(line),
+                  "mixture of %zu datasets, %llu samples per epoch:", r.sources.size(),
+                  static_cast<unsigned long long>(r.mixture_samples_per_epoch));
+    out += line;
+    for (size_t s = 0; s < r.sources.size(); ++s) {
+      const BenchSource& src = r.sources[s];
+      std::snprintf(line, sizeof(line),
+                    "%s %s (%s %g): %llu samples read, quota %llu per epoch of its %llu",
+                    s ? ";" : "", src.dir.c_str(), src.weight > 0 ? "weight" : "repeat",
+                    src.weight > 0 ? src.weight : src.repeat,
+                    static_cast<unsigned long long>(src.samples_read),
+                    static_cast<unsigned long long>(src.quota),
+                    static_cast<unsigned long long>(src.num_samples));
+      out += line;
+    }
+    out += "\n";
+  }
   char ahead[160] = "";
   if (r.read_ahead_samples > 0) {
     std::snprintf(ahead, sizeof(ahead), "; read ahead %llu samples, %.0f MB, in %.2f s",

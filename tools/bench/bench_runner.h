@@ -1,9 +1,12 @@
-// kiln::RunBench: drives a Loader over a dataset for `kiln bench` and measures throughput.
+// kiln::RunBench: drives a Loader over a dataset (or a mixture of datasets, reader/mixture.md)
+// for `kiln bench` and measures throughput.
 //
 // The consumer touches nothing but the batch handles (and, with consumer_ms, sleeps per batch
 // like a training step), so the figures are the loader's own rate. Stage times come from
 // LoaderStats; Diagnose() names the bottleneck (tools/bench/bottleneck.h). The first epoch also
-// proves that every sample of this rank was delivered exactly once. Thread safety: reentrant.
+// proves that every sample of this rank was delivered exactly once; for a mixture, that each
+// source delivered its quota and each pass over a source read each of its samples once.
+// Thread safety: reentrant.
 #ifndef KILN_TOOLS_BENCH_BENCH_RUNNER_H_
 #define KILN_TOOLS_BENCH_BENCH_RUNNER_H_
 
@@ -26,6 +29,21 @@ struct BenchOptions {
   // per second (fio on the same files, see bench/larger_than_memory.sh); 0 when unknown.
   // A storage-bound report states its rate as a share of it. Default 0.
   double disk_mb_per_s = 0;
+  // A mixture (`kiln bench A B --weights 0.7,0.3`): RunBench's datasets are its sources, read
+  // by Loader::OpenMixture with these weights or repeats and samples per epoch (its errors:
+  // counts that differ from the datasets', values not > 0, schemas that differ, block order).
+  // Unset: RunBench reads one dataset. Default unset.
+  std::optional<MixtureOptions> mixture;
+};
+
+// One source of a mixture run, in the order given.
+struct BenchSource {
+  std::string dir;
+  double weight = 0;          // as given (0 with repeats)
+  double repeat = 0;          // as given (0 with weights)
+  uint64_t num_samples = 0;   // n_s
+  uint64_t quota = 0;         // c_s: samples drawn per epoch, all ranks together
+  uint64_t samples_read = 0;  // samples of it this rank was served over all epochs (no padding)
 };
 
 struct BenchReport {
@@ -121,6 +139,12 @@ struct BenchReport {
   // A warning when the run is too short to measure the steady rate (fewer than 4x the prefetch
   // + 1 batches the loader fills ahead); empty otherwise.
   std::string short_run_note;
+  // A mixture: one entry per source, and the epoch's samples (all ranks); empty and 0 for one
+  // dataset. every_sample_once then means: epoch 0 served each source its share of the quota
+  // and, per source, no sample more often than its passes allow (with one rank: exactly
+  // floor(c_s / n_s) or that + 1 times, c_s mod n_s samples the latter).
+  std::vector<BenchSource> sources;
+  uint64_t mixture_samples_per_epoch = 0;
 };
 
 // Names the bottleneck of a finished run from its stage times (fills bottleneck and verdict):
@@ -151,6 +175,9 @@ struct SweepReport {
   size_t shown = 0;
 };
 Result<SweepReport> RunSweep(const std::string& dir, const BenchOptions& options, uint32_t cores);
+// The same over a mixture of `dirs` (options.mixture set), or one dataset (dirs of one).
+Result<SweepReport> RunSweep(const std::vector<std::string>& dirs, const BenchOptions& options,
+                             uint32_t cores);
 std::string SweepReportJson(const SweepReport& sweep);
 std::string SweepReportText(const SweepReport& sweep);
 
@@ -158,6 +185,10 @@ std::string SweepReportText(const SweepReport& sweep);
 // NotSupported naming why when no GPU is usable ("no NVIDIA driver/GPU found ...") before
 // anything is measured (never a host-only figure in its place); CudaStatus errors.
 Result<BenchReport> RunBench(const std::string& dir, const BenchOptions& options);
+// A mixture of `dirs` when options.mixture is set (its report's `sources` filled, `dir` the
+// directories joined by ","), else the one dataset dirs[0]. Errors: as RunBench and
+// Loader::OpenMixture; InvalidArgument for several dirs without options.mixture, or none.
+Result<BenchReport> RunBench(const std::vector<std::string>& dirs, const BenchOptions& options);
 
 // One JSON object: samples, seconds, samples_per_s, mb_per_s and the other fields.
 std::string BenchReportJson(const BenchReport& report);

@@ -1,4 +1,5 @@
-// kiln bench: how fast the reader streams a dataset, one run or a sweep over threads/prefetch.
+// kiln bench: how fast the reader streams a dataset (or a mixture of datasets: several
+// DATASETs with --weights or --repeats), one run or a sweep over threads/prefetch.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -14,8 +15,13 @@ namespace kiln {
 namespace {
 
 struct BenchFlags {
-  std::string dataset;
+  std::vector<std::string> datasets;
   BenchOptions options;
+  std::vector<double> weights, repeats;
+  uint64_t samples_per_epoch = 0;
+  CLI::Option* weights_option = nullptr;
+  CLI::Option* repeats_option = nullptr;
+  CLI::Option* samples_per_epoch_option = nullptr;
   bool no_shuffle = false;
   std::string shuffle = "exact";
   uint64_t read_ahead_mib = LoaderOptions{}.read_ahead_bytes >> 20;
@@ -29,7 +35,29 @@ struct BenchFlags {
 };
 
 void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
-  bench->add_option("dataset", f->dataset, "Dataset directory")->required();
+  bench
+      ->add_option("dataset", f->datasets,
+                   "Dataset directory; several for a mixture (each epoch draws from every one, "
+                   "by --weights or --repeats; default --repeats 1 each)")
+      ->required();
+  f->weights_option = bench
+                          ->add_option("--weights", f->weights,
+                                       "Mixture: the share of each epoch drawn from each "
+                                       "DATASET, comma-separated, each > 0 (0.7,0.3)")
+                          ->delimiter(',');
+  f->repeats_option = bench
+                          ->add_option("--repeats", f->repeats,
+                                       "Mixture: samples drawn per epoch from each DATASET as a "
+                                       "multiple of its size, comma-separated, each > 0 (1,3)")
+                          ->delimiter(',')
+                          ->excludes(f->weights_option);
+  f->samples_per_epoch_option =
+      bench
+          ->add_option("--samples-per-epoch", f->samples_per_epoch,
+                       "Mixture: samples of an epoch, all ranks together (default: the "
+                       "datasets' total with --weights, the sum of repeat x samples with "
+                       "--repeats)")
+          ->check(CLI::Range(uint64_t{1}, ~uint64_t{0}));
   bench->add_option("--batch-size", f->options.loader.batch_size, "Samples per batch (256)");
   bench->add_option("--threads", f->threads, "Fetch threads (default: all cores)")
       ->check(CLI::Range(0u, 256u));
@@ -92,7 +120,7 @@ void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
 
 int RunSweepCommand(const BenchFlags& flags, const BenchOptions& options) {
   Result<SweepReport> sweep =
-      RunSweep(flags.dataset, options, std::max(1u, std::thread::hardware_concurrency()));
+      RunSweep(flags.datasets, options, std::max(1u, std::thread::hardware_concurrency()));
   if (!sweep.ok()) return FailCommand(sweep.status(), flags.json);
   if (flags.json) {
     std::cout << SweepReportJson(*sweep) << "\n";
@@ -121,6 +149,20 @@ int RunBenchCommand(const BenchFlags& flags) {
   options.loader.block_bytes = flags.block_kib << 10;
   options.loader.num_threads = flags.threads;
   options.loader.io = *ParseIoMode(flags.io);  // checked by CLI11
+  const bool mixture_flags = flags.weights_option->count() > 0 ||
+                             flags.repeats_option->count() > 0 ||
+                             flags.samples_per_epoch_option->count() > 0;
+  if (flags.datasets.size() > 1 || mixture_flags) {
+    // Counts and ranges are Loader::CreateMixture's (the message names the datasets).
+    MixtureOptions mixture;
+    mixture.weights = flags.weights;
+    mixture.repeats = flags.repeats;
+    if (mixture.weights.empty() && mixture.repeats.empty()) {
+      mixture.repeats.assign(flags.datasets.size(), 1.0);  // each dataset once per epoch
+    }
+    mixture.samples_per_epoch = flags.samples_per_epoch;
+    options.mixture = mixture;
+  }
   // Under mpirun or srun each copy measures its own rank's share (reader/world.h).
   Result<World> world = WorldFromEnvironment();
   if (!world.ok()) return FailCommand(world.status(), flags.json);
@@ -131,7 +173,7 @@ int RunBenchCommand(const BenchFlags& flags) {
                  world->source.c_str());
   }
   if (flags.sweep) return RunSweepCommand(flags, options);
-  Result<BenchReport> report = RunBench(flags.dataset, options);
+  Result<BenchReport> report = RunBench(flags.datasets, options);
   if (!report.ok()) return FailCommand(report.status(), flags.json);
   std::cout << (flags.json ? BenchReportJson(*report) + "\n" : BenchReportText(*report));
   return report->every_sample_once ? kExitOk : kExitDataProblem;
@@ -141,16 +183,19 @@ int RunBenchCommand(const BenchFlags& flags) {
 
 Subcommand AddBenchCommand(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
-  CLI::App* bench = app.add_subcommand("bench", "Measure how fast the reader streams a dataset");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Measure how fast the reader streams a dataset, or a mixture of datasets");
   DeclareBenchFlags(bench, flags.get());
   bench->footer(
-      HelpFooter({"0   every sample was read exactly once in each epoch",
+      HelpFooter({"0   every sample was read exactly once in each epoch (a mixture: each "
+                  "dataset's quota, each pass over it once)",
                   "1   a sample was missed or repeated, or DATASET cannot be read", "2   usage"},
                  "dir, samples, bytes, batches, epochs, seconds, samples_per_s, mb_per_s, "
                  "threads, prefetch, batch_size, every_sample_once, shuffle, cache, "
                  "bottleneck, verdict") +
       "  (and the time of each stage, *_seconds); with --sweep also recommended, sweep (the "
-      "runs).\nOn failure: ok (false), error, exit_code.\n"
+      "runs); a mixture also mixture {samples_per_epoch, sources [{dir, weight or repeat, "
+      "num_samples, quota, samples_read}]}.\nOn failure: ok (false), error, exit_code.\n"
       "Stages (seconds, fetch threads summed): fetch_seconds = decompress_seconds + "
       "augment_seconds + copy_seconds, wall time, each part with the page faults and preemption "
       "inside it (copy: index lookup, checksum, copy into the slot); storage_wait_seconds = "
