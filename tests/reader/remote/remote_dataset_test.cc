@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 
 #include "formats/dataset.h"
 #include "reader/loader.h"
+#include "reader/stats_export.h"
 #include "tests/reader/remote/remote_test_servers.h"
 
 namespace kiln::remote {
@@ -205,6 +207,47 @@ TEST_F(RemoteDatasetTest, HttpAndHttpsServeTheSameBatches) {
       << untrusted.error.ToString();
   setenv("AWS_CA_BUNDLE", servers->var("CA_FILE").c_str(), 1);
   ExpectSameStream(local, ReadAll(servers->var("HTTPS_URL") + "/zstd/", o, 1), "https");
+}
+
+// The statistics export over HTTP (reader/stats_export.md): io_path "remote", and the final
+// line's request counters are stats()'s: attempts, bytes, retries, latency quantiles.
+TEST_F(RemoteDatasetTest, StatsExportCarriesTheRequestCounters) {
+  LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 5);
+  o.stats_dir = servers->dir() + "/stats-export";
+  o.stats_interval_s = 0.05;
+  LoaderStats at_close;
+  {
+    Result<std::unique_ptr<Loader>> loader = Loader::Open(servers->var("HTTP_URL") + "/zstd", o);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    Stream got;
+    while (Take(**loader, &got)) {
+    }
+    ASSERT_TRUE(got.error.ok()) << got.error.ToString();
+    at_close = (*loader)->stats();
+  }
+  std::ifstream in(StatsJsonlPath(o.stats_dir, 0));
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const nlohmann::json j = nlohmann::json::parse(last);
+  EXPECT_EQ(j["final"], true);
+  EXPECT_EQ(j["io_path"], "remote");
+  const nlohmann::json& c = j["counters"];
+  EXPECT_GT(at_close.requests.requests, 0u);
+  EXPECT_EQ(c["requests"], at_close.requests.requests);
+  EXPECT_EQ(c["request_bytes"], at_close.requests.bytes);
+  EXPECT_GT(c["request_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(c["request_retries"], at_close.requests.retries);
+  EXPECT_EQ(c["request_failures"], 0);
+  EXPECT_GT(c["request_latency_p50_ns"].get<uint64_t>(), 0u);
+  EXPECT_GE(c["request_latency_p99_ns"].get<uint64_t>(),
+            c["request_latency_p50_ns"].get<uint64_t>());
+  std::ifstream prom(StatsPromPath(o.stats_dir, 0));
+  const std::string text((std::istreambuf_iterator<char>(prom)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("kiln_info{rank=\"0\",io_path=\"remote\""), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln_remote_requests_total{rank=\"0\"} " +
+                      std::to_string(at_close.requests.requests) + "\n"),
+            std::string::npos)
+      << text;
 }
 
 TEST_F(RemoteDatasetTest, WrongKeyMissingDatasetAndLmdbAreRefusedByName) {
