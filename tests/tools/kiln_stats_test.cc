@@ -76,7 +76,8 @@ TEST(StatsReportTest, NamesTheStorageBoundRankSlowestWithTheBenchVerdict) {
   ASSERT_EQ(report->intervals.size(), 4u);
   for (const StatsInterval& iv : report->intervals) {
     ASSERT_EQ(iv.ranks.size(), 4u) << iv.bucket;  // the ranks' phases are aligned on buckets
-    const RankInterval& slow = iv.ranks[iv.slowest];
+    ASSERT_TRUE(iv.slowest.has_value()) << iv.bucket;
+    const RankInterval& slow = iv.ranks[*iv.slowest];
     EXPECT_EQ(slow.rank, 2u) << iv.bucket;
     EXPECT_EQ(slow.bottleneck.name, "storage") << slow.bottleneck.verdict;
     EXPECT_EQ(slow.bottleneck.verdict.rfind("bottleneck: storage.", 0), 0u);
@@ -249,6 +250,107 @@ TEST(KilnStatsCliTest, APartialLastLineIsSkippedAndARestartIsANewRun) {
   EXPECT_EQ(rank3.at("runs"), 2);
   EXPECT_EQ(rank3.at("intervals"), 6);  // 4 in the first run, 2 in the second
   EXPECT_EQ(j.at("summary").at("worst_rank"), 2);
+}
+
+// A training loop that stops asking for data (the end, evaluation) delivers no samples and does
+// not wait: idle, never the slowest, even at 0 samples/s. The counter of a wait is added when it
+// ends, so an interval can hold more wait than wall time: the share is capped at 100%.
+TEST(KilnStatsCliTest, IdleRanksAreNeverTheSlowestAndWaitSharesStopAt100Percent) {
+  const std::string dir = Fresh("idle");
+  for (uint32_t r = 0; r < 4; ++r) {
+    std::vector<std::string> lines = FixtureLines(r);
+    json prev = json::parse(lines[3]), last = json::parse(lines[4]), tail = last;
+    tail["time_unix_ns"] = last["time_unix_ns"].get<uint64_t>() + 10'000'000'000u;
+    tail["elapsed_ns"] = last["elapsed_ns"].get<uint64_t>() + 10'000'000'000u;
+    if (r == 2 || r == 3) {
+      // Ranks 2 and 3 read on, at their last interval's rate; rank 3's loop waits 12 s in 10.
+      for (auto& [name, value] : tail["counters"].items()) {
+        if (name.find("latency") != std::string::npos) continue;
+        value = value.get<uint64_t>() +
+                (value.get<uint64_t>() - prev["counters"][name].get<uint64_t>());
+      }
+      if (r == 3) {
+        tail["counters"]["consumer_wait_ns"] =
+            last["counters"]["consumer_wait_ns"].get<uint64_t>() + 12'000'000'000u;
+      }
+    }
+    if (r < 2) {
+      // The loop stopped taking batches: both fetch threads wait for free slots all along.
+      tail["counters"]["slot_wait_ns"] =
+          last["counters"]["slot_wait_ns"].get<uint64_t>() + 20'000'000'000u;
+    }
+    lines.push_back(tail.dump());
+    WriteFileString(dir + "/kiln-stats-rank" + std::to_string(r) + ".jsonl", Join(lines));
+  }
+  Result<StatsReport> report = ReadStatsReport(*ExpandStatsPaths({dir}));
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  ASSERT_EQ(report->intervals.size(), 5u);
+  const StatsInterval& iv = report->intervals[4];
+  ASSERT_EQ(iv.ranks.size(), 4u);
+  EXPECT_TRUE(iv.ranks[0].idle);
+  EXPECT_TRUE(iv.ranks[1].idle);
+  EXPECT_FALSE(iv.ranks[2].idle);
+  EXPECT_EQ(iv.ranks[0].samples_per_s, 0);
+  ASSERT_TRUE(iv.slowest.has_value());
+  EXPECT_EQ(iv.ranks[*iv.slowest].rank, 2u);  // not rank 0 or 1 at 0 samples/s
+  EXPECT_EQ(iv.ranks[3].wait_share, 1.0);
+  EXPECT_TRUE(Contains(iv.ranks[3].bottleneck.verdict, "waited 100% of the time"))
+      << iv.ranks[3].bottleneck.verdict;
+  const std::string text = StatsReportText(*report);
+  EXPECT_TRUE(Contains(text, "wait share: r0 idle r1 idle r2 ")) << text;
+  // Every rank idle: no slowest rank (null in the JSON).
+  for (uint32_t r = 0; r < 4; ++r) {
+    std::vector<std::string> lines = FixtureLines(r);
+    json tail = json::parse(lines[4]);
+    tail["time_unix_ns"] = tail["time_unix_ns"].get<uint64_t>() + 10'000'000'000u;
+    tail["elapsed_ns"] = tail["elapsed_ns"].get<uint64_t>() + 10'000'000'000u;
+    tail["counters"]["slot_wait_ns"] =
+        tail["counters"]["slot_wait_ns"].get<uint64_t>() + 20'000'000'000u;
+    lines.push_back(tail.dump());
+    WriteFileString(dir + "/kiln-stats-rank" + std::to_string(r) + ".jsonl", Join(lines));
+  }
+  report = ReadStatsReport(*ExpandStatsPaths({dir}));
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_FALSE(report->intervals[4].slowest.has_value());
+  EXPECT_TRUE(Contains(StatsReportText(*report), "no rank asked for data (all idle)"));
+  const json j = json::parse(StatsReportJson(*report));
+  EXPECT_TRUE(j.at("intervals")[4].at("slowest_rank").is_null());
+  EXPECT_EQ(j.at("summary").at("worst_rank"), 2);
+  // Nothing counted at all in an interval (a first batch still being waited for: the wait is
+  // added when it ends) is a stall, not idle: that rank is the slowest.
+  for (uint32_t r = 0; r < 4; ++r) {
+    std::vector<std::string> lines = FixtureLines(r);
+    json tail = json::parse(lines[4]);
+    tail["time_unix_ns"] = tail["time_unix_ns"].get<uint64_t>() + 10'000'000'000u;
+    tail["elapsed_ns"] = tail["elapsed_ns"].get<uint64_t>() + 10'000'000'000u;
+    tail["final"] = false;
+    if (r != 1) {
+      tail["counters"]["slot_wait_ns"] =
+          tail["counters"]["slot_wait_ns"].get<uint64_t>() + 20'000'000'000u;
+    }
+    lines.push_back(tail.dump());
+    WriteFileString(dir + "/kiln-stats-rank" + std::to_string(r) + ".jsonl", Join(lines));
+  }
+  report = ReadStatsReport(*ExpandStatsPaths({dir}));
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  ASSERT_TRUE(report->intervals[4].slowest.has_value());
+  EXPECT_EQ(report->intervals[4].ranks[*report->intervals[4].slowest].rank, 1u);
+  EXPECT_FALSE(report->intervals[4].ranks[1].idle);
+  EXPECT_EQ(report->intervals[4].ranks[1].bottleneck.name, "stalled");
+  // The same interval as the loader's last (final: written at close) is the end: idle.
+  for (uint32_t r = 0; r < 4; ++r) {
+    std::vector<std::string> lines = FixtureLines(r);
+    json last = json::parse(lines[4]), tail = last;
+    last["final"] = false;
+    lines[4] = last.dump();
+    tail["time_unix_ns"] = tail["time_unix_ns"].get<uint64_t>() + 10'000'000'000u;
+    tail["elapsed_ns"] = tail["elapsed_ns"].get<uint64_t>() + 10'000'000'000u;
+    lines.push_back(tail.dump());
+    WriteFileString(dir + "/kiln-stats-rank" + std::to_string(r) + ".jsonl", Join(lines));
+  }
+  report = ReadStatsReport(*ExpandStatsPaths({dir}));
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_FALSE(report->intervals[4].slowest.has_value());
 }
 
 // Pixels of exactly `colour` inside the plot area: their count and mean row.

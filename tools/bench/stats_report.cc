@@ -71,6 +71,7 @@ struct Line {
   uint64_t number = 0;
   uint32_t rank = 0, world_size = 0, threads = 0;
   std::string host, io_path, shuffle;
+  bool final = false;
   uint64_t start_unix_ns = 0, time_unix_ns = 0, elapsed_ns = 0, interval_ns = 0;
   Counters c;
 };
@@ -137,6 +138,7 @@ Result<Line> ParseLine(const json& j, const std::string& file, uint64_t number) 
   if (l.interval_ns == 0) return BadLine(file, number, "interval_ns is 0");
   KILN_ASSIGN_OR_RETURN(l.io_path, Text(j, "io_path", file, number));
   if (auto h = j.find("host"); h != j.end() && h->is_string()) l.host = h->get<std::string>();
+  if (auto f = j.find("final"); f != j.end() && f->is_boolean()) l.final = f->get<bool>();
   if (auto s = j.find("shuffle"); s != j.end() && s->is_string()) {
     l.shuffle = s->get<std::string>();
   }
@@ -227,6 +229,7 @@ RankInterval Delta(const Line& a, const Line& b) {
   t.remote_p50_ms = y.request_latency_p50_ns / 1e6;
   t.remote_p99_ms = y.request_latency_p99_ns / 1e6;
   r.samples = y.samples - x.samples;
+  r.final = b.final;
   return r;
 }
 
@@ -258,26 +261,8 @@ void Add(RankInterval* into, const RankInterval& d) {
   t.remote_p50_ms = s.remote_p50_ms;
   t.remote_p99_ms = s.remote_p99_ms;
   into->samples += d.samples;
+  into->final = d.final;
   if (!d.host.empty()) into->host = d.host;
-}
-
-// Fills the derived figures and the verdict of a summed interval.
-void Finish(RankInterval* r) {
-  StageTimes& t = r->stages;
-  t.storage_wait_seconds = std::max(0.0, t.fetch_seconds - t.fetch_cpu_seconds);
-  t.copy_seconds = std::max(0.0, t.fetch_seconds - t.decompress_seconds - t.augment_seconds);
-  t.mb_per_s = t.seconds > 0 ? t.bytes / 1e6 / t.seconds : 0;
-  r->seconds = t.seconds;
-  r->samples_per_s = t.seconds > 0 ? r->samples / t.seconds : 0;
-  r->wait_share = t.seconds > 0 ? t.consumer_wait_seconds / t.seconds : 0;
-  r->bottleneck = DiagnoseStages(t);
-}
-
-// Slower: fewer samples/s; ties: the higher wait share, then the lower rank.
-bool Slower(const RankInterval& a, const RankInterval& b) {
-  if (a.samples_per_s != b.samples_per_s) return a.samples_per_s < b.samples_per_s;
-  if (a.wait_share != b.wait_share) return a.wait_share > b.wait_share;
-  return a.rank < b.rank;
 }
 
 std::string Fixed(double v, int digits) {
@@ -287,6 +272,42 @@ std::string Fixed(double v, int digits) {
 }
 
 std::string Pct(double share) { return Fixed(100.0 * share, 0) + "%"; }
+
+// Fills the derived figures and the verdict of a summed interval.
+void Finish(RankInterval* r) {
+  StageTimes& t = r->stages;
+  t.consumer_wait_seconds = std::min(t.consumer_wait_seconds, t.seconds);
+  t.storage_wait_seconds = std::max(0.0, t.fetch_seconds - t.fetch_cpu_seconds);
+  t.copy_seconds = std::max(0.0, t.fetch_seconds - t.decompress_seconds - t.augment_seconds);
+  t.mb_per_s = t.seconds > 0 ? t.bytes / 1e6 / t.seconds : 0;
+  r->seconds = t.seconds;
+  r->samples_per_s = t.seconds > 0 ? r->samples / t.seconds : 0;
+  r->wait_share = t.seconds > 0 ? t.consumer_wait_seconds / t.seconds : 0;
+  // Idle: nothing delivered, and the fetch threads stood with the slots full or the loader
+  // closed. Nothing delivered while they worked (or while nothing was counted at all) is a
+  // stall: a wait that has not ended.
+  r->idle = r->samples == 0 && r->wait_share < 0.5 &&
+            (r->final || t.slot_wait_seconds >= 0.5 * t.threads * t.seconds);
+  if (r->samples == 0 && !r->idle) {
+    r->bottleneck = {"stalled",
+                     "bottleneck: stalled. No batch was delivered in this interval while the "
+                     "fetch threads were not waiting for free slots: the training loop is in a "
+                     "wait for data that has not ended (a wait is counted when it ends, so its "
+                     "wait share reads " +
+                         Pct(r->wait_share) +
+                         " here); the interval in which it ends says what it waited for"};
+    return;
+  }
+  r->bottleneck = DiagnoseStages(t);
+}
+
+// Slower: not idle, fewer samples/s; ties: the higher wait share, then the lower rank.
+bool Slower(const RankInterval& a, const RankInterval& b) {
+  if (a.idle != b.idle) return b.idle;
+  if (a.samples_per_s != b.samples_per_s) return a.samples_per_s < b.samples_per_s;
+  if (a.wait_share != b.wait_share) return a.wait_share > b.wait_share;
+  return a.rank < b.rank;
+}
 
 std::string UtcTime(uint64_t unix_ns) {
   const std::time_t s = static_cast<std::time_t>(unix_ns / 1000000000u);
@@ -315,6 +336,7 @@ json RankJson(const RankInterval& r) {
           {"samples", r.samples},
           {"samples_per_s", Round6(r.samples_per_s)},
           {"wait_share", Round6(r.wait_share)},
+          {"idle", r.idle},
           {"bottleneck", r.bottleneck.name},
           {"verdict", r.bottleneck.verdict},
           {"stages",
@@ -440,11 +462,14 @@ Result<StatsReport> ReadStatsReport(const std::vector<std::string>& files) {
       Finish(&r);
       iv.ranks.push_back(std::move(r));
     }
+    size_t slowest = 0;
     for (size_t i = 1; i < iv.ranks.size(); ++i) {
-      if (Slower(iv.ranks[i], iv.ranks[iv.slowest])) iv.slowest = i;
+      if (Slower(iv.ranks[i], iv.ranks[slowest])) slowest = i;
     }
-    RankSummary& s = totals[iv.ranks[iv.slowest].rank];
-    ++s.slowest_in;
+    if (!iv.ranks[slowest].idle) {
+      iv.slowest = slowest;
+      ++totals[iv.ranks[slowest].rank].slowest_in;
+    }
     for (const RankInterval& r : iv.ranks) ++totals[r.rank].intervals;
     report.intervals.push_back(std::move(iv));
   }
@@ -469,23 +494,35 @@ std::string StatsReportText(const StatsReport& report) {
          Fixed(report.interval_ns / 1e9, 1) + " s from " + UtcTime(report.start_unix_ns) + "\n";
   for (const std::string& w : report.warnings) out += "warning: " + w + "\n";
   for (const StatsInterval& iv : report.intervals) {
-    const RankInterval& slow = iv.ranks[iv.slowest];
-    std::vector<double> rates;
-    for (const RankInterval& r : iv.ranks) rates.push_back(r.samples_per_s);
+    std::vector<double> rates;  // of the ranks reading
+    for (const RankInterval& r : iv.ranks) {
+      if (!r.idle) rates.push_back(r.samples_per_s);
+    }
     out += "\ninterval " + std::to_string(iv.bucket) + " (" + Fixed(iv.start_s, 1) + "-" +
-           Fixed(iv.end_s, 1) + " s): slowest rank " + std::to_string(slow.rank) + ", " +
-           Fixed(slow.samples_per_s, 1) + " samples/s (median " + Fixed(Median(rates), 1) +
-           "), limit: " + slow.bottleneck.name + "\n  wait share:";
+           Fixed(iv.end_s, 1) + " s): ";
+    if (iv.slowest) {
+      const RankInterval& slow = iv.ranks[*iv.slowest];
+      out += "slowest rank " + std::to_string(slow.rank) + ", " + Fixed(slow.samples_per_s, 1) +
+             " samples/s (median " + Fixed(Median(rates), 1) + "), limit: " + slow.bottleneck.name;
+    } else {
+      out += "no rank asked for data (all idle)";
+    }
+    out += "\n  wait share:";
     size_t k = 0;
     for (uint32_t rank : ranks) {
       out += " r" + std::to_string(rank) + " ";
       if (k < iv.ranks.size() && iv.ranks[k].rank == rank) {
-        out += Pct(iv.ranks[k++].wait_share);
+        const RankInterval& r = iv.ranks[k++];
+        out += r.idle ? "idle" : Pct(r.wait_share);
       } else {
         out += "-";
       }
     }
-    out += "\n  rank " + std::to_string(slow.rank) + ": " + slow.bottleneck.verdict + "\n";
+    out += "\n";
+    if (iv.slowest) {
+      const RankInterval& slow = iv.ranks[*iv.slowest];
+      out += "  rank " + std::to_string(slow.rank) + ": " + slow.bottleneck.verdict + "\n";
+    }
   }
   const RankInterval& worst = report.ranks[report.worst].total;
   std::vector<double> rates;
@@ -519,7 +556,7 @@ std::string StatsReportJson(const StatsReport& report) {
     intervals.push_back({{"bucket", iv.bucket},
                          {"start_s", iv.start_s},
                          {"end_s", iv.end_s},
-                         {"slowest_rank", iv.ranks[iv.slowest].rank},
+                         {"slowest_rank", iv.slowest ? json(iv.ranks[*iv.slowest].rank) : json()},
                          {"ranks", std::move(ranks)}});
   }
   json ranks = json::array();

@@ -15,8 +15,9 @@
 //   stages        StageTimes (tools/bench/bottleneck.h, source kStats) of the Δ counters:
 //                 storage wait = fetch - fetch_cpu, copy = fetch - decompress - augment (>= 0)
 //   bottleneck    DiagnoseStages(stages): the verdicts of `kiln bench`
-// The slowest rank of a bucket has the lowest samples/s (ties: the highest wait share, then the
-// lowest rank); the summary does the same over each rank's whole export (all its runs summed).
+// The slowest rank of a bucket is the one, of those not idle (RankInterval::idle), with the
+// lowest samples/s (ties: the highest wait share, then the lowest rank); the summary does the
+// same over each rank's whole export (all its runs summed).
 //
 // Errors (Corruption; every message names the file, and the line, 1-based, when there is one): a
 // line that is not JSON (a last line without its newline that is not JSON is taken for one still
@@ -31,6 +32,7 @@
 #define KILN_TOOLS_BENCH_STATS_REPORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +51,18 @@ struct RankInterval {
   double seconds = 0;  // wall time of the deltas, > 0
   uint64_t samples = 0;
   double samples_per_s = 0;
-  double wait_share = 0;  // consumer wait / wall; in [0, 1] for a well-behaved writer
+  // consumer wait / wall, capped at 1: the counter grows when a wait ends, so a wait that began
+  // in an earlier interval is counted whole in the one it ends in (stages.consumer_wait_seconds
+  // is capped at `seconds` the same way, so the verdict never says more than 100%).
+  double wait_share = 0;
+  // No sample delivered, the loop waited under half the time, and the fetch threads spent at
+  // least half of it waiting for free slots: the loop was not asking for data (the end of
+  // training, evaluation, a checkpoint), or the interval ends at the loader's close (final).
+  // An idle rank is never the slowest. No sample delivered otherwise is a stall (bottleneck
+  // "stalled", not DiagnoseStages): the loop is in a wait that has not ended yet (its wait share
+  // reads low until it does), and the rank is at 0 samples/s.
+  bool idle = false;
+  bool final = false;  // the last delta ends at a "final" line (written at the loader's close)
   StageTimes stages;
   Bottleneck bottleneck;
 };
@@ -60,7 +73,7 @@ struct StatsInterval {
   double start_s = 0;   // bucket * interval, seconds since StatsReport::start_unix_ns
   double end_s = 0;
   std::vector<RankInterval> ranks;  // the ranks with a delta in it, by rank
-  size_t slowest = 0;               // index into ranks
+  std::optional<size_t> slowest;    // index into ranks; none when every rank was idle
 };
 
 struct RankSummary {
@@ -94,9 +107,10 @@ Result<StatsReport> ReadStatsReport(const std::vector<std::string>& files);
 // slowest rank's verdict) and the summary (each rank, the worst rank and its verdict).
 std::string StatsReportText(const StatsReport& report);
 // One JSON object: ok, schema, version, files, world_size, interval_s, start_unix_ns, runs,
-// intervals (bucket, start_s, end_s, slowest_rank, ranks: rank, host, seconds, samples,
-// samples_per_s, wait_share, bottleneck, verdict, stages), summary (worst_rank, ranks: the same
-// per rank over its whole export, with intervals, slowest_in, runs) and warnings.
+// intervals (bucket, start_s, end_s, slowest_rank (null when all were idle), ranks: rank, host,
+// seconds, samples, samples_per_s, wait_share, idle, bottleneck, verdict, stages), summary
+// (worst_rank, ranks: the same per rank over its whole export, with intervals, slowest_in, runs)
+// and warnings.
 std::string StatsReportJson(const StatsReport& report);
 
 }  // namespace kiln
