@@ -1,5 +1,6 @@
 #include "reader/augmenter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -158,57 +159,129 @@ void Resize(const uint8_t* in, size_t stride, uint32_t runtime_c, const CropBox&
 #ifdef KILN_AUGMENT_AVX2
 // The uint8 resize with AVX2, the same arithmetic as Resize<uint8_t, kC> value for value (a
 // float product per tap, one float addition, the vertical pass likewise, round half to even),
-// so its outputs are bit-identical; only the loads and stores are vectorised. The target
-// attribute enables AVX2 and not FMA: a fused multiply-add would round once instead of twice and
-// change results. Called only when the CPU has AVX2 (ResizeCropBilinear checks).
-//
-// Horizontal pass, kC = 3 or 4: one output pixel per 128-bit vector. The pixel's two taps are
-// adjacent source pixels (i1 = i0 + 1 everywhere but the right edge of the box), read as two
-// 32-bit loads that stay inside the 2 * kC bytes of the two taps: for kC = 3 the second one
-// starts one byte early and is shifted down a byte. Four floats are stored per pixel; for kC = 3
-// the fourth lands on the next pixel's first value, which is written afterwards (pixels go in
-// output order, also when flipped), and the last pixel of the row, the edge pixels (i1 = i0) and
-// kC = 1 go through the scalar code.
-template <uint32_t kC>
-__attribute__((target("avx2"))) void HorizontalU8Avx2(const uint8_t* src, const uint32_t* i0,
-                                                      const uint32_t* i1, const float* w0,
-                                                      const float* w1, uint32_t ow, bool flip,
-                                                      float* dst) {
-  auto scalar = [&](uint32_t x, uint32_t dx) {
-    const uint8_t* a = src + size_t{i0[x]} * kC;
-    const uint8_t* b = src + size_t{i1[x]} * kC;
-    for (uint32_t ch = 0; ch < kC; ++ch) {
-      dst[size_t{dx} * kC + ch] =
-          w0[x] * static_cast<float>(a[ch]) + w1[x] * static_cast<float>(b[ch]);
+// so its outputs are bit-identical; only the loads, conversions and stores are vectorised. The
+// target attribute enables AVX2 and not FMA: a fused multiply-add would round once instead of
+// twice and change results. Called only when the CPU has AVX2 (ResizeCropBilinear checks).
+
+// The horizontal taps of one resize in output (stored) order, flip applied: output pixel dx reads
+// the box row's bytes at a[dx] and b[dx] (its two taps, kC bytes each) with weights w0[dx] and
+// w1[dx], also as four copies each in w0x4/w1x4 (for one pixel's kC <= 4 lanes). Pixels in
+// [fast_begin, fast_end) have b = a + kC and, for kC = 1, a + 3 inside the box row: the vector
+// loads of those stay inside the pixel's taps (and for kC = 1 the row).
+struct HorizontalPlan {
+  std::vector<uint32_t> a, b;
+  std::vector<float> w0, w1, w0x4, w1x4;
+  uint32_t fast_begin = 0, fast_end = 0;
+};
+
+void MakeHorizontalPlan(const Taps& tx, uint32_t box_width, uint32_t ow, uint32_t c, bool flip,
+                        HorizontalPlan* plan) {
+  plan->a.resize(ow);
+  plan->b.resize(ow);
+  plan->w0.resize(ow);
+  plan->w1.resize(ow);
+  plan->w0x4.resize(size_t{4} * ow);
+  plan->w1x4.resize(size_t{4} * ow);
+  uint32_t fast = 0;  // the fast pixels are a prefix in x: i0 grows with x
+  for (uint32_t x = 0; x < ow; ++x) {
+    const uint32_t dx = flip ? ow - 1 - x : x;
+    plan->a[dx] = tx.i0[x] * c;
+    plan->b[dx] = tx.i1[x] * c;
+    plan->w0[dx] = tx.w0[x];
+    plan->w1[dx] = tx.w1[x];
+    for (int k = 0; k < 4; ++k) {
+      plan->w0x4[size_t{4} * dx + k] = tx.w0[x];
+      plan->w1x4[size_t{4} * dx + k] = tx.w1[x];
     }
-  };
+    const bool adjacent = tx.i1[x] == tx.i0[x] + 1;
+    if (adjacent && (c != 1 || tx.i0[x] + 3 < box_width)) fast = x + 1;
+  }
+  plan->fast_begin = flip ? ow - fast : 0;
+  plan->fast_end = flip ? ow : fast;
+}
+
+// One box row `src` through `plan` to the float row `dst` (ow * kC values).
+//   kC = 3: two pixels per 256-bit vector. Each tap is one 32-bit load (the second tap's starts a
+//     byte early and is shifted down, so no load leaves the two taps); the six values are packed
+//     to the low lanes and stored as eight floats, the last two landing on the next pixel, which
+//     is written afterwards (pixels go in output order, the scalar ones after the vector ones).
+//   kC = 4: the same without the shift and packing.
+//   kC = 1: eight pixels per vector from one gather of the 32 bits at each first tap.
+// Pixels outside the fast range, and those whose stores would pass the row's end, are scalar.
+template <uint32_t kC>
+__attribute__((target("avx2"))) void HorizontalU8Avx2(const uint8_t* src,
+                                                      const HorizontalPlan& plan, uint32_t ow,
+                                                      float* __restrict dst) {
+  // Plain pointers, read once: the plan is thread_local, and its members reached through it
+  // would be looked up again after every store.
+  const uint32_t* __restrict pa = plan.a.data();
+  const uint32_t* __restrict pb = plan.b.data();
+  const float* __restrict w0 = plan.w0.data();
+  const float* __restrict w1 = plan.w1.data();
+  const float* __restrict w0x4 = plan.w0x4.data();
+  const float* __restrict w1x4 = plan.w1x4.data();
+  const uint32_t fast_begin = plan.fast_begin, fe = plan.fast_end;
+  uint32_t dx = fast_begin;
   if constexpr (kC == 3 || kC == 4) {
-    for (uint32_t dx = 0; dx + 1 < ow; ++dx) {
-      const uint32_t x = flip ? ow - 1 - dx : dx;
-      if (i1[x] != i0[x] + 1) {
-        scalar(x, dx);
-        continue;
-      }
-      const uint8_t* a = src + size_t{i0[x]} * kC;
-      uint32_t la, lb;
-      std::memcpy(&la, a, 4);
-      if constexpr (kC == 4) {
-        std::memcpy(&lb, a + 4, 4);
-      } else {
-        std::memcpy(&lb, a + 2, 4);
-        lb >>= 8;
-      }
-      const __m128 fa = _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(la))));
-      const __m128 fb = _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(lb))));
-      const __m128 v =
-          _mm_add_ps(_mm_mul_ps(_mm_set1_ps(w0[x]), fa), _mm_mul_ps(_mm_set1_ps(w1[x]), fb));
+    // Stores end at float kC * dx + 8 (pairs) or kC * dx + 4 (single): inside the row when
+    // dx + 3 <= ow (kC = 3) or dx + 2 <= ow (kC = 4) for pairs, dx + 2 <= ow for kC = 3 singles.
+    const uint32_t pair_end = std::min(fe, kC == 3 ? (ow >= 1 ? ow - 1 : 0) : ow);
+    const __m256i pack = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
+    for (; dx + 2 <= pair_end; dx += 2) {
+      uint32_t a0, a1, b0, b1;
+      std::memcpy(&a0, src + pa[dx], 4);
+      std::memcpy(&a1, src + pa[dx + 1], 4);
+      std::memcpy(&b0, src + pa[dx] + (kC == 4 ? 4 : 2), 4);
+      std::memcpy(&b1, src + pa[dx + 1] + (kC == 4 ? 4 : 2), 4);
+      __m128i xa =
+          _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(a0)), static_cast<int>(a1), 1);
+      __m128i xb =
+          _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(b0)), static_cast<int>(b1), 1);
+      if constexpr (kC == 3) xb = _mm_srli_epi32(xb, 8);
+      const __m256 fa = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(xa));
+      const __m256 fb = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(xb));
+      __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(w0x4 + size_t{4} * dx), fa),
+                               _mm256_mul_ps(_mm256_loadu_ps(w1x4 + size_t{4} * dx), fb));
+      if constexpr (kC == 3) v = _mm256_permutevar8x32_ps(v, pack);
+      _mm256_storeu_ps(dst + size_t{dx} * kC, v);
+    }
+    const uint32_t single_end = std::min(fe, kC == 3 ? (ow >= 1 ? ow - 1 : 0) : ow);
+    for (; dx < single_end; ++dx) {
+      uint32_t a0, b0;
+      std::memcpy(&a0, src + pa[dx], 4);
+      std::memcpy(&b0, src + pa[dx] + (kC == 4 ? 4 : 2), 4);
+      if constexpr (kC == 3) b0 >>= 8;
+      const __m128 fa = _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(a0))));
+      const __m128 fb = _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(b0))));
+      const __m128 v = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(w0x4 + size_t{4} * dx), fa),
+                                  _mm_mul_ps(_mm_loadu_ps(w1x4 + size_t{4} * dx), fb));
       _mm_storeu_ps(dst + size_t{dx} * kC, v);
     }
-    const uint32_t last = ow - 1;
-    scalar(flip ? 0 : last, last);
-  } else {
-    for (uint32_t x = 0; x < ow; ++x) scalar(x, flip ? ow - 1 - x : x);
+  } else if constexpr (kC == 1) {
+    const __m256i low = _mm256_set1_epi32(0xFF);
+    for (; dx + 8 <= fe; dx += 8) {
+      const __m256i g =
+          _mm256_i32gather_epi32(reinterpret_cast<const int*>(src),
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + dx)), 1);
+      const __m256 fa = _mm256_cvtepi32_ps(_mm256_and_si256(g, low));
+      const __m256 fb = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(g, 8), low));
+      const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(w0 + dx), fa),
+                                     _mm256_mul_ps(_mm256_loadu_ps(w1 + dx), fb));
+      _mm256_storeu_ps(dst + dx, v);
+    }
   }
+  auto scalar = [&](uint32_t from, uint32_t to) {
+    for (uint32_t p = from; p < to; ++p) {
+      const uint8_t* a = src + pa[p];
+      const uint8_t* b = src + pb[p];
+      for (uint32_t ch = 0; ch < kC; ++ch) {
+        dst[size_t{p} * kC + ch] =
+            w0[p] * static_cast<float>(a[ch]) + w1[p] * static_cast<float>(b[ch]);
+      }
+    }
+  };
+  scalar(0, fast_begin);
+  scalar(dx, ow);
 }
 
 // Vertical pass: out[i] = round_half_even(w0 * r0[i] + w1 * r1[i]) as uint8, 16 values a step.
@@ -239,14 +312,15 @@ __attribute__((target("avx2"))) void ResizeU8Avx2(const uint8_t* in, size_t stri
                                                   const CropBox& box, uint32_t oh, uint32_t ow,
                                                   bool flip, uint8_t* out, float* rows) {
   const Taps ty = MakeTaps(box.height, oh), tx = MakeTaps(box.width, ow);
+  thread_local HorizontalPlan plan;
+  MakeHorizontalPlan(tx, box.width, ow, kC, flip, &plan);
   const size_t row = size_t{ow} * kC;
   float* r0 = rows;
   float* r1 = rows + row;
   int64_t have0 = -1, have1 = -1;
   auto horizontal = [&](uint32_t sy, float* dst) {
     const uint8_t* src = in + (size_t{box.top} + sy) * stride + size_t{box.left} * kC;
-    HorizontalU8Avx2<kC>(src, tx.i0.data(), tx.i1.data(), tx.w0.data(), tx.w1.data(), ow, flip,
-                         dst);
+    HorizontalU8Avx2<kC>(src, plan, ow, dst);
   };
   for (uint32_t y = 0; y < oh; ++y) {
     const int64_t y0 = ty.i0[y], y1 = ty.i1[y];
