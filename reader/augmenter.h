@@ -5,7 +5,7 @@
 // batches are byte-identical whatever the thread count, and a resumed run sees the same crops.
 // The plain crop and the flip work on every dtype and layout: they move whole elements and never
 // change values. RandomResizedCrop resamples (uint8 and float32 only; see ResizeCropBilinear).
-// Thread safety: stateless functions (ApplyAugment uses a per-thread scratch row buffer).
+// Thread safety: stateless functions (ApplyAugment uses per-thread scratch rows and tap tables).
 #ifndef KILN_READER_AUGMENTER_H_
 #define KILN_READER_AUGMENTER_H_
 
@@ -84,7 +84,12 @@ CropBox DrawResizedCropBox(uint32_t height, uint32_t width, const AugmentOptions
 // floor(s) and min(floor(s) + 1, box - 1) inside the box (pixels outside the box never read).
 // Horizontal pass then vertical, in float32; uint8 results rounded half to even. No
 // antialiasing: shrinking by more than 2x aliases, exactly as torchvision's antialias=False.
-// `row_scratch` holds 2 * out_width * channels floats.
+// Each value is exactly float(w0 * a + w1 * b) per pass: two float32 products and one float32
+// sum, never fused. On x86-64 CPUs with AVX2 (checked at run time) uint8 samples with 1, 3 or 4
+// channels go through a vectorised path with these same operations, so the output bytes are
+// the same on every CPU. Only the source rows the vertical pass needs are resampled, each once.
+// `row_scratch` holds 2 * out_width * channels floats. Thread safety: concurrent calls need
+// distinct `row_scratch` and `out` (the AVX2 path keeps its tap table per thread).
 void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const CropBox& box,
                         uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out,
                         float* row_scratch);
