@@ -163,125 +163,92 @@ void Resize(const uint8_t* in, size_t stride, uint32_t runtime_c, const CropBox&
 // target attribute enables AVX2 and not FMA: a fused multiply-add would round once instead of
 // twice and change results. Called only when the CPU has AVX2 (ResizeCropBilinear checks).
 
-// The horizontal taps of one resize in output (stored) order, flip applied: output pixel dx reads
-// the box row's bytes at a[dx] and b[dx] (its two taps, kC bytes each) with weights w0[dx] and
-// w1[dx], also as four copies each in w0x4/w1x4 (for one pixel's kC <= 4 lanes). Pixels in
-// [fast_begin, fast_end) have b = a + kC and, for kC = 1, a + 3 inside the box row: the vector
-// loads of those stay inside the pixel's taps (and for kC = 1 the row).
+// The horizontal pass of one resize, planned per output value in output (stored) order with the
+// flip applied: value j of a resampled row (pixel j / c, channel j % c) is
+// w0[j] * src[sa[j]] + w1[j] * src[sb[j]] for the box row `src`. The values go in groups of
+// eight. Group g is "windowed" when its sixteen taps lie in the 16 bytes from window[g] and those
+// bytes lie inside the box row: one 16-byte load then serves the whole group, and `take` holds
+// the byte shuffles (32 bytes for the first taps, 32 for the second) that widen the taps to the
+// eight 32-bit lanes. Other groups (window[g] = kNoWindow: near the box's right edge, or a
+// shrink of more than about 1.6x for 3 channels) and the values after the last whole group are
+// computed one by one.
 struct HorizontalPlan {
-  std::vector<uint32_t> a, b;
-  std::vector<float> w0, w1, w0x4, w1x4;
-  uint32_t fast_begin = 0, fast_end = 0;
+  static constexpr uint32_t kNoWindow = ~uint32_t{0};
+  std::vector<uint32_t> sa, sb, window;
+  std::vector<float> w0, w1;
+  std::vector<uint8_t> take;
 };
 
 void MakeHorizontalPlan(const Taps& tx, uint32_t box_width, uint32_t ow, uint32_t c, bool flip,
                         HorizontalPlan* plan) {
-  plan->a.resize(ow);
-  plan->b.resize(ow);
-  plan->w0.resize(ow);
-  plan->w1.resize(ow);
-  plan->w0x4.resize(size_t{4} * ow);
-  plan->w1x4.resize(size_t{4} * ow);
-  uint32_t fast = 0;  // the fast pixels are a prefix in x: i0 grows with x
+  const size_t n = size_t{ow} * c, groups = n / 8, row_bytes = size_t{box_width} * c;
+  plan->sa.resize(n);
+  plan->sb.resize(n);
+  plan->w0.resize(n);
+  plan->w1.resize(n);
   for (uint32_t x = 0; x < ow; ++x) {
-    const uint32_t dx = flip ? ow - 1 - x : x;
-    plan->a[dx] = tx.i0[x] * c;
-    plan->b[dx] = tx.i1[x] * c;
-    plan->w0[dx] = tx.w0[x];
-    plan->w1[dx] = tx.w1[x];
-    for (int k = 0; k < 4; ++k) {
-      plan->w0x4[size_t{4} * dx + k] = tx.w0[x];
-      plan->w1x4[size_t{4} * dx + k] = tx.w1[x];
+    const size_t dx = flip ? ow - 1 - x : x;
+    for (uint32_t ch = 0; ch < c; ++ch) {
+      plan->sa[dx * c + ch] = tx.i0[x] * c + ch;
+      plan->sb[dx * c + ch] = tx.i1[x] * c + ch;
+      plan->w0[dx * c + ch] = tx.w0[x];
+      plan->w1[dx * c + ch] = tx.w1[x];
     }
-    const bool adjacent = tx.i1[x] == tx.i0[x] + 1;
-    if (adjacent && (c != 1 || tx.i0[x] + 3 < box_width)) fast = x + 1;
   }
-  plan->fast_begin = flip ? ow - fast : 0;
-  plan->fast_end = flip ? ow : fast;
+  plan->window.assign(groups, HorizontalPlan::kNoWindow);
+  plan->take.assign(groups * 64, 0x80);  // 0x80: pshufb writes a zero byte
+  for (size_t g = 0; g < groups; ++g) {
+    uint32_t lo = ~uint32_t{0}, hi = 0;
+    for (size_t e = 8 * g; e < 8 * g + 8; ++e) {
+      lo = std::min({lo, plan->sa[e], plan->sb[e]});
+      hi = std::max({hi, plan->sa[e], plan->sb[e]});
+    }
+    if (hi - lo >= 16 || size_t{lo} + 16 > row_bytes) continue;
+    plan->window[g] = lo;
+    uint8_t* take = plan->take.data() + 64 * g;
+    for (size_t e = 0; e < 8; ++e) {
+      // Lane e / 4 of the 256-bit shuffle, 32-bit element e % 4, its low byte.
+      const size_t at = 16 * (e / 4) + 4 * (e % 4);
+      take[at] = static_cast<uint8_t>(plan->sa[8 * g + e] - lo);
+      take[32 + at] = static_cast<uint8_t>(plan->sb[8 * g + e] - lo);
+    }
+  }
 }
 
-// One box row `src` through `plan` to the float row `dst` (ow * kC values).
-//   kC = 3: two pixels per 256-bit vector. Each tap is one 32-bit load (the second tap's starts a
-//     byte early and is shifted down, so no load leaves the two taps); the six values are packed
-//     to the low lanes and stored as eight floats, the last two landing on the next pixel, which
-//     is written afterwards (pixels go in output order, the scalar ones after the vector ones).
-//   kC = 4: the same without the shift and packing.
-//   kC = 1: eight pixels per vector from one gather of the 32 bits at each first tap.
-// Pixels outside the fast range, and those whose stores would pass the row's end, are scalar.
-template <uint32_t kC>
+// One box row `src` through `plan` to the float row `dst` (n values). A windowed group: the 16
+// bytes copied to both 128-bit lanes, one byte shuffle per tap, eight conversions, products and
+// sums, one 8-float store.
 __attribute__((target("avx2"))) void HorizontalU8Avx2(const uint8_t* src,
-                                                      const HorizontalPlan& plan, uint32_t ow,
+                                                      const HorizontalPlan& plan, size_t n,
                                                       float* __restrict dst) {
   // Plain pointers, read once: the plan is thread_local, and its members reached through it
   // would be looked up again after every store.
-  const uint32_t* __restrict pa = plan.a.data();
-  const uint32_t* __restrict pb = plan.b.data();
+  const uint32_t* __restrict sa = plan.sa.data();
+  const uint32_t* __restrict sb = plan.sb.data();
+  const uint32_t* __restrict window = plan.window.data();
   const float* __restrict w0 = plan.w0.data();
   const float* __restrict w1 = plan.w1.data();
-  const float* __restrict w0x4 = plan.w0x4.data();
-  const float* __restrict w1x4 = plan.w1x4.data();
-  const uint32_t fast_begin = plan.fast_begin, fe = plan.fast_end;
-  uint32_t dx = fast_begin;
-  if constexpr (kC == 3 || kC == 4) {
-    // Stores end at float kC * dx + 8 (pairs) or kC * dx + 4 (single): inside the row when
-    // dx + 3 <= ow (kC = 3) or dx + 2 <= ow (kC = 4) for pairs, dx + 2 <= ow for kC = 3 singles.
-    const uint32_t pair_end = std::min(fe, kC == 3 ? (ow >= 1 ? ow - 1 : 0) : ow);
-    const __m256i pack = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7);
-    for (; dx + 2 <= pair_end; dx += 2) {
-      uint32_t a0, a1, b0, b1;
-      std::memcpy(&a0, src + pa[dx], 4);
-      std::memcpy(&a1, src + pa[dx + 1], 4);
-      std::memcpy(&b0, src + pa[dx] + (kC == 4 ? 4 : 2), 4);
-      std::memcpy(&b1, src + pa[dx + 1] + (kC == 4 ? 4 : 2), 4);
-      __m128i xa =
-          _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(a0)), static_cast<int>(a1), 1);
-      __m128i xb =
-          _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(b0)), static_cast<int>(b1), 1);
-      if constexpr (kC == 3) xb = _mm_srli_epi32(xb, 8);
-      const __m256 fa = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(xa));
-      const __m256 fb = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(xb));
-      __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(w0x4 + size_t{4} * dx), fa),
-                               _mm256_mul_ps(_mm256_loadu_ps(w1x4 + size_t{4} * dx), fb));
-      if constexpr (kC == 3) v = _mm256_permutevar8x32_ps(v, pack);
-      _mm256_storeu_ps(dst + size_t{dx} * kC, v);
-    }
-    const uint32_t single_end = std::min(fe, kC == 3 ? (ow >= 1 ? ow - 1 : 0) : ow);
-    for (; dx < single_end; ++dx) {
-      uint32_t a0, b0;
-      std::memcpy(&a0, src + pa[dx], 4);
-      std::memcpy(&b0, src + pa[dx] + (kC == 4 ? 4 : 2), 4);
-      if constexpr (kC == 3) b0 >>= 8;
-      const __m128 fa = _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(a0))));
-      const __m128 fb = _mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(b0))));
-      const __m128 v = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(w0x4 + size_t{4} * dx), fa),
-                                  _mm_mul_ps(_mm_loadu_ps(w1x4 + size_t{4} * dx), fb));
-      _mm_storeu_ps(dst + size_t{dx} * kC, v);
-    }
-  } else if constexpr (kC == 1) {
-    const __m256i low = _mm256_set1_epi32(0xFF);
-    for (; dx + 8 <= fe; dx += 8) {
-      const __m256i g =
-          _mm256_i32gather_epi32(reinterpret_cast<const int*>(src),
-                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + dx)), 1);
-      const __m256 fa = _mm256_cvtepi32_ps(_mm256_and_si256(g, low));
-      const __m256 fb = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(g, 8), low));
-      const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(w0 + dx), fa),
-                                     _mm256_mul_ps(_mm256_loadu_ps(w1 + dx), fb));
-      _mm256_storeu_ps(dst + dx, v);
-    }
-  }
-  auto scalar = [&](uint32_t from, uint32_t to) {
-    for (uint32_t p = from; p < to; ++p) {
-      const uint8_t* a = src + pa[p];
-      const uint8_t* b = src + pb[p];
-      for (uint32_t ch = 0; ch < kC; ++ch) {
-        dst[size_t{p} * kC + ch] =
-            w0[p] * static_cast<float>(a[ch]) + w1[p] * static_cast<float>(b[ch]);
-      }
-    }
+  const uint8_t* __restrict take = plan.take.data();
+  const size_t groups = n / 8;
+  auto one = [&](size_t j) {
+    dst[j] = w0[j] * static_cast<float>(src[sa[j]]) + w1[j] * static_cast<float>(src[sb[j]]);
   };
-  scalar(0, fast_begin);
-  scalar(dx, ow);
+  for (size_t g = 0; g < groups; ++g) {
+    const size_t j = 8 * g;
+    if (window[g] == HorizontalPlan::kNoWindow) {
+      for (size_t e = j; e < j + 8; ++e) one(e);
+      continue;
+    }
+    const __m256i bytes = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + window[g])));
+    const __m256i take_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(take + 64 * g));
+    const __m256i take_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(take + 64 * g + 32));
+    const __m256 fa = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(bytes, take_a));
+    const __m256 fb = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(bytes, take_b));
+    _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(w0 + j), fa),
+                                            _mm256_mul_ps(_mm256_loadu_ps(w1 + j), fb)));
+  }
+  for (size_t e = 8 * groups; e < n; ++e) one(e);
 }
 
 // Vertical pass: out[i] = round_half_even(w0 * r0[i] + w1 * r1[i]) as uint8, 16 values a step.
@@ -307,20 +274,19 @@ __attribute__((target("avx2"))) void VerticalU8Avx2(const float* r0, const float
   }
 }
 
-template <uint32_t kC>
-__attribute__((target("avx2"))) void ResizeU8Avx2(const uint8_t* in, size_t stride,
+__attribute__((target("avx2"))) void ResizeU8Avx2(const uint8_t* in, size_t stride, uint32_t c,
                                                   const CropBox& box, uint32_t oh, uint32_t ow,
                                                   bool flip, uint8_t* out, float* rows) {
   const Taps ty = MakeTaps(box.height, oh), tx = MakeTaps(box.width, ow);
   thread_local HorizontalPlan plan;
-  MakeHorizontalPlan(tx, box.width, ow, kC, flip, &plan);
-  const size_t row = size_t{ow} * kC;
+  MakeHorizontalPlan(tx, box.width, ow, c, flip, &plan);
+  const size_t row = size_t{ow} * c;
   float* r0 = rows;
   float* r1 = rows + row;
   int64_t have0 = -1, have1 = -1;
   auto horizontal = [&](uint32_t sy, float* dst) {
-    const uint8_t* src = in + (size_t{box.top} + sy) * stride + size_t{box.left} * kC;
-    HorizontalU8Avx2<kC>(src, plan, ow, dst);
+    const uint8_t* src = in + (size_t{box.top} + sy) * stride + size_t{box.left} * c;
+    HorizontalU8Avx2(src, plan, row, dst);
   };
   for (uint32_t y = 0; y < oh; ++y) {
     const int64_t y0 = ty.i0[y], y1 = ty.i1[y];
@@ -476,18 +442,8 @@ void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const Cro
     };
     if (u8) {
 #ifdef KILN_AUGMENT_AVX2
-      if (HaveAvx2()) {
-        switch (c) {
-          case 1:
-            return ResizeU8Avx2<1>(src, stride, box, out_height, out_width, flip, dst, row_scratch);
-          case 3:
-            return ResizeU8Avx2<3>(src, stride, box, out_height, out_width, flip, dst, row_scratch);
-          case 4:
-            return ResizeU8Avx2<4>(src, stride, box, out_height, out_width, flip, dst, row_scratch);
-          default:
-            break;
-        }
-      }
+      if (HaveAvx2())
+        return ResizeU8Avx2(src, stride, c, box, out_height, out_width, flip, dst, row_scratch);
 #endif
       typed(uint8_t{});
     } else {

@@ -85,11 +85,11 @@ CropBox DrawResizedCropBox(uint32_t height, uint32_t width, const AugmentOptions
 // Horizontal pass then vertical, in float32; uint8 results rounded half to even. No
 // antialiasing: shrinking by more than 2x aliases, exactly as torchvision's antialias=False.
 // Each value is exactly float(w0 * a + w1 * b) per pass: two float32 products and one float32
-// sum, never fused. On x86-64 CPUs with AVX2 (checked at run time) uint8 samples with 1, 3 or 4
-// channels go through a vectorised path with these same operations, so the output bytes are
-// the same on every CPU. Only the source rows the vertical pass needs are resampled, each once.
-// `row_scratch` holds 2 * out_width * channels floats. Thread safety: concurrent calls need
-// distinct `row_scratch` and `out` (the AVX2 path keeps its tap table per thread).
+// sum, never fused. On x86-64 CPUs with AVX2 (checked at run time) uint8 samples go through a
+// vectorised path with these same operations, so the output bytes are the same on every CPU. Only
+// the source rows the vertical pass needs are resampled, each once. `row_scratch` holds 2 *
+// out_width * channels floats. Thread safety: concurrent calls need distinct `row_scratch` and
+// `out` (the AVX2 path keeps its tap table per thread).
 void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const CropBox& box,
                         uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out,
                         float* row_scratch);
