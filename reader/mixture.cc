@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <vector>
 
 #include "reader/sampler.h"
 
@@ -117,11 +119,22 @@ Result<MixtureSchedule> MixtureSchedule::Create(const std::vector<MixtureSourceS
   if (m.total_ == 0) return Status::InvalidArgument("mixture: an epoch of 0 samples");
   m.offsets_.assign(1, 0);
   for (uint64_t n : m.sizes_) m.offsets_.push_back(m.offsets_.back() + n);
-  m.rest_.assign(m.sizes_.size(), 0);
+  const size_t count = m.sizes_.size();
+  m.rest_.assign(count, 0);
   uint64_t rest = 0;
-  for (size_t s = m.sizes_.size(); s-- > 0;) {
+  for (size_t s = count; s-- > 0;) {
     rest += m.quotas_[s];
     m.rest_[s] = rest;
+  }
+  m.rest_div_.resize(count);
+  m.level_64_.assign(count, 0);
+  m.size_div_.resize(count);
+  for (size_t s = 0; s < count; ++s) {
+    const uint64_t r = m.rest_[s], c = m.quotas_[s];
+    if (r > 0) m.rest_div_[s] = Divider(r);
+    // x < rest and x c must not wrap: (rest - 1) c <= 2^64 - 1.
+    m.level_64_[s] = r > 0 && (c == 0 || r - 1 <= ~uint64_t{0} / c) ? 1 : 0;
+    m.size_div_[s] = Divider(m.sizes_[s]);
   }
   return m;
 }
@@ -129,14 +142,25 @@ Result<MixtureSchedule> MixtureSchedule::Create(const std::vector<MixtureSourceS
 void MixtureSchedule::Schedule(uint64_t i, uint32_t* source, uint64_t* draw) const {
   // A chain of Bresenham splits: among the rest_[s] positions left for sources s..S-1, source s
   // takes index x when floor((x + 1) c_s / rest) > floor(x c_s / rest), as its draw floor(x c_s /
-  // rest); the others move on with x - floor(x c_s / rest).
+  // rest); the others move on with x - floor(x c_s / rest). With a = floor(x c / rest) and
+  // r = x c - a rest, the test is r + c >= rest: one division per level.
   uint64_t x = i;
   const uint32_t last = static_cast<uint32_t>(sizes_.size() - 1);
   for (uint32_t s = 0; s < last; ++s) {
-    const uint64_t rest = rest_[s], c = quotas_[s];
+    const uint64_t c = quotas_[s];
     if (c == 0) continue;
-    const uint64_t a = MulDiv(x, c, rest);
-    if (MulDiv(x + 1, c, rest) > a) {
+    const uint64_t rest = rest_[s];
+    uint64_t a = 0;
+    bool take = false;
+    if (level_64_[s]) {
+      uint64_t r = 0;
+      rest_div_[s].DivMod(x * c, &a, &r);
+      take = r + c >= rest;  // no wrap: c = 1, or rest <= 2^63 + 1 since (rest - 1) c < 2^64
+    } else {
+      a = MulDiv(x, c, rest);
+      take = MulDiv(x + 1, c, rest) > a;
+    }
+    if (take) {
       *source = s;
       *draw = a;
       return;
@@ -174,45 +198,104 @@ uint64_t MixtureSchedule::Index(uint64_t seed, uint64_t epoch, bool shuffle,
 
 void MixtureSchedule::Apply(uint64_t seed, uint64_t epoch, bool shuffle, uint64_t* positions,
                             size_t count) const {
-  const uint64_t epoch_key = EpochKey(seed, epoch);
-  uint64_t window_id = UINT64_MAX;
-  IndexPermutation window;
-  // The last pass permutation built per source (a batch draws from few passes).
-  struct PassCache {
-    uint64_t pass = UINT64_MAX;
-    IndexPermutation perm;
-  };
-  std::vector<PassCache> passes(shuffle ? sizes_.size() : 0);
-  for (size_t k = 0; k < count; ++k) {
-    const uint64_t position = positions[k];
-    uint64_t i = position;
-    if (shuffle) {
-      const uint64_t w = position / kMixtureWindow, begin = w * kMixtureWindow;
+  // Draw() per position, restructured so that the Feistel evaluations run through
+  // IndexPermutation::Apply (several values in flight) and no step divides in hardware:
+  // (1) window permutation over runs of positions sharing a window, (2) the chain and the draw's
+  // pass and place, (3) per source and pass, its permutation over all of the batch's draws.
+  const size_t num_sources = sizes_.size();
+  std::vector<uint64_t> place(positions, positions + count);  // schedule index, then j
+  if (shuffle) {
+    const uint64_t epoch_key = EpochKey(seed, epoch);
+    uint64_t window_id = UINT64_MAX;
+    IndexPermutation window;
+    for (size_t k = 0; k < count;) {
+      const uint64_t w = positions[k] / kMixtureWindow, begin = w * kMixtureWindow;
+      size_t end = k + 1;
+      while (end < count && positions[end] / kMixtureWindow == w) ++end;
       if (w != window_id) {
         window_id = w;
         window =
             IndexPermutation(std::min(kMixtureWindow, total_ - begin), WindowKey(epoch_key, w));
       }
-      i = begin + window(position - begin);
+      for (size_t q = k; q < end; ++q) place[q] -= begin;
+      window.Apply(place.data() + k, end - k);
+      for (size_t q = k; q < end; ++q) place[q] += begin;
+      k = end;
     }
+  }
+  // The draw number over the run D = e c_s + k as (pass, j) = (D / n_s, D mod n_s), from
+  // e c_s's own quotient and remainder, found once per source: D = e c_s + k with k < c_s.
+  struct EpochBase {
+    bool set = false;
+    bool wide = false;  // rem + k might not fit in 64 bits: divide in 128 bits
+    uint64_t pass = 0, rem = 0;
+  };
+  std::vector<EpochBase> bases(num_sources);
+  std::vector<uint32_t> source(count);
+  std::vector<uint64_t> pass(shuffle ? count : 0);
+  for (size_t k = 0; k < count; ++k) {
     uint32_t s = 0;
     uint64_t draw = 0;
-    Schedule(i, &s, &draw);
+    Schedule(place[k], &s, &draw);
     const uint64_t n = sizes_[s];
-    const __uint128_t total_draw = static_cast<__uint128_t>(epoch) * quotas_[s] + draw;
-    const uint64_t pass = static_cast<uint64_t>(total_draw / n);
-    const uint64_t j = static_cast<uint64_t>(total_draw % n);
-    uint64_t sample = j;
-    if (shuffle) {
-      PassCache& cache = passes[s];
-      if (cache.pass != pass) {
-        cache.pass = pass;
-        cache.perm = IndexPermutation(n, PassKey(seed, s, pass));
-      }
-      sample = cache.perm(j);
+    EpochBase& base = bases[s];
+    if (!base.set) {
+      base.set = true;
+      const __uint128_t start = static_cast<__uint128_t>(epoch) * quotas_[s];
+      base.pass = static_cast<uint64_t>(start / n);
+      base.rem = static_cast<uint64_t>(start % n);
+      base.wide = quotas_[s] > ~uint64_t{0} - n;
     }
-    positions[k] = offsets_[s] + sample;
+    uint64_t p = 0, j = 0;
+    if (!base.wide) {
+      size_div_[s].DivMod(base.rem + draw, &p, &j);
+      p += base.pass;
+    } else {
+      const __uint128_t total_draw = static_cast<__uint128_t>(epoch) * quotas_[s] + draw;
+      p = static_cast<uint64_t>(total_draw / n);
+      j = static_cast<uint64_t>(total_draw % n);
+    }
+    source[k] = s;
+    place[k] = j;
+    if (shuffle) pass[k] = p;
   }
+  if (shuffle) {
+    // Group the batch's draws by source (a counting sort), then each group by pass (a batch
+    // meets one or two passes of a source, more only for a source much smaller than a batch).
+    std::vector<size_t> first(num_sources + 1, 0);
+    for (size_t k = 0; k < count; ++k) ++first[source[k] + 1];
+    for (size_t s = 0; s < num_sources; ++s) first[s + 1] += first[s];
+    std::vector<size_t> order(count);
+    {
+      std::vector<size_t> fill(first.begin(), first.end() - 1);
+      for (size_t k = 0; k < count; ++k) order[fill[source[k]]++] = k;
+    }
+    std::vector<size_t> group, where;
+    std::vector<uint64_t> values;
+    for (size_t s = 0; s < num_sources; ++s) {
+      group.assign(order.begin() + static_cast<std::ptrdiff_t>(first[s]),
+                   order.begin() + static_cast<std::ptrdiff_t>(first[s + 1]));
+      while (!group.empty()) {
+        const uint64_t p = pass[group[0]];
+        values.clear();
+        where.clear();
+        size_t kept = 0;
+        for (const size_t k : group) {
+          if (pass[k] == p) {
+            values.push_back(place[k]);
+            where.push_back(k);
+          } else {
+            group[kept++] = k;
+          }
+        }
+        group.resize(kept);
+        IndexPermutation(sizes_[s], PassKey(seed, static_cast<uint32_t>(s), p))
+            .Apply(values.data(), values.size());
+        for (size_t v = 0; v < values.size(); ++v) place[where[v]] = values[v];
+      }
+    }
+  }
+  for (size_t k = 0; k < count; ++k) positions[k] = offsets_[source[k]] + place[k];
 }
 
 uint32_t MixtureSchedule::SourceOfIndex(uint64_t index) const {

@@ -229,6 +229,180 @@ TEST(MixtureScheduleTest, ApplyEqualsIndexAndDependsOnlyOnSeedEpochPosition) {
             m.Index(10, 2, true, 5) + m.Index(10, 2, true, 6) * 7);
 }
 
+// The formulas of reader/mixture.md, "Schedule", written out on their own (128-bit products,
+// hardware division, one position at a time): the reference the optimised Schedule, Draw,
+// Index and Apply must equal bit for bit. Only the quotas come from the schedule under test.
+struct ReferenceMixture {
+  std::vector<uint64_t> sizes, quotas;
+  uint64_t total = 0;
+
+  explicit ReferenceMixture(const MixtureSchedule& m) : total(m.samples_per_epoch()) {
+    for (size_t s = 0; s < m.num_sources(); ++s) {
+      sizes.push_back(m.source_samples(s));
+      quotas.push_back(m.quota(s));
+    }
+  }
+  static uint64_t Floor(uint64_t a, uint64_t b, uint64_t d) {
+    return static_cast<uint64_t>(static_cast<__uint128_t>(a) * b / d);
+  }
+  void Chain(uint64_t i, uint32_t* source, uint64_t* draw) const {
+    uint64_t x = i;
+    for (uint32_t s = 0; s + 1 < sizes.size(); ++s) {
+      uint64_t rest = 0;
+      for (size_t t = s; t < quotas.size(); ++t) rest += quotas[t];
+      if (quotas[s] == 0) continue;
+      const uint64_t k = Floor(x, quotas[s], rest);
+      if (Floor(x + 1, quotas[s], rest) > k) {
+        *source = s;
+        *draw = k;
+        return;
+      }
+      x -= k;
+    }
+    *source = static_cast<uint32_t>(sizes.size() - 1);
+    *draw = x;
+  }
+  uint64_t Index(uint64_t seed, uint64_t epoch, bool shuffle, uint64_t p) const {
+    constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+    uint64_t i = p;
+    if (shuffle) {
+      const uint64_t key = SplitMix64Mix(seed ^ SplitMix64Mix(epoch + kGolden));
+      const uint64_t w = p / 256, len = std::min<uint64_t>(256, total - 256 * w);
+      // "MixWindw" in ASCII.
+      i = 256 * w + IndexPermutation(len, SplitMix64Mix(SplitMix64Mix(key ^ 0x4D697857696E6477ull) +
+                                                        w))(p % 256);
+    }
+    uint32_t s = 0;
+    uint64_t k = 0;
+    Chain(i, &s, &k);
+    const __uint128_t d = static_cast<__uint128_t>(epoch) * quotas[s] + k;
+    const uint64_t pass = static_cast<uint64_t>(d / sizes[s]);
+    const uint64_t j = static_cast<uint64_t>(d % sizes[s]);
+    uint64_t sample = j;
+    if (shuffle) {
+      // "MixPass!" in ASCII.
+      const uint64_t key =
+          SplitMix64Mix(SplitMix64Mix(SplitMix64Mix(seed ^ 0x4D69785061737321ull) + s) + pass);
+      sample = IndexPermutation(sizes[s], key)(j);
+    }
+    uint64_t offset = 0;
+    for (uint32_t t = 0; t < s; ++t) offset += sizes[t];
+    return offset + sample;
+  }
+};
+
+TEST(MixtureScheduleTest, DividerIsExactAtTheEdges) {
+  std::mt19937_64 rng(3);
+  std::vector<uint64_t> divisors = {1,
+                                    2,
+                                    3,
+                                    7,
+                                    255,
+                                    256,
+                                    1ull << 32,
+                                    (1ull << 32) - 1,
+                                    (1ull << 32) + 1,
+                                    1ull << 63,
+                                    (1ull << 63) + 1,
+                                    ~uint64_t{0},
+                                    ~uint64_t{0} - 1};
+  for (int c = 0; c < 200; ++c) divisors.push_back(rng() >> (rng() % 64) | 1);
+  for (const uint64_t d : divisors) {
+    const MixtureSchedule::Divider div(d);
+    std::vector<uint64_t> nums = {
+        0, 1, d - 1, d, d + 1, 2 * d, 2 * d - 1, ~uint64_t{0}, ~uint64_t{0} - 1, ~uint64_t{0} - d};
+    for (int c = 0; c < 200; ++c) nums.push_back(rng() >> (rng() % 64));
+    for (const uint64_t num : nums) {
+      uint64_t q = 0, r = 0;
+      div.DivMod(num, &q, &r);
+      ASSERT_EQ(q, num / d) << num << " / " << d;
+      ASSERT_EQ(r, num % d) << num << " % " << d;
+    }
+  }
+}
+
+// The optimised schedule (one reciprocal multiply per level, batched Feistel evaluations,
+// draws grouped by source and pass) equals the reference formulas over many random mixtures,
+// seeds, epochs (also past 2^32 and 2^60, where e c_s needs 128 bits) and position patterns (a
+// rank's batch: consecutive or strided; padding wrapping round; random), in both orders.
+TEST(MixtureScheduleTest, OptimisedScheduleIsBitIdenticalToTheReferenceFormula) {
+  std::mt19937_64 rng(20261204);
+  uint64_t checked = 0;
+  for (int c = 0; c < 300; ++c) {
+    const size_t sources = 1 + rng() % (c % 10 == 0 ? 40 : 5);
+    std::vector<uint64_t> sizes(sources);
+    std::vector<double> weights(sources);
+    const bool huge = c % 7 == 3;  // sizes and epochs where products exceed 64 bits
+    for (size_t s = 0; s < sources; ++s) {
+      sizes[s] = huge ? (uint64_t{1} << (30 + rng() % 30)) + rng() % 1000 : 1 + rng() % 3000;
+      weights[s] = 0.01 + static_cast<double>(rng() % 1000) / 10.0;
+    }
+    uint64_t n = 0;
+    switch (c % 4) {
+      case 0:
+        n = 0;
+        break;  // the default: the sizes' total
+      case 1:
+        n = 1 + rng() % 100;
+        break;
+      case 2:
+        n = 1 + rng() % 20000;
+        break;
+      case 3:
+        n = huge ? (uint64_t{1} << (33 + rng() % 25)) + rng() : 1 + rng() % 2000;
+        break;
+    }
+    const MixtureSchedule m = MustSchedule(Weighted(sizes, weights), n);
+    ASSERT_GT(m.samples_per_epoch(), 0u);
+    const ReferenceMixture ref(m);
+    const uint64_t total = m.samples_per_epoch();
+    for (int t = 0; t < 6; ++t) {
+      const uint64_t seed = rng() >> (rng() % 64);
+      const uint64_t epochs[] = {
+          0, 1, rng() % 100, rng() % (uint64_t{1} << 33), rng() >> (rng() % 8), ~uint64_t{0}};
+      const uint64_t epoch = epochs[t];
+      const bool shuffle = t % 3 != 2;
+      // A batch of up to 600 positions: consecutive, every W-th, wrapping past N, or random.
+      std::vector<uint64_t> positions;
+      const uint64_t count = 1 + rng() % 600, start = rng() % total, stride = 1 + rng() % 9;
+      for (uint64_t k = 0; k < count; ++k) {
+        switch (t % 4) {
+          case 0:
+            positions.push_back((start + k) % total);
+            break;
+          case 1:
+            positions.push_back((start + k * stride) % total);
+            break;
+          case 2:
+            positions.push_back(k % total);
+            break;
+          default:
+            positions.push_back(rng() % total);
+            break;
+        }
+      }
+      std::vector<uint64_t> applied = positions;
+      m.Apply(seed, epoch, shuffle, applied.data(), applied.size());
+      for (size_t k = 0; k < positions.size(); ++k) {
+        const uint64_t want = ref.Index(seed, epoch, shuffle, positions[k]);
+        ASSERT_EQ(applied[k], want) << "case " << c << " position " << positions[k] << " epoch "
+                                    << epoch << " seed " << seed << " shuffle " << shuffle;
+        if (k < 20) {
+          ASSERT_EQ(m.Index(seed, epoch, shuffle, positions[k]), want) << "case " << c;
+          uint32_t s0 = 0, s1 = 0;
+          uint64_t k0 = 0, k1 = 0;
+          m.Schedule(positions[k], &s0, &k0);
+          ref.Chain(positions[k], &s1, &k1);
+          ASSERT_EQ(s0, s1) << "case " << c << " index " << positions[k];
+          ASSERT_EQ(k0, k1) << "case " << c << " index " << positions[k];
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100000u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The loader over a mixture.
 
