@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/format_registry.h"
+#include "reader/direct_reader.h"
 #include "reader/loader.h"
 #include "reader/mixture_dataset.h"
 #include "reader/reader_state.h"
@@ -604,6 +606,81 @@ TEST_F(MixtureLoaderTest, ByteIdenticalAcrossThreadsPrefetchIoAndWorldSizes) {
       EXPECT_EQ(j, (203 - r + w - 1) / w);  // tail short: the rank's own share, together all 203
     }
   }
+}
+
+// A mixture over LMDB sources, over HDF5 sources and over one source of each backend, read
+// through the mappings, with direct reads asked and with the automatic choice, gives the batches
+// of the same mixture over shard sources, byte for byte (data, labels, sources, indices,
+// padding) over two epochs; so does the shard mixture read directly. Direct reads need every
+// source to have them: otherwise the loader names the first source that lacks them and its
+// backend, and reads through the mappings.
+TEST_F(MixtureLoaderTest, EveryBackendAndIoPathGivesTheShardMixturesBatches) {
+  std::unique_ptr<Loader> base = Make(Options());
+  ASSERT_NE(base, nullptr);
+  const uint64_t events = 2 * (base->batches_per_epoch() + 1);
+  const std::vector<Event> want = ReadEvents(*base, events);
+  ASSERT_EQ(want.size(), events);
+  {
+    LoaderOptions o = Options();
+    o.io = IoMode::kDirect;
+    o.num_threads = 3;
+    std::unique_ptr<Loader> direct = Make(o);
+    ASSERT_NE(direct, nullptr);
+    if (DirectIoAvailable()) {
+      EXPECT_EQ(direct->io_path(), IoMode::kDirect) << direct->io_reason();
+    }
+    EXPECT_TRUE(ReadEvents(*direct, events) == want) << "shards, " << direct->io_reason();
+  }
+  const std::vector<std::vector<std::string>> mixes = {
+      {"lmdb", "lmdb", "lmdb"}, {"hdf5", "hdf5", "hdf5"}, {"shards", "lmdb", "hdf5"}};
+  int ran = 0;
+  for (const std::vector<std::string>& formats : mixes) {
+    bool compiled = true;
+    for (const std::string& f : formats) {
+      const StorageFormat* format = FindStorageFormat(f);
+      compiled = compiled && format != nullptr && format->compiled_in;
+    }
+    if (!compiled) continue;
+    ++ran;
+    std::vector<std::unique_ptr<TestDataset>> owned;
+    std::vector<std::shared_ptr<const Dataset>> sources;
+    for (size_t s = 0; s < formats.size(); ++s) {
+      TestDatasetOptions d;
+      d.num_samples = (*datasets_)[s]->num_samples();
+      d.schema = MakeSchema(6, 5, 3);
+      d.samples_per_shard = 16;
+      d.format = formats[s];
+      owned.push_back(std::make_unique<TestDataset>(d));
+      ASSERT_TRUE(owned.back()->ok()) << formats[s];
+      sources.push_back(owned.back()->Open());
+      ASSERT_NE(sources.back(), nullptr);
+    }
+    const size_t first_without = formats[0] == "shards" ? 1 : 0;
+    for (IoMode io : {IoMode::kMmap, IoMode::kDirect, IoMode::kAuto}) {
+      LoaderOptions o = Options();
+      o.io = io;
+      o.num_threads = io == IoMode::kDirect ? 3 : 2;
+      o.prefetch = io == IoMode::kAuto ? 1 : 3;
+      Result<std::unique_ptr<Loader>> l = Loader::CreateMixture(sources, Mix(), o);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      const std::string what = formats[0] + "+" + formats[1] + "+" + formats[2] + " io " +
+                               IoModeName(io) + " (" + (*l)->io_reason() + ")";
+      EXPECT_EQ((*l)->io_path(), IoMode::kMmap) << what;
+      if (io == IoMode::kDirect) {
+        EXPECT_NE((*l)->io_reason().find("mixture source " + std::to_string(first_without) + " (" +
+                                         owned[first_without]->dir() + "): the " +
+                                         formats[first_without] + " backend has no direct reads"),
+                  std::string::npos)
+            << what;
+      }
+      const std::vector<Event> got = ReadEvents(**l, events);
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_TRUE(got[i] == want[i]) << what << " event " << i;
+      }
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "neither LMDB nor HDF5 compiled in";
 }
 
 // Stopped at random points, saved through the binary form and restored (with other threads and
