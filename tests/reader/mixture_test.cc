@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -174,6 +175,60 @@ TEST(MixtureScheduleTest, ProportionsHoldInEveryWindowAndOverTheEpoch) {
       EXPECT_LE(longest, shuffle ? 40u : 2u) << "shuffle " << shuffle;
     }
   }
+}
+
+// Every rank's share of the epoch (positions r, r + W, r + 2W, ... of reader/sampler.h) keeps
+// the mixture's proportions for any world size: over each run of 300 of the rank's draws and
+// over its whole share. The bound per run is the chi-square critical value for 2 degrees of
+// freedom at 0.1% divided over the runs (Bonferroni: 2 ln(runs / 0.001), 23 for 100 runs), and
+// the runs' mean must stay within 3 standard errors of its i.i.d. expectation of 2. Without the
+// window shuffle a pure Bresenham pattern is periodic: with weights 1:1 on 2 ranks each rank
+// reads one source only, which the same statistic must flag (so it can see a skew).
+TEST(MixtureScheduleTest, EveryRanksProportionsHoldForAnyWorldSize) {
+  const auto rank_sources = [](const MixtureSchedule& m, bool shuffle, uint64_t epoch,
+                               uint32_t world, uint32_t rank) {
+    std::vector<uint32_t> src;
+    for (uint64_t p = rank; p < m.samples_per_epoch(); p += world) {
+      src.push_back(m.Draw(5, epoch, shuffle, p).source);
+    }
+    return src;
+  };
+  const auto counts_of = [](const std::vector<uint32_t>& src, size_t begin, size_t end,
+                            size_t sources) {
+    std::vector<uint64_t> c(sources, 0);
+    for (size_t k = begin; k < end; ++k) ++c[src[k]];
+    return c;
+  };
+  MixtureSchedule m = MustSchedule(Weighted({100000, 5000, 300}, {0.6, 0.3, 0.1}), 60000);
+  for (uint32_t world : {2u, 3u, 8u, 64u}) {
+    for (uint32_t rank : {0u, world / 2, world - 1}) {
+      for (uint64_t epoch : {0, 3}) {
+        const std::vector<uint32_t> src = rank_sources(m, true, epoch, world, rank);
+        const size_t runs = src.size() / 300;
+        ASSERT_GE(runs, 3u);
+        const double bound = 2 * std::log(static_cast<double>(runs) / 0.001);
+        double sum = 0, worst = 0;
+        for (size_t w = 0; w < runs; ++w) {
+          const double chi = ChiSquare(counts_of(src, 300 * w, 300 * w + 300, 3), m);
+          sum += chi;
+          worst = std::max(worst, chi);
+        }
+        const std::string what = "world " + std::to_string(world) + " rank " +
+                                 std::to_string(rank) + " epoch " + std::to_string(epoch);
+        EXPECT_LT(worst, bound) << what;
+        // A chi-square with 2 degrees of freedom has variance 4: the mean of `runs` of them has
+        // standard error 2 / sqrt(runs).
+        EXPECT_LT(sum / static_cast<double>(runs), 2 + 3 * 2 / std::sqrt(runs)) << what;
+        EXPECT_LT(ChiSquare(counts_of(src, 0, src.size(), 3), m), 13.8) << what;
+      }
+    }
+  }
+  // The statistic sees a skew: dataset order (no window shuffle), weights 1:1, 2 ranks.
+  MixtureSchedule even = MustSchedule(Weighted({1000, 1000}, {1, 1}), 2000);
+  const std::vector<uint32_t> skewed = rank_sources(even, false, 0, 2, 0);
+  EXPECT_GT(ChiSquare(counts_of(skewed, 0, 300, 2), even), 100.0);
+  const std::vector<uint32_t> mixed = rank_sources(even, true, 0, 2, 0);
+  EXPECT_LT(ChiSquare(counts_of(mixed, 0, mixed.size(), 2), even), 13.8);
 }
 
 // Each pass over a source draws every one of its samples exactly once; a larger source is
