@@ -201,28 +201,15 @@ void MixtureSchedule::Apply(uint64_t seed, uint64_t epoch, bool shuffle, uint64_
   // Draw() per position, restructured so that the Feistel evaluations run through
   // IndexPermutation::Apply (several values in flight) and no step divides in hardware:
   // (1) window permutation over runs of positions sharing a window, (2) the chain and the draw's
-  // pass and place, (3) per source and pass, its permutation over all of the batch's draws.
-  const size_t num_sources = sizes_.size();
-  std::vector<uint64_t> place(positions, positions + count);  // schedule index, then j
-  if (shuffle) {
-    const uint64_t epoch_key = EpochKey(seed, epoch);
-    uint64_t window_id = UINT64_MAX;
-    IndexPermutation window;
-    for (size_t k = 0; k < count;) {
-      const uint64_t w = positions[k] / kMixtureWindow, begin = w * kMixtureWindow;
-      size_t end = k + 1;
-      while (end < count && positions[end] / kMixtureWindow == w) ++end;
-      if (w != window_id) {
-        window_id = w;
-        window =
-            IndexPermutation(std::min(kMixtureWindow, total_ - begin), WindowKey(epoch_key, w));
-      }
-      for (size_t q = k; q < end; ++q) place[q] -= begin;
-      window.Apply(place.data() + k, end - k);
-      for (size_t q = k; q < end; ++q) place[q] += begin;
-      k = end;
-    }
+  // pass and place, (3) per source and pass, its permutation over all of the piece's draws.
+  // Pieces of kPiece positions keep the scratch on the stack. A position or two (the read-ahead
+  // probes) go through Index(), which builds no batch state.
+  if (count <= 2) {
+    for (size_t k = 0; k < count; ++k) positions[k] = Index(seed, epoch, shuffle, positions[k]);
+    return;
   }
+  constexpr size_t kPiece = 256, kSmall = 16;
+  const size_t num_sources = sizes_.size();
   // The draw number over the run D = e c_s + k as (pass, j) = (D / n_s, D mod n_s), from
   // e c_s's own quotient and remainder, found once per source: D = e c_s + k with k < c_s.
   struct EpochBase {
@@ -230,72 +217,104 @@ void MixtureSchedule::Apply(uint64_t seed, uint64_t epoch, bool shuffle, uint64_
     bool wide = false;  // rem + k might not fit in 64 bits: divide in 128 bits
     uint64_t pass = 0, rem = 0;
   };
-  std::vector<EpochBase> bases(num_sources);
-  std::vector<uint32_t> source(count);
-  std::vector<uint64_t> pass(shuffle ? count : 0);
-  for (size_t k = 0; k < count; ++k) {
-    uint32_t s = 0;
-    uint64_t draw = 0;
-    Schedule(place[k], &s, &draw);
-    const uint64_t n = sizes_[s];
-    EpochBase& base = bases[s];
-    if (!base.set) {
-      base.set = true;
-      const __uint128_t start = static_cast<__uint128_t>(epoch) * quotas_[s];
-      base.pass = static_cast<uint64_t>(start / n);
-      base.rem = static_cast<uint64_t>(start % n);
-      base.wide = quotas_[s] > ~uint64_t{0} - n;
-    }
-    uint64_t p = 0, j = 0;
-    if (!base.wide) {
-      size_div_[s].DivMod(base.rem + draw, &p, &j);
-      p += base.pass;
-    } else {
-      const __uint128_t total_draw = static_cast<__uint128_t>(epoch) * quotas_[s] + draw;
-      p = static_cast<uint64_t>(total_draw / n);
-      j = static_cast<uint64_t>(total_draw % n);
-    }
-    source[k] = s;
-    place[k] = j;
-    if (shuffle) pass[k] = p;
+  EpochBase small_bases[kSmall];
+  uint32_t small_first[kSmall + 1];
+  std::vector<EpochBase> big_bases;
+  std::vector<uint32_t> big_first;
+  if (num_sources > kSmall) {
+    big_bases.resize(num_sources);
+    big_first.resize(num_sources + 1);
   }
-  if (shuffle) {
-    // Group the batch's draws by source (a counting sort), then each group by pass (a batch
-    // meets one or two passes of a source, more only for a source much smaller than a batch).
-    std::vector<size_t> first(num_sources + 1, 0);
-    for (size_t k = 0; k < count; ++k) ++first[source[k] + 1];
-    for (size_t s = 0; s < num_sources; ++s) first[s + 1] += first[s];
-    std::vector<size_t> order(count);
-    {
-      std::vector<size_t> fill(first.begin(), first.end() - 1);
-      for (size_t k = 0; k < count; ++k) order[fill[source[k]]++] = k;
-    }
-    std::vector<size_t> group, where;
-    std::vector<uint64_t> values;
-    for (size_t s = 0; s < num_sources; ++s) {
-      group.assign(order.begin() + static_cast<std::ptrdiff_t>(first[s]),
-                   order.begin() + static_cast<std::ptrdiff_t>(first[s + 1]));
-      while (!group.empty()) {
-        const uint64_t p = pass[group[0]];
-        values.clear();
-        where.clear();
-        size_t kept = 0;
-        for (const size_t k : group) {
-          if (pass[k] == p) {
-            values.push_back(place[k]);
-            where.push_back(k);
-          } else {
-            group[kept++] = k;
-          }
+  EpochBase* bases = num_sources > kSmall ? big_bases.data() : small_bases;
+  uint32_t* first = num_sources > kSmall ? big_first.data() : small_first;
+  const uint64_t epoch_key = EpochKey(seed, epoch);
+  uint64_t window_id = UINT64_MAX;
+  IndexPermutation window;
+  uint64_t place[kPiece], pass[kPiece], values[kPiece];
+  uint32_t source[kPiece];
+  uint16_t order[kPiece], where[kPiece];
+  for (size_t piece = 0; piece < count; piece += kPiece) {
+    uint64_t* out = positions + piece;
+    const size_t m = std::min(kPiece, count - piece);
+    for (size_t k = 0; k < m; ++k) place[k] = out[k];
+    if (shuffle) {
+      for (size_t k = 0; k < m;) {
+        const uint64_t w = place[k] / kMixtureWindow, begin = w * kMixtureWindow;
+        size_t end = k + 1;
+        while (end < m && place[end] / kMixtureWindow == w) ++end;
+        if (w != window_id) {
+          window_id = w;
+          window =
+              IndexPermutation(std::min(kMixtureWindow, total_ - begin), WindowKey(epoch_key, w));
         }
-        group.resize(kept);
-        IndexPermutation(sizes_[s], PassKey(seed, static_cast<uint32_t>(s), p))
-            .Apply(values.data(), values.size());
-        for (size_t v = 0; v < values.size(); ++v) place[where[v]] = values[v];
+        for (size_t q = k; q < end; ++q) place[q] -= begin;
+        window.Apply(place + k, end - k);
+        for (size_t q = k; q < end; ++q) place[q] += begin;
+        k = end;
       }
     }
+    for (size_t k = 0; k < m; ++k) {
+      uint32_t s = 0;
+      uint64_t draw = 0;
+      Schedule(place[k], &s, &draw);
+      const uint64_t n = sizes_[s];
+      EpochBase& base = bases[s];
+      if (!base.set) {
+        base.set = true;
+        const __uint128_t start = static_cast<__uint128_t>(epoch) * quotas_[s];
+        base.pass = static_cast<uint64_t>(start / n);
+        base.rem = static_cast<uint64_t>(start % n);
+        base.wide = quotas_[s] > ~uint64_t{0} - n;
+      }
+      uint64_t p = 0, j = 0;
+      if (!base.wide) {
+        size_div_[s].DivMod(base.rem + draw, &p, &j);
+        p += base.pass;
+      } else {
+        const __uint128_t total_draw = static_cast<__uint128_t>(epoch) * quotas_[s] + draw;
+        p = static_cast<uint64_t>(total_draw / n);
+        j = static_cast<uint64_t>(total_draw % n);
+      }
+      source[k] = s;
+      place[k] = j;
+      pass[k] = p;
+    }
+    if (shuffle) {
+      // Group the piece's draws by source (a counting sort), then each group by pass (a batch
+      // meets one or two passes of a source, more only for a source much smaller than it).
+      std::fill(first, first + num_sources + 1, 0u);
+      for (size_t k = 0; k < m; ++k) ++first[source[k] + 1];
+      for (size_t s = 0; s < num_sources; ++s) first[s + 1] += first[s];
+      for (size_t k = 0; k < m; ++k) order[first[source[k]]++] = static_cast<uint16_t>(k);
+      // first[s] is now the end of source s's group (the start of s + 1's).
+      uint32_t group_begin = 0;
+      for (size_t s = 0; s < num_sources; ++s) {
+        const uint32_t begin = group_begin;
+        uint32_t end = first[s];
+        group_begin = end;
+        while (begin < end) {
+          // Takes the draws of the first one's pass; the rest move to the group's front.
+          const uint64_t p = pass[order[begin]];
+          size_t taken = 0;
+          uint32_t kept = begin;
+          for (uint32_t g = begin; g < end; ++g) {
+            const uint16_t k = order[g];
+            if (pass[k] == p) {
+              values[taken] = place[k];
+              where[taken++] = k;
+            } else {
+              order[kept++] = k;
+            }
+          }
+          IndexPermutation(sizes_[s], PassKey(seed, static_cast<uint32_t>(s), p))
+              .Apply(values, taken);
+          for (size_t v = 0; v < taken; ++v) place[where[v]] = values[v];
+          end = kept;  // the draws of other passes, moved to [begin, kept): go on over them
+        }
+      }
+    }
+    for (size_t k = 0; k < m; ++k) out[k] = offsets_[source[k]] + place[k];
   }
-  for (size_t k = 0; k < count; ++k) positions[k] = offsets_[source[k]] + place[k];
 }
 
 uint32_t MixtureSchedule::SourceOfIndex(uint64_t index) const {
