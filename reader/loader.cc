@@ -191,6 +191,9 @@ void Loader::ChooseIoPath(uint32_t threads) {
     if (asked) WarnOnce("io direct asked but " + why + "; reading through the file mappings");
   };
   if (dataset_->data_file_count() == 0) {
+    if (mixture_ != nullptr) {
+      return fall_back(static_cast<const MixtureDataset&>(*dataset_).NoDirectReadsReason());
+    }
     return fall_back("the " + dataset_->manifest().format + " backend has no direct reads");
   }
   std::string why_not;

@@ -95,6 +95,20 @@ uint32_t MixtureDataset::SourceOf(uint64_t index) const {
   return static_cast<uint32_t>(std::min(s, sources_.size() - 1));
 }
 
+std::string MixtureDataset::NoDirectReadsReason() const {
+  if (direct_files_ != 0) return "";
+  for (size_t s = 0; s < sources_.size(); ++s) {
+    const Dataset& src = *sources_[s];
+    const std::string what = "mixture source " + std::to_string(s) + " (" + src.dir() + ")";
+    if (src.file_store() != nullptr) return what + " is at a URL";
+    if (src.data_file_count() == 0) {
+      return what + ": the " + src.manifest().format +
+             " backend has no direct reads (a mixture reads directly only when every source can)";
+    }
+  }
+  return "the mixture has no direct reads";
+}
+
 Status MixtureDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,
                                   int64_t* label) const {
   if (index >= num_samples()) {

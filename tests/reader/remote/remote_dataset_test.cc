@@ -42,6 +42,7 @@ class RemoteDatasetTest : public ::testing::Test {
     std::vector<std::string> data;
     std::vector<std::vector<int64_t>> labels;
     std::vector<std::vector<uint64_t>> indices;
+    std::vector<std::vector<uint32_t>> sources;  // a mixture's source of each sample
     Status error;
   };
 
@@ -119,7 +120,27 @@ class RemoteDatasetTest : public ::testing::Test {
     out->data.emplace_back(reinterpret_cast<const char*>(b.data), b.bytes());
     out->labels.emplace_back(b.labels, b.labels + b.size);
     out->indices.emplace_back(b.sample_indices, b.sample_indices + b.size);
+    if (b.sources != nullptr) out->sources.emplace_back(b.sources, b.sources + b.size);
     return true;
+  }
+
+  // ReadAll over a mixture of `locations` (Loader::OpenMixture).
+  static Stream ReadMixture(const std::vector<std::string>& locations, const MixtureOptions& mix,
+                            const LoaderOptions& options, int epochs, std::string* io = nullptr) {
+    Stream out;
+    Result<std::unique_ptr<Loader>> loader = Loader::OpenMixture(locations, mix, options);
+    if (!loader.ok()) {
+      out.error = loader.status();
+      return out;
+    }
+    if (io != nullptr) *io = (*loader)->io_reason();
+    for (int e = 0; e < epochs; ++e) {
+      (*loader)->SetEpoch(options.start_epoch + static_cast<uint64_t>(e));
+      while (Take(**loader, &out)) {
+      }
+      if (!out.error.ok()) return out;
+    }
+    return out;
   }
 
   static bool packed_;
@@ -150,6 +171,7 @@ void ExpectSameStream(const RemoteDatasetTest::Stream& want, const RemoteDataset
     EXPECT_EQ(want.labels[i], got.labels[i]) << what << " batch " << i;
     EXPECT_TRUE(want.data[i] == got.data[i]) << what << " batch " << i << " bytes differ";
   }
+  EXPECT_EQ(want.sources, got.sources) << what;
 }
 
 TEST_F(RemoteDatasetTest, S3BatchesEqualLocalInEveryOrderRankSplitAndAugment) {
@@ -272,6 +294,66 @@ TEST_F(RemoteDatasetTest, WrongKeyMissingDatasetAndLmdbAreRefusedByName) {
   ASSERT_FALSE(lmdb.ok());
   EXPECT_EQ(lmdb.status().code(), StatusCode::kNotSupported);
   EXPECT_NE(lmdb.status().message().find("Repack it as shards"), std::string::npos)
+      << lmdb.status().ToString();
+}
+
+// A mixture whose sources are at URLs (http://, s3://, or one local and one remote) gives the
+// batches of the same mixture over the local directories, byte for byte (data, labels, each
+// sample's source and index), in exact and none order, on one rank and on rank 1 of 2, over
+// two epochs; a state saved mid-epoch over HTTP resumes over HTTP to the local run's rest. An
+// LMDB dataset at a URL is refused as a source by name, as on its own.
+TEST_F(RemoteDatasetTest, MixtureOverUrlsEqualsTheLocalMixture) {
+  MixtureOptions mix;
+  mix.weights = {0.6, 0.4};
+  mix.samples_per_epoch = 700;
+  const std::string http = servers->var("HTTP_URL");
+  const std::vector<std::string> local = {Local("raw"), Local("zstd")};
+  const std::vector<std::vector<std::string>> remotes = {
+      {http + "/raw", http + "/zstd"}, {S3("raw"), Local("zstd")}, {http + "/raw", S3("zstd")}};
+  for (ShuffleMode shuffle : {ShuffleMode::kExact, ShuffleMode::kNone}) {
+    for (uint32_t world : {1u, 2u}) {
+      const uint32_t rank = world - 1;
+      const LoaderOptions o = Options(shuffle, rank, world, 13);
+      const Stream want = ReadMixture(local, mix, o, 2);
+      ASSERT_TRUE(want.error.ok()) << want.error.ToString();
+      ASSERT_EQ(want.sources.size(), want.data.size());
+      for (const std::vector<std::string>& remote : remotes) {
+        std::string io;
+        const std::string what = remote[0] + " + " + remote[1] + " shuffle " +
+                                 std::to_string(static_cast<int>(shuffle)) + " rank " +
+                                 std::to_string(rank) + "/" + std::to_string(world);
+        ExpectSameStream(want, ReadMixture(remote, mix, o, 2, &io), what);
+        EXPECT_NE(io.find("read through its store, one record at a time"), std::string::npos)
+            << what << ": " << io;
+      }
+    }
+  }
+  // Resume over HTTP from a state saved over HTTP after 4 batches.
+  const LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 17);
+  const Stream whole = ReadMixture(local, mix, o, 1);
+  ASSERT_TRUE(whole.error.ok()) << whole.error.ToString();
+  Result<std::unique_ptr<Loader>> first = Loader::OpenMixture(remotes[0], mix, o);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  Batch b;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(*(*first)->Next(&b));
+  LoaderOptions resumed = o;
+  resumed.resume = (*first)->state();
+  first->reset();
+  const Stream rest = ReadMixture(remotes[0], mix, resumed, 1);
+  ASSERT_TRUE(rest.error.ok()) << rest.error.ToString();
+  ASSERT_EQ(rest.data.size() + 4, whole.data.size());
+  for (size_t i = 0; i < rest.data.size(); ++i) {
+    EXPECT_EQ(rest.indices[i], whole.indices[i + 4]) << "batch " << i + 4;
+    EXPECT_EQ(rest.sources[i], whole.sources[i + 4]) << "batch " << i + 4;
+    EXPECT_TRUE(rest.data[i] == whole.data[i + 4]) << "batch " << i + 4;
+  }
+  // LMDB at a URL: refused as a mixture's source, naming it.
+  Result<std::unique_ptr<Loader>> lmdb = Loader::OpenMixture({http + "/raw", S3("lmdb")}, mix, o);
+  ASSERT_FALSE(lmdb.ok());
+  EXPECT_EQ(lmdb.status().code(), StatusCode::kNotSupported) << lmdb.status().ToString();
+  EXPECT_NE(lmdb.status().message().find("Repack it as shards"), std::string::npos)
+      << lmdb.status().ToString();
+  EXPECT_NE(lmdb.status().message().find(S3("lmdb")), std::string::npos)
       << lmdb.status().ToString();
 }
 
