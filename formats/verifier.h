@@ -33,7 +33,7 @@ struct VerifyOptions {
   // or whose image is not the size the index says. Used on the calling thread only. Without one,
   // deep verification of a JPEG-record shard reports that its records were not decoded.
   // Default: none.
-  std::shared_ptr<ImageRecordDecoder> image_decoder;
+  std::shared_ptr<ImageRecordDecoder> image_decoder = nullptr;
   // Called with (records checked, samples the manifest declares; 0 without a manifest) after
   // each record of a shards dataset, on the calling thread; LMDB and HDF5 datasets are checked
   // without calls. For progress displays (kiln verify). Default: none.
