@@ -459,6 +459,24 @@ Result<std::unique_ptr<Loader>> Loader::CreateImpl(std::shared_ptr<const Dataset
   KILN_ASSIGN_OR_RETURN(const std::optional<StatsExportSettings> export_settings,
                         ResolveStatsExport(options.stats_dir, options.stats_interval_s));
   KILN_ASSIGN_OR_RETURN(Sampler sampler, MakeSampler(*dataset, options, mixture));
+  if (mixture) {
+    const auto& joined = static_cast<const MixtureDataset&>(*dataset);
+    for (size_t s = 0; s < joined.num_sources(); ++s) {
+      if (joined.source(s).jpeg_records()) {
+        return Status::NotSupported(joined.source(s).dir() +
+                                    ": a mixture of JPEG-record datasets is not supported yet");
+      }
+    }
+  }
+  if (dataset->jpeg_records() && !options.augment.resamples()) {
+    return Status::InvalidArgument(
+        dataset->dir() + ": its records are JPEG images of their own size (up to " +
+        std::to_string(dataset->jpeg_max_side()) + "x" + std::to_string(dataset->jpeg_max_side()) +
+        " pixels), so batches need an output size: set LoaderOptions::augment.resize_height and "
+        "resize_width (RandomResizedCrop) or augment.center_crop_height and center_crop_width "
+        "(center crop + resize); in Python kiln.Loader(..., random_resized_crop=(H, W)) or "
+        "center_crop=(H, W)");
+  }
   KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
                         AugmentedSchema(dataset->schema(), options.augment));
   WarnAboutShare(*dataset, options, sampler);
@@ -746,10 +764,18 @@ namespace {
 
 // The augmentation fields of a reader state for `a` (reader/reader_state.h).
 void FillAugmentState(const AugmentOptions& a, ReaderState* s) {
-  s->resized_crop = a.resized_crop();
-  s->crop_height = s->resized_crop ? a.resize_height : a.crop_height;
-  s->crop_width = s->resized_crop ? a.resize_width : a.crop_width;
-  s->resized_crop_digest = s->resized_crop ? ResizedCropDigest(a) : 0;
+  // The center crop is recorded as a resized crop (output size, a digest of its ratio) whose
+  // digest no RandomResizedCrop range shares (reader/reader_state.md).
+  s->resized_crop = a.resamples();
+  s->crop_height = a.center_crop()    ? a.center_crop_height
+                   : a.resized_crop() ? a.resize_height
+                                      : a.crop_height;
+  s->crop_width = a.center_crop()    ? a.center_crop_width
+                  : a.resized_crop() ? a.resize_width
+                                     : a.crop_width;
+  s->resized_crop_digest = a.center_crop()    ? CenterCropDigest(a)
+                           : a.resized_crop() ? ResizedCropDigest(a)
+                                              : 0;
   s->flip = a.flip;
 }
 
@@ -1107,6 +1133,13 @@ void Loader::FinishTaskLocked(Slot& slot, Status status) {
   if (!status.ok() && slot.status.ok()) slot.status = std::move(status);
   if (--slot.pending == 0) ready_cv_.notify_all();
   if (busy_ == 0) idle_cv_.notify_all();
+}
+
+std::unique_ptr<JpegSampleDecoder> Loader::MakeJpegDecoder() const {
+  if (!dataset_->jpeg_records()) return nullptr;
+  return std::make_unique<JpegSampleDecoder>(dataset_->schema().channels, options_.augment,
+                                             out_schema_.height, out_schema_.width, options_.seed,
+                                             dataset_->jpeg_max_side());
 }
 
 void Loader::AugmentIntoSlot(Slot& slot, uint32_t k, const uint8_t* decoded,

@@ -54,6 +54,7 @@
 #include "reader/direct_reader.h"
 #include "reader/fetch_schedule.h"
 #include "reader/host_buffer.h"
+#include "reader/jpeg_sample_decoder.h"
 #include "reader/mixture.h"
 #include "reader/mixture_dataset.h"
 #include "reader/range_reader.h"
@@ -509,6 +510,15 @@ class Loader {
   void WorkerLoop(RangeReader* reader);  // reader: this thread's, null on the mmap path
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
                    std::vector<uint8_t>* scratch, uint64_t* augment_ns);
+  // JPEG records (Dataset::jpeg_records): a fetch thread's decoder of them, which decodes,
+  // crops and resizes each record straight into its slot; null for other datasets.
+  std::unique_ptr<JpegSampleDecoder> MakeJpegDecoder() const;
+  // Tells `decoder`'s JPEG decoder (if any) which sample of the current epoch it decodes next.
+  void NameSample(RecordDecoder* decoder, uint64_t index) const {
+    if (ImageRecordDecoder* d = decoder->image_decoder()) {
+      static_cast<JpegSampleDecoder*>(d)->SetSample(sampler_.epoch(), index);
+    }
+  }
   // Crops and flips sample k of `slot`, decoded (stored schema) at `decoded`, into its place.
   void AugmentIntoSlot(Slot& slot, uint32_t k, const uint8_t* decoded, uint64_t* augment_ns) const;
   // Task claiming, shared by both worker loops; all three require mu_ held.

@@ -416,6 +416,8 @@ void BuildWholeJob(const std::vector<Part>& parts, bool copy_mode, Manifest* man
   manifest->schema = ref.manifest.schema;
   manifest->classes = ref.manifest.classes;
   manifest->compression = ref.manifest.compression;
+  manifest->jpeg_quality = ref.manifest.jpeg_quality;
+  manifest->jpeg_max_side = ref.manifest.jpeg_max_side;
   manifest->record_alignment = ref.manifest.record_alignment;
   manifest->shuffle_seed = ref.manifest.shuffle_seed;
   manifest->preprocessing_json = ref.manifest.preprocessing_json;
