@@ -108,7 +108,8 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   std::shared_ptr<remote::BlockCache> blocks;
   const uint64_t sample_bytes = std::max<uint64_t>(1, dataset_->schema().sample_bytes());
   uint64_t extent_samples = 0;
-  uint32_t ahead = 0, capacity = 0;
+  uint32_t ahead = 0, capacity = 0, receivers = 0, in_flight = 0;
+  constexpr uint32_t kExtentsInFlight = 2;
   if (options_.shuffle == ShuffleMode::kBlock) {
     extent_samples = sampler_.block_samples();
     capacity = options_.shuffle_window + 2 * threads + 2;
@@ -119,7 +120,15 @@ void Loader::ChooseRemotePath(uint32_t threads) {
     capacity = 2 * threads + 2 + ahead;
   }
   if (extent_samples != 0) {
-    Result<std::shared_ptr<remote::BlockCache>> made = store->NewBlockCache(capacity);
+    // One receiver per fetch thread (before the cache each fetch thread's client received its
+    // own bytes; one receiver would serialise them). In dataset order each receiver keeps
+    // kExtentsInFlight GETs in flight and the extents read ahead wait in order, so the extent
+    // needed next does not share the bandwidth with all of them (with every one in flight, the
+    // first of a small dataset arrived only once the whole dataset had).
+    receivers = std::max<uint32_t>(1, threads);
+    in_flight = ahead == 0 ? 0 : kExtentsInFlight;
+    Result<std::shared_ptr<remote::BlockCache>> made =
+        store->NewBlockCache(capacity, receivers, in_flight);
     if (made.ok()) {
       blocks = std::move(*made);
     } else {
@@ -148,6 +157,9 @@ void Loader::ChooseRemotePath(uint32_t threads) {
               std::to_string(block_bytes >> 10) + " KiB in one GET each (up to " +
               std::to_string(capacity) + " held";
     extents += ahead == 0 ? ")" : ", " + std::to_string(ahead) + " read ahead)";
+    extents += ", received by " + std::to_string(receivers) + " thread" +
+               (receivers == 1 ? "" : "s") +
+               (in_flight == 0 ? "" : ", " + std::to_string(in_flight) + " GETs in flight each");
   }
   io_reason_ = std::string("the dataset is at a URL: range GETs, ") + std::to_string(depth) +
                " in flight per thread" + extents +

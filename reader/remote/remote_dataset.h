@@ -62,9 +62,12 @@ class RemoteStore final : public DataFileStore {
   // Internal when libcurl cannot start.
   Result<std::unique_ptr<RangeReader>> NewRangeReader(
       uint32_t depth, uint64_t buffer_bytes, std::shared_ptr<BlockCache> blocks = nullptr) const;
-  // A BlockCache over this store's objects holding at most `capacity_blocks` (block_cache.h);
+  // A BlockCache over this store's objects holding at most `capacity_blocks`, with `receivers`
+  // threads (at least one) of at most `max_in_flight` GETs each (0: no limit) (block_cache.h);
   // it must not outlive the store. Errors: Internal when libcurl cannot start.
-  Result<std::shared_ptr<BlockCache>> NewBlockCache(uint32_t capacity_blocks) const;
+  Result<std::shared_ptr<BlockCache>> NewBlockCache(uint32_t capacity_blocks,
+                                                    uint32_t receivers = 1,
+                                                    uint32_t max_in_flight = 0) const;
 
  private:
   RemoteOptions options_;
