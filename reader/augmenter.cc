@@ -38,6 +38,12 @@ Result<TensorSchema> ResizedCropSchema(const TensorSchema& stored, const Augment
                                    ", " + std::to_string(o.ratio_max) +
                                    ") must satisfy 0 < min <= max");
   }
+  if (o.interpolation != ResizeInterpolation::kBilinear &&
+      o.interpolation != ResizeInterpolation::kArea) {
+    return Status::InvalidArgument("random resized crop interpolation " +
+                                   std::to_string(static_cast<int>(o.interpolation)) +
+                                   " is neither bilinear (0) nor area (1)");
+  }
   if (stored.dtype != DType::kUint8 && stored.dtype != DType::kFloat32) {
     return Status::InvalidArgument("a random resized crop needs uint8 or float32 samples, not " +
                                    std::string(DTypeName(stored.dtype)));
@@ -376,6 +382,7 @@ AugmentParams DrawAugmentParams(const TensorSchema& stored, const AugmentOptions
     p.left = box.left;
     p.box_height = box.height;
     p.box_width = box.width;
+    p.area = options.interpolation == ResizeInterpolation::kArea;
   }
   if (options.crop_height != 0) {
     // Multiply-shift maps a uniform 64-bit value onto [0, range) with bias below 2^-32 here.
@@ -461,13 +468,72 @@ void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const Cro
   }
 }
 
+void ResizeCropArea(const uint8_t* in, const TensorSchema& stored, const CropBox& box,
+                    uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out) {
+  const bool u8 = stored.dtype == DType::kUint8;
+  const bool hwc = stored.layout == Layout::kHWC;
+  const uint32_t c = stored.channels;
+  const size_t elem = DTypeSize(stored.dtype);
+  // adaptive_avg_pool2d's start_index / end_index, in integers (exact).
+  auto start = [](uint64_t i, uint64_t in_size, uint64_t out_size) {
+    return static_cast<uint32_t>(i * in_size / out_size);
+  };
+  auto end = [](uint64_t i, uint64_t in_size, uint64_t out_size) {
+    return static_cast<uint32_t>(((i + 1) * in_size + out_size - 1) / out_size);
+  };
+  auto at = [&](uint32_t y, uint32_t x, uint32_t ch) {
+    const size_t i = hwc ? (size_t{y} * stored.width + x) * c + ch
+                         : (size_t{ch} * stored.height + y) * stored.width + x;
+    return in + i * elem;
+  };
+  for (uint32_t y = 0; y < out_height; ++y) {
+    const uint32_t y0 = box.top + start(y, box.height, out_height);
+    const uint32_t y1 = box.top + end(y, box.height, out_height);
+    for (uint32_t x = 0; x < out_width; ++x) {
+      const uint32_t x0 = box.left + start(x, box.width, out_width);
+      const uint32_t x1 = box.left + end(x, box.width, out_width);
+      const uint32_t dx = flip ? out_width - 1 - x : x;
+      const float kh = static_cast<float>(y1 - y0), kw = static_cast<float>(x1 - x0);
+      for (uint32_t ch = 0; ch < c; ++ch) {
+        const size_t o = hwc ? (size_t{y} * out_width + dx) * c + ch
+                             : (size_t{ch} * out_height + y) * out_width + dx;
+        if (u8) {
+          // An integer sum (torch's float32 sum is exact too while below 2^24).
+          uint64_t sum = 0;
+          for (uint32_t sy = y0; sy < y1; ++sy) {
+            for (uint32_t sx = x0; sx < x1; ++sx) sum += *at(sy, sx, ch);
+          }
+          out[o] = static_cast<uint8_t>(
+              static_cast<int>(std::nearbyint(static_cast<float>(sum) / kh / kw)));
+        } else {
+          float sum = 0;
+          for (uint32_t sy = y0; sy < y1; ++sy) {
+            for (uint32_t sx = x0; sx < x1; ++sx) sum += Load<float>(at(sy, sx, ch), 0);
+          }
+          const float v = sum / kh / kw;
+          std::memcpy(out + o * sizeof(float), &v, sizeof(float));
+        }
+      }
+    }
+  }
+}
+
 uint32_t ResizedCropDigest(const AugmentOptions& o) {
+  unsigned char bytes[4 * sizeof(double) + 1];
   const double v[4] = {o.scale_min, o.scale_max, o.ratio_min, o.ratio_max};
-  return static_cast<uint32_t>(Xxh3(v, sizeof(v)));
+  std::memcpy(bytes, v, sizeof(v));
+  bytes[sizeof(v)] = 1;
+  const bool area = o.interpolation == ResizeInterpolation::kArea;
+  return static_cast<uint32_t>(Xxh3(bytes, sizeof(v) + (area ? 1 : 0)));
 }
 
 void ApplyAugment(const uint8_t* in, const TensorSchema& stored, const AugmentParams& params,
                   const TensorSchema& out_schema, uint8_t* out) {
+  if (params.box_height != 0 && params.area) {
+    const CropBox box{params.top, params.left, params.box_height, params.box_width};
+    ResizeCropArea(in, stored, box, out_schema.height, out_schema.width, params.flip, out);
+    return;
+  }
   if (params.box_height != 0) {
     thread_local std::vector<float> rows;
     rows.resize(size_t{2} * out_schema.width * stored.channels);
