@@ -858,9 +858,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property(
           "interpolation",
           [](const LoaderOptions& o) {
-            return std::string(o.augment.interpolation == kiln::ResizeInterpolation::kArea
-                                   ? "area"
-                                   : "bilinear");
+            return std::string(
+                o.augment.interpolation == kiln::ResizeInterpolation::kArea ? "area" : "bilinear");
           },
           [](LoaderOptions& o, py::handle v) {
             const std::string name = ToString(v, "interpolation");
