@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -319,6 +320,64 @@ bool HaveAvx2() {
 }
 #endif  // KILN_AUGMENT_AVX2
 
+// adaptive_avg_pool2d's window of output index i: [start, end) of an axis of in_size, in
+// integers (exact).
+uint32_t AreaStart(uint64_t i, uint64_t in_size, uint64_t out_size) {
+  return static_cast<uint32_t>(i * in_size / out_size);
+}
+uint32_t AreaEnd(uint64_t i, uint64_t in_size, uint64_t out_size) {
+  return static_cast<uint32_t>(((i + 1) * in_size + out_size - 1) / out_size);
+}
+
+// The area resize of one plane-or-interleaved image (`stride` elements a row, `c` interleaved
+// channels), separably: per output row, the window's source rows added column by column (a
+// loop the compiler vectorises), then each output column's window of those sums added, then
+// every value divided by the window's height and width (vectorised too: two divisions per value
+// were most of the time). uint8 sums are integers (exact, so the order does not matter); float32
+// sums run top to bottom within a column, then left to right.
+template <typename T>
+void AreaPlane(const uint8_t* in, size_t stride, uint32_t c, const CropBox& box, uint32_t oh,
+               uint32_t ow, bool flip, uint8_t* out) {
+  using Acc = std::conditional_t<sizeof(T) == 1, uint32_t, float>;
+  const size_t row = size_t{ow} * c, box_row = size_t{box.width} * c;
+  // Per output value in output order (flip applied): the first box column of its window (times
+  // c, plus its channel) and the window's width.
+  std::vector<uint32_t> first(row), width(row);
+  std::vector<float> kw(row), sum(row);
+  for (uint32_t x = 0; x < ow; ++x) {
+    const uint32_t dx = flip ? ow - 1 - x : x;
+    const uint32_t x0 = AreaStart(x, box.width, ow), x1 = AreaEnd(x, box.width, ow);
+    for (uint32_t ch = 0; ch < c; ++ch) {
+      first[size_t{dx} * c + ch] = x0 * c + ch;
+      width[size_t{dx} * c + ch] = x1 - x0;
+      kw[size_t{dx} * c + ch] = static_cast<float>(x1 - x0);
+    }
+  }
+  std::vector<Acc> columns(box_row);
+  for (uint32_t y = 0; y < oh; ++y) {
+    const uint32_t y0 = box.top + AreaStart(y, box.height, oh);
+    const uint32_t y1 = box.top + AreaEnd(y, box.height, oh);
+    std::fill(columns.begin(), columns.end(), Acc{0});
+    // uint32 sums: a window of at most 2^32 / 255 pixels (16,843,009, a 4,104 x 4,104 box).
+    for (uint32_t sy = y0; sy < y1; ++sy) {
+      const uint8_t* r = in + (size_t{sy} * stride + size_t{box.left} * c) * sizeof(T);
+      if constexpr (sizeof(T) == 1) {
+        for (size_t i = 0; i < box_row; ++i) columns[i] += r[i];
+      } else {
+        for (size_t i = 0; i < box_row; ++i) columns[i] += Load<float>(r, i);
+      }
+    }
+    for (size_t i = 0; i < row; ++i) {
+      Acc s{0};
+      for (uint32_t k = 0; k < width[i]; ++k) s += columns[first[i] + size_t{k} * c];
+      sum[i] = static_cast<float>(s);
+    }
+    const float kh = static_cast<float>(y1 - y0);
+    uint8_t* dst = out + size_t{y} * row * sizeof(T);
+    for (size_t i = 0; i < row; ++i) Store<T>(dst, i, sum[i] / kh / kw[i]);
+  }
+}
+
 // Writes the `n` elements of `bytes` bytes each at `src` to `dst` in reverse order. Common sizes
 // get a fixed-size copy (a few moves) instead of a memcpy call per element.
 template <size_t kBytes>
@@ -470,50 +529,24 @@ void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const Cro
 
 void ResizeCropArea(const uint8_t* in, const TensorSchema& stored, const CropBox& box,
                     uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out) {
-  const bool u8 = stored.dtype == DType::kUint8;
-  const bool hwc = stored.layout == Layout::kHWC;
-  const uint32_t c = stored.channels;
   const size_t elem = DTypeSize(stored.dtype);
-  // adaptive_avg_pool2d's start_index / end_index, in integers (exact).
-  auto start = [](uint64_t i, uint64_t in_size, uint64_t out_size) {
-    return static_cast<uint32_t>(i * in_size / out_size);
-  };
-  auto end = [](uint64_t i, uint64_t in_size, uint64_t out_size) {
-    return static_cast<uint32_t>(((i + 1) * in_size + out_size - 1) / out_size);
-  };
-  auto at = [&](uint32_t y, uint32_t x, uint32_t ch) {
-    const size_t i = hwc ? (size_t{y} * stored.width + x) * c + ch
-                         : (size_t{ch} * stored.height + y) * stored.width + x;
-    return in + i * elem;
-  };
-  for (uint32_t y = 0; y < out_height; ++y) {
-    const uint32_t y0 = box.top + start(y, box.height, out_height);
-    const uint32_t y1 = box.top + end(y, box.height, out_height);
-    for (uint32_t x = 0; x < out_width; ++x) {
-      const uint32_t x0 = box.left + start(x, box.width, out_width);
-      const uint32_t x1 = box.left + end(x, box.width, out_width);
-      const uint32_t dx = flip ? out_width - 1 - x : x;
-      const float kh = static_cast<float>(y1 - y0), kw = static_cast<float>(x1 - x0);
-      for (uint32_t ch = 0; ch < c; ++ch) {
-        const size_t o = hwc ? (size_t{y} * out_width + dx) * c + ch
-                             : (size_t{ch} * out_height + y) * out_width + dx;
-        if (u8) {
-          // An integer sum (torch's float32 sum is exact too while below 2^24).
-          uint64_t sum = 0;
-          for (uint32_t sy = y0; sy < y1; ++sy) {
-            for (uint32_t sx = x0; sx < x1; ++sx) sum += *at(sy, sx, ch);
-          }
-          out[o] = static_cast<uint8_t>(
-              static_cast<int>(std::nearbyint(static_cast<float>(sum) / kh / kw)));
-        } else {
-          float sum = 0;
-          for (uint32_t sy = y0; sy < y1; ++sy) {
-            for (uint32_t sx = x0; sx < x1; ++sx) sum += Load<float>(at(sy, sx, ch), 0);
-          }
-          const float v = sum / kh / kw;
-          std::memcpy(out + o * sizeof(float), &v, sizeof(float));
-        }
-      }
+  if (stored.layout == Layout::kHWC) {
+    if (stored.dtype == DType::kUint8) {
+      AreaPlane<uint8_t>(in, size_t{stored.width} * stored.channels, stored.channels, box,
+                         out_height, out_width, flip, out);
+    } else {
+      AreaPlane<float>(in, size_t{stored.width} * stored.channels, stored.channels, box, out_height,
+                       out_width, flip, out);
+    }
+    return;
+  }
+  for (uint32_t ch = 0; ch < stored.channels; ++ch) {
+    const uint8_t* src = in + size_t{ch} * stored.height * stored.width * elem;
+    uint8_t* dst = out + size_t{ch} * out_height * out_width * elem;
+    if (stored.dtype == DType::kUint8) {
+      AreaPlane<uint8_t>(src, stored.width, 1, box, out_height, out_width, flip, dst);
+    } else {
+      AreaPlane<float>(src, stored.width, 1, box, out_height, out_width, flip, dst);
     }
   }
 }

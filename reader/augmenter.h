@@ -115,9 +115,11 @@ void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const Cro
 // (y, x) is the mean of box rows [floor(y * H / oh), ceil((y + 1) * H / oh)) and columns
 // [floor(x * W / ow), ceil((x + 1) * W / ow)) (H x W the box; windows of neighbouring pixels
 // overlap when the sizes do not divide). uint8: the window's exact integer sum, divided in
-// float32 by its height and then its width, rounded half to even; float32: summed in float32
-// row by row. Upsampling repeats pixels (windows of one pixel). Not vectorised. Thread safety:
-// none needed (no scratch).
+// float32 by its height and then its width, rounded half to even (equal to torch's float32
+// result rounded, on every value ResizedCropTest compares); float32: each column of the window
+// summed top to bottom, the column sums left to right. Upsampling repeats pixels (windows of
+// one pixel). Computed separably, not vectorised. Thread safety: none needed (no shared
+// scratch).
 void ResizeCropArea(const uint8_t* in, const TensorSchema& stored, const CropBox& box,
                     uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out);
 
