@@ -173,12 +173,13 @@ void Resize(const uint8_t* in, size_t stride, uint32_t runtime_c, const CropBox&
 // The horizontal pass of one resize, planned per output value in output (stored) order with the
 // flip applied: value j of a resampled row (pixel j / c, channel j % c) is
 // w0[j] * src[sa[j]] + w1[j] * src[sb[j]] for the box row `src`. The values go in groups of
-// eight. Group g is "windowed" when its sixteen taps lie in the 16 bytes from window[g] and those
-// bytes lie inside the box row: one 16-byte load then serves the whole group, and `take` holds
+// eight, each group in two halves of four (the two 128-bit lanes of a vector). Group g is
+// "windowed" when the eight taps of each half h lie in the 16 bytes from window[2g + h] and those
+// bytes lie inside the box row: two 16-byte loads then serve the whole group, and `take` holds
 // the byte shuffles (32 bytes for the first taps, 32 for the second) that widen the taps to the
-// eight 32-bit lanes. Other groups (window[g] = kNoWindow: near the box's right edge, or a
-// shrink of more than about 1.6x for 3 channels) and the values after the last whole group are
-// computed one by one.
+// eight 32-bit lanes. For 3 channels a half spans two pixels' taps, so shrinks up to about 3.3x
+// are windowed. Other groups (window[2g] = kNoWindow), and the values after the last whole
+// group, are computed one by one.
 struct HorizontalPlan {
   static constexpr uint32_t kNoWindow = ~uint32_t{0};
   std::vector<uint32_t> sa, sb, window;
@@ -202,29 +203,38 @@ void MakeHorizontalPlan(const Taps& tx, uint32_t box_width, uint32_t ow, uint32_
       plan->w1[dx * c + ch] = tx.w1[x];
     }
   }
-  plan->window.assign(groups, HorizontalPlan::kNoWindow);
+  plan->window.assign(2 * groups, HorizontalPlan::kNoWindow);
   plan->take.assign(groups * 64, 0x80);  // 0x80: pshufb writes a zero byte
+  if (row_bytes < 16) return;            // no window fits in the box row
   for (size_t g = 0; g < groups; ++g) {
-    uint32_t lo = ~uint32_t{0}, hi = 0;
-    for (size_t e = 8 * g; e < 8 * g + 8; ++e) {
-      lo = std::min({lo, plan->sa[e], plan->sb[e]});
-      hi = std::max({hi, plan->sa[e], plan->sb[e]});
+    uint32_t start[2];
+    bool fits = true;
+    for (size_t h = 0; h < 2; ++h) {
+      uint32_t lo = ~uint32_t{0}, hi = 0;
+      for (size_t e = 8 * g + 4 * h; e < 8 * g + 4 * h + 4; ++e) {
+        lo = std::min({lo, plan->sa[e], plan->sb[e]});
+        hi = std::max({hi, plan->sa[e], plan->sb[e]});
+      }
+      // The window starts at the first tap, or earlier where that would leave the box row.
+      start[h] = static_cast<uint32_t>(std::min<size_t>(lo, row_bytes - 16));
+      fits = fits && hi - start[h] < 16;
     }
-    if (hi - lo >= 16 || size_t{lo} + 16 > row_bytes) continue;
-    plan->window[g] = lo;
+    if (!fits) continue;
+    plan->window[2 * g] = start[0];
+    plan->window[2 * g + 1] = start[1];
     uint8_t* take = plan->take.data() + 64 * g;
     for (size_t e = 0; e < 8; ++e) {
-      // Lane e / 4 of the 256-bit shuffle, 32-bit element e % 4, its low byte.
+      // Lane e / 4 of the 256-bit shuffle (the half's window), 32-bit element e % 4, low byte.
       const size_t at = 16 * (e / 4) + 4 * (e % 4);
-      take[at] = static_cast<uint8_t>(plan->sa[8 * g + e] - lo);
-      take[32 + at] = static_cast<uint8_t>(plan->sb[8 * g + e] - lo);
+      take[at] = static_cast<uint8_t>(plan->sa[8 * g + e] - start[e / 4]);
+      take[32 + at] = static_cast<uint8_t>(plan->sb[8 * g + e] - start[e / 4]);
     }
   }
 }
 
-// One box row `src` through `plan` to the float row `dst` (n values). A windowed group: the 16
-// bytes copied to both 128-bit lanes, one byte shuffle per tap, eight conversions, products and
-// sums, one 8-float store.
+// One box row `src` through `plan` to the float row `dst` (n values). A windowed group: its two
+// 16-byte windows loaded into the two 128-bit lanes, one byte shuffle per tap, eight
+// conversions, products and sums, one 8-float store.
 __attribute__((target("avx2"))) void HorizontalU8Avx2(const uint8_t* src,
                                                       const HorizontalPlan& plan, size_t n,
                                                       float* __restrict dst) {
@@ -242,12 +252,14 @@ __attribute__((target("avx2"))) void HorizontalU8Avx2(const uint8_t* src,
   };
   for (size_t g = 0; g < groups; ++g) {
     const size_t j = 8 * g;
-    if (window[g] == HorizontalPlan::kNoWindow) {
+    if (window[2 * g] == HorizontalPlan::kNoWindow) {
       for (size_t e = j; e < j + 8; ++e) one(e);
       continue;
     }
-    const __m256i bytes = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + window[g])));
+    const __m256i bytes = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + window[2 * g]))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + window[2 * g + 1])), 1);
     const __m256i take_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(take + 64 * g));
     const __m256i take_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(take + 64 * g + 32));
     const __m256 fa = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(bytes, take_a));
