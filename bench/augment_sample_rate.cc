@@ -1,17 +1,17 @@
 // Read-time augmentation cost per sample, without the loader around it: times ApplyAugment on
-// stored uint8 HWC samples for a plain crop + flip and RandomResizedCrop + flip to the same output
-// size, alternating the two round by round, and prints each one's median samples/s over the
-// rounds and the RandomResizedCrop / crop ratio (issue 31's goal: >= 0.5 at 224x224 from
-// 256x256x3).
+// stored uint8 HWC samples for a plain crop + flip, RandomResizedCrop + flip (bilinear) and the
+// same boxes with area interpolation, to the same output size, alternating them round by round, and
+// prints each one's median samples/s over the rounds and the RandomResizedCrop / crop ratio (issue
+// 31's goal: >= 0.5 at 224x224 from 256x256x3).
 //
 //   augment_sample_rate [--size 224] [--stored 256] [--channels 3] [--samples 2000]
-//                       [--rounds 7] [--pool 64]
+//                       [--rounds 7] [--pool 64] [--chw 0|1]
 //
 // The parameters are DrawAugmentParams's for samples 0..samples-1 (seed 1, epoch 0), the same
 // boxes the loader draws; the inputs cycle through `pool` distinct stored samples (random bytes:
 // the resize costs the same whatever the pixels) and the outputs through `pool` batch slots, so
-// the working set is larger than the caches, as in a batch. Used for BENCHMARKS.md,
-// "Read-time RandomResizedCrop and crop + flip (issue 31)".
+// the working set is larger than the caches, as in a batch. --chw 1: CHW samples. Used for
+// BENCHMARKS.md, "Read-time RandomResizedCrop and crop + flip (issue 31)".
 #include <time.h>
 
 #include <algorithm>
@@ -48,6 +48,7 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   uint32_t size = 224, stored_side = 256, channels = 3, samples = 2000, rounds = 7, pool = 64;
+  uint32_t chw = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const uint32_t v = static_cast<uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
@@ -63,6 +64,8 @@ int main(int argc, char** argv) {
       rounds = v;
     } else if (flag == "--pool") {
       pool = v;
+    } else if (flag == "--chw") {
+      chw = v;
     } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
@@ -77,7 +80,7 @@ int main(int argc, char** argv) {
   stored.height = stored.width = stored_side;
   stored.channels = channels;
   stored.dtype = kiln::DType::kUint8;
-  stored.layout = kiln::Layout::kHWC;
+  stored.layout = chw != 0 ? kiln::Layout::kCHW : kiln::Layout::kHWC;
   const size_t in_bytes = stored.sample_bytes();
   std::vector<uint8_t> in(in_bytes * pool);
   uint64_t x = 12345;
@@ -94,11 +97,14 @@ int main(int argc, char** argv) {
     std::vector<double> rates;      // samples per wall-clock second
     std::vector<double> cpu_rates;  // samples per second of this thread's CPU time
   };
-  std::vector<Config> configs(2);
+  std::vector<Config> configs(3);
   configs[0].name = "crop + flip";
   configs[0].options.crop_height = configs[0].options.crop_width = size;
   configs[1].name = "RandomResizedCrop + flip";
   configs[1].options.resize_height = configs[1].options.resize_width = size;
+  configs[2].name = "RRC (area) + flip";
+  configs[2].options = configs[1].options;
+  configs[2].options.interpolation = kiln::ResizeInterpolation::kArea;
   for (Config& c : configs) {
     c.options.flip = true;
     kiln::Result<kiln::TensorSchema> out = kiln::AugmentedSchema(stored, c.options);
@@ -131,8 +137,9 @@ int main(int argc, char** argv) {
       c.cpu_rates.push_back(samples / (CpuSeconds() - cpu_start));
     }
   }
-  std::printf("%u samples of %ux%ux%u uint8 HWC -> %ux%u, pool %u, medians of %u rounds\n", samples,
-              stored_side, stored_side, channels, size, size, pool, rounds);
+  std::printf("%u samples of %ux%ux%u uint8 %s -> %ux%u, pool %u, medians of %u rounds\n", samples,
+              stored_side, stored_side, channels, chw != 0 ? "CHW" : "HWC", size, size, pool,
+              rounds);
   for (const Config& c : configs) {
     const auto [lo, hi] = std::minmax_element(c.rates.begin(), c.rates.end());
     std::printf("%-26s %8.0f samples/s wall (%.0f-%.0f), %8.0f per CPU second (%.2f us)\n", c.name,

@@ -855,6 +855,25 @@ PYBIND11_MODULE(_core, m) {
                          "RandomResizedCrop aspect ratio lower bound. Default 3/4.")
       .KILN_DOUBLE_FIELD(LoaderOptions, "ratio_max", augment.ratio_max,
                          "RandomResizedCrop aspect ratio upper bound. Default 4/3.")
+      .def_property(
+          "interpolation",
+          [](const LoaderOptions& o) {
+            return std::string(
+                o.augment.interpolation == kiln::ResizeInterpolation::kArea ? "area" : "bilinear");
+          },
+          [](LoaderOptions& o, py::handle v) {
+            const std::string name = ToString(v, "interpolation");
+            if (name == "bilinear") {
+              o.augment.interpolation = kiln::ResizeInterpolation::kBilinear;
+            } else if (name == "area") {
+              o.augment.interpolation = kiln::ResizeInterpolation::kArea;
+            } else {
+              kiln::python::ThrowStatus(kiln::Status::InvalidArgument(
+                  "interpolation must be 'bilinear' or 'area', got '" + name + "'"));
+            }
+          },
+          "RandomResizedCrop's resampling: 'bilinear' or 'area' (reader/augmenter.h, "
+          "ResizeInterpolation). Default 'bilinear'.")
       .KILN_INT_FIELD(LoaderOptions, "start_epoch", start_epoch,
                       "The epoch the first batch belongs to.")
       .KILN_INT_FIELD(LoaderOptions, "read_ahead_bytes", read_ahead_bytes,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,12 @@ Result<TensorSchema> ResizedCropSchema(const TensorSchema& stored, const Augment
     return Status::InvalidArgument("random resized crop ratio (" + std::to_string(o.ratio_min) +
                                    ", " + std::to_string(o.ratio_max) +
                                    ") must satisfy 0 < min <= max");
+  }
+  if (o.interpolation != ResizeInterpolation::kBilinear &&
+      o.interpolation != ResizeInterpolation::kArea) {
+    return Status::InvalidArgument("random resized crop interpolation " +
+                                   std::to_string(static_cast<int>(o.interpolation)) +
+                                   " is neither bilinear (0) nor area (1)");
   }
   if (stored.dtype != DType::kUint8 && stored.dtype != DType::kFloat32) {
     return Status::InvalidArgument("a random resized crop needs uint8 or float32 samples, not " +
@@ -166,12 +173,13 @@ void Resize(const uint8_t* in, size_t stride, uint32_t runtime_c, const CropBox&
 // The horizontal pass of one resize, planned per output value in output (stored) order with the
 // flip applied: value j of a resampled row (pixel j / c, channel j % c) is
 // w0[j] * src[sa[j]] + w1[j] * src[sb[j]] for the box row `src`. The values go in groups of
-// eight. Group g is "windowed" when its sixteen taps lie in the 16 bytes from window[g] and those
-// bytes lie inside the box row: one 16-byte load then serves the whole group, and `take` holds
+// eight, each group in two halves of four (the two 128-bit lanes of a vector). Group g is
+// "windowed" when the eight taps of each half h lie in the 16 bytes from window[2g + h] and those
+// bytes lie inside the box row: two 16-byte loads then serve the whole group, and `take` holds
 // the byte shuffles (32 bytes for the first taps, 32 for the second) that widen the taps to the
-// eight 32-bit lanes. Other groups (window[g] = kNoWindow: near the box's right edge, or a
-// shrink of more than about 1.6x for 3 channels) and the values after the last whole group are
-// computed one by one.
+// eight 32-bit lanes. For 3 channels a half spans two pixels' taps, so shrinks up to about 3.3x
+// are windowed. Other groups (window[2g] = kNoWindow), and the values after the last whole
+// group, are computed one by one.
 struct HorizontalPlan {
   static constexpr uint32_t kNoWindow = ~uint32_t{0};
   std::vector<uint32_t> sa, sb, window;
@@ -195,29 +203,38 @@ void MakeHorizontalPlan(const Taps& tx, uint32_t box_width, uint32_t ow, uint32_
       plan->w1[dx * c + ch] = tx.w1[x];
     }
   }
-  plan->window.assign(groups, HorizontalPlan::kNoWindow);
+  plan->window.assign(2 * groups, HorizontalPlan::kNoWindow);
   plan->take.assign(groups * 64, 0x80);  // 0x80: pshufb writes a zero byte
+  if (row_bytes < 16) return;            // no window fits in the box row
   for (size_t g = 0; g < groups; ++g) {
-    uint32_t lo = ~uint32_t{0}, hi = 0;
-    for (size_t e = 8 * g; e < 8 * g + 8; ++e) {
-      lo = std::min({lo, plan->sa[e], plan->sb[e]});
-      hi = std::max({hi, plan->sa[e], plan->sb[e]});
+    uint32_t start[2];
+    bool fits = true;
+    for (size_t h = 0; h < 2; ++h) {
+      uint32_t lo = ~uint32_t{0}, hi = 0;
+      for (size_t e = 8 * g + 4 * h; e < 8 * g + 4 * h + 4; ++e) {
+        lo = std::min({lo, plan->sa[e], plan->sb[e]});
+        hi = std::max({hi, plan->sa[e], plan->sb[e]});
+      }
+      // The window starts at the first tap, or earlier where that would leave the box row.
+      start[h] = static_cast<uint32_t>(std::min<size_t>(lo, row_bytes - 16));
+      fits = fits && hi - start[h] < 16;
     }
-    if (hi - lo >= 16 || size_t{lo} + 16 > row_bytes) continue;
-    plan->window[g] = lo;
+    if (!fits) continue;
+    plan->window[2 * g] = start[0];
+    plan->window[2 * g + 1] = start[1];
     uint8_t* take = plan->take.data() + 64 * g;
     for (size_t e = 0; e < 8; ++e) {
-      // Lane e / 4 of the 256-bit shuffle, 32-bit element e % 4, its low byte.
+      // Lane e / 4 of the 256-bit shuffle (the half's window), 32-bit element e % 4, low byte.
       const size_t at = 16 * (e / 4) + 4 * (e % 4);
-      take[at] = static_cast<uint8_t>(plan->sa[8 * g + e] - lo);
-      take[32 + at] = static_cast<uint8_t>(plan->sb[8 * g + e] - lo);
+      take[at] = static_cast<uint8_t>(plan->sa[8 * g + e] - start[e / 4]);
+      take[32 + at] = static_cast<uint8_t>(plan->sb[8 * g + e] - start[e / 4]);
     }
   }
 }
 
-// One box row `src` through `plan` to the float row `dst` (n values). A windowed group: the 16
-// bytes copied to both 128-bit lanes, one byte shuffle per tap, eight conversions, products and
-// sums, one 8-float store.
+// One box row `src` through `plan` to the float row `dst` (n values). A windowed group: its two
+// 16-byte windows loaded into the two 128-bit lanes, one byte shuffle per tap, eight
+// conversions, products and sums, one 8-float store.
 __attribute__((target("avx2"))) void HorizontalU8Avx2(const uint8_t* src,
                                                       const HorizontalPlan& plan, size_t n,
                                                       float* __restrict dst) {
@@ -235,12 +252,14 @@ __attribute__((target("avx2"))) void HorizontalU8Avx2(const uint8_t* src,
   };
   for (size_t g = 0; g < groups; ++g) {
     const size_t j = 8 * g;
-    if (window[g] == HorizontalPlan::kNoWindow) {
+    if (window[2 * g] == HorizontalPlan::kNoWindow) {
       for (size_t e = j; e < j + 8; ++e) one(e);
       continue;
     }
-    const __m256i bytes = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + window[g])));
+    const __m256i bytes = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + window[2 * g]))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + window[2 * g + 1])), 1);
     const __m256i take_a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(take + 64 * g));
     const __m256i take_b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(take + 64 * g + 32));
     const __m256 fa = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(bytes, take_a));
@@ -312,6 +331,64 @@ bool HaveAvx2() {
   return have;
 }
 #endif  // KILN_AUGMENT_AVX2
+
+// adaptive_avg_pool2d's window of output index i: [start, end) of an axis of in_size, in
+// integers (exact).
+uint32_t AreaStart(uint64_t i, uint64_t in_size, uint64_t out_size) {
+  return static_cast<uint32_t>(i * in_size / out_size);
+}
+uint32_t AreaEnd(uint64_t i, uint64_t in_size, uint64_t out_size) {
+  return static_cast<uint32_t>(((i + 1) * in_size + out_size - 1) / out_size);
+}
+
+// The area resize of one plane-or-interleaved image (`stride` elements a row, `c` interleaved
+// channels), separably: per output row, the window's source rows added column by column (a
+// loop the compiler vectorises), then each output column's window of those sums added, then
+// every value divided by the window's height and width (vectorised too: two divisions per value
+// were most of the time). uint8 sums are integers (exact, so the order does not matter); float32
+// sums run top to bottom within a column, then left to right.
+template <typename T>
+void AreaPlane(const uint8_t* in, size_t stride, uint32_t c, const CropBox& box, uint32_t oh,
+               uint32_t ow, bool flip, uint8_t* out) {
+  using Acc = std::conditional_t<sizeof(T) == 1, uint32_t, float>;
+  const size_t row = size_t{ow} * c, box_row = size_t{box.width} * c;
+  // Per output value in output order (flip applied): the first box column of its window (times
+  // c, plus its channel) and the window's width.
+  std::vector<uint32_t> first(row), width(row);
+  std::vector<float> kw(row), sum(row);
+  for (uint32_t x = 0; x < ow; ++x) {
+    const uint32_t dx = flip ? ow - 1 - x : x;
+    const uint32_t x0 = AreaStart(x, box.width, ow), x1 = AreaEnd(x, box.width, ow);
+    for (uint32_t ch = 0; ch < c; ++ch) {
+      first[size_t{dx} * c + ch] = x0 * c + ch;
+      width[size_t{dx} * c + ch] = x1 - x0;
+      kw[size_t{dx} * c + ch] = static_cast<float>(x1 - x0);
+    }
+  }
+  std::vector<Acc> columns(box_row);
+  for (uint32_t y = 0; y < oh; ++y) {
+    const uint32_t y0 = box.top + AreaStart(y, box.height, oh);
+    const uint32_t y1 = box.top + AreaEnd(y, box.height, oh);
+    std::fill(columns.begin(), columns.end(), Acc{0});
+    // uint32 sums: a window of at most 2^32 / 255 pixels (16,843,009, a 4,104 x 4,104 box).
+    for (uint32_t sy = y0; sy < y1; ++sy) {
+      const uint8_t* r = in + (size_t{sy} * stride + size_t{box.left} * c) * sizeof(T);
+      if constexpr (sizeof(T) == 1) {
+        for (size_t i = 0; i < box_row; ++i) columns[i] += r[i];
+      } else {
+        for (size_t i = 0; i < box_row; ++i) columns[i] += Load<float>(r, i);
+      }
+    }
+    for (size_t i = 0; i < row; ++i) {
+      Acc s{0};
+      for (uint32_t k = 0; k < width[i]; ++k) s += columns[first[i] + size_t{k} * c];
+      sum[i] = static_cast<float>(s);
+    }
+    const float kh = static_cast<float>(y1 - y0);
+    uint8_t* dst = out + size_t{y} * row * sizeof(T);
+    for (size_t i = 0; i < row; ++i) Store<T>(dst, i, sum[i] / kh / kw[i]);
+  }
+}
 
 // Writes the `n` elements of `bytes` bytes each at `src` to `dst` in reverse order. Common sizes
 // get a fixed-size copy (a few moves) instead of a memcpy call per element.
@@ -400,6 +477,7 @@ AugmentParams DrawAugmentParams(const TensorSchema& stored, const AugmentOptions
     p.left = box.left;
     p.box_height = box.height;
     p.box_width = box.width;
+    p.area = options.interpolation == ResizeInterpolation::kArea;
   }
   if (options.crop_height != 0) {
     // Multiply-shift maps a uniform 64-bit value onto [0, range) with bias below 2^-32 here.
@@ -506,9 +584,37 @@ void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const Cro
   }
 }
 
+void ResizeCropArea(const uint8_t* in, const TensorSchema& stored, const CropBox& box,
+                    uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out) {
+  const size_t elem = DTypeSize(stored.dtype);
+  if (stored.layout == Layout::kHWC) {
+    if (stored.dtype == DType::kUint8) {
+      AreaPlane<uint8_t>(in, size_t{stored.width} * stored.channels, stored.channels, box,
+                         out_height, out_width, flip, out);
+    } else {
+      AreaPlane<float>(in, size_t{stored.width} * stored.channels, stored.channels, box, out_height,
+                       out_width, flip, out);
+    }
+    return;
+  }
+  for (uint32_t ch = 0; ch < stored.channels; ++ch) {
+    const uint8_t* src = in + size_t{ch} * stored.height * stored.width * elem;
+    uint8_t* dst = out + size_t{ch} * out_height * out_width * elem;
+    if (stored.dtype == DType::kUint8) {
+      AreaPlane<uint8_t>(src, stored.width, 1, box, out_height, out_width, flip, dst);
+    } else {
+      AreaPlane<float>(src, stored.width, 1, box, out_height, out_width, flip, dst);
+    }
+  }
+}
+
 uint32_t ResizedCropDigest(const AugmentOptions& o) {
+  unsigned char bytes[4 * sizeof(double) + 1];
   const double v[4] = {o.scale_min, o.scale_max, o.ratio_min, o.ratio_max};
-  return static_cast<uint32_t>(Xxh3(v, sizeof(v)));
+  std::memcpy(bytes, v, sizeof(v));
+  bytes[sizeof(v)] = 1;
+  const bool area = o.interpolation == ResizeInterpolation::kArea;
+  return static_cast<uint32_t>(Xxh3(bytes, sizeof(v) + (area ? 1 : 0)));
 }
 
 uint32_t CenterCropDigest(const AugmentOptions& o) {
@@ -518,6 +624,11 @@ uint32_t CenterCropDigest(const AugmentOptions& o) {
 
 void ApplyAugment(const uint8_t* in, const TensorSchema& stored, const AugmentParams& params,
                   const TensorSchema& out_schema, uint8_t* out) {
+  if (params.box_height != 0 && params.area) {
+    const CropBox box{params.top, params.left, params.box_height, params.box_width};
+    ResizeCropArea(in, stored, box, out_schema.height, out_schema.width, params.flip, out);
+    return;
+  }
   if (params.box_height != 0) {
     thread_local std::vector<float> rows;
     rows.resize(size_t{2} * out_schema.width * stored.channels);

@@ -16,6 +16,16 @@
 
 namespace kiln {
 
+// RandomResizedCrop's resampling of the box to the output size.
+enum class ResizeInterpolation : uint8_t {
+  // torchvision's InterpolationMode.BILINEAR with antialias=False (ResizeCropBilinear).
+  kBilinear = 0,
+  // torch.nn.functional.interpolate(mode="area") (ResizeCropArea): each output pixel the mean of
+  // the box pixels its window covers. For boxes much larger than the output (more than about
+  // 2x), where bilinear without antialiasing skips pixels and aliases.
+  kArea = 1,
+};
+
 struct AugmentOptions {
   // Output height and width of a random crop; 0 and 0 for no crop. Must not exceed the stored
   // size. Default 0 (off).
@@ -32,6 +42,8 @@ struct AugmentOptions {
   uint32_t resize_width = 0;
   double scale_min = 0.08, scale_max = 1.0;
   double ratio_min = 3.0 / 4.0, ratio_max = 4.0 / 3.0;
+  // RandomResizedCrop's resampling. Default kBilinear.
+  ResizeInterpolation interpolation = ResizeInterpolation::kBilinear;
 
   // Center crop + resize (the evaluation transform; FFCV's CenterCropRGBImageDecoder): output
   // height and width in pixels; 0 and 0 for off (default). The box is the largest one of the
@@ -62,6 +74,8 @@ struct AugmentParams {
   // RandomResizedCrop and center crop: the box's height and width in stored pixels (0 otherwise).
   uint32_t box_height = 0;
   uint32_t box_width = 0;
+  // RandomResizedCrop only: resample by area (ResizeCropArea) instead of bilinear.
+  bool area = false;
 };
 
 // A crop box in stored pixels.
@@ -72,8 +86,9 @@ struct CropBox {
 // Returns the schema of augmented samples (the crop size, otherwise `stored`).
 // Errors: InvalidArgument when only one crop size is set or the crop exceeds the stored size;
 // for RandomResizedCrop when only one size is set, a plain crop is set too, scale or ratio is
-// out of range, or the dtype is not uint8/float32; for the center crop when only one size is
-// set, another crop is set too, the ratio is outside (0, 1], or the dtype is not uint8/float32.
+// out of range, the interpolation is not a ResizeInterpolation value, or the dtype is not
+// uint8/float32; for the center crop when only one size is set, another crop is set too, the
+// ratio is outside (0, 1], or the dtype is not uint8/float32.
 Result<TensorSchema> AugmentedSchema(const TensorSchema& stored, const AugmentOptions& options);
 
 // Draws sample `sample`'s parameters for (seed, epoch): top uniform in [0, H - crop_height],
@@ -118,15 +133,33 @@ void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const Cro
                         uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out,
                         float* row_scratch);
 
+// Area resize of box `box` of a `stored` sample (uint8 or float32, HWC or CHW) at `in` to
+// out_height x out_width at `out` (same dtype and layout), mirrored left-right when `flip`, as
+// torch.nn.functional.interpolate(mode="area") (adaptive_avg_pool2d) on the box: output pixel
+// (y, x) is the mean of box rows [floor(y * H / oh), ceil((y + 1) * H / oh)) and columns
+// [floor(x * W / ow), ceil((x + 1) * W / ow)) (H x W the box; windows of neighbouring pixels
+// overlap when the sizes do not divide). uint8: the window's exact integer sum, divided in
+// float32 by its height and then its width, rounded half to even (equal to torch's float32
+// result rounded, on every value ResizedCropTest compares); float32: each column of the window
+// summed top to bottom, the column sums left to right. Upsampling repeats pixels (windows of
+// one pixel). Computed separably, not vectorised. Thread safety: none needed (no shared
+// scratch).
+void ResizeCropArea(const uint8_t* in, const TensorSchema& stored, const CropBox& box,
+                    uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out);
+
 // Low 32 bits of XXH3-64 of the bytes of (scale_min, scale_max, ratio_min, ratio_max) as
-// little-endian doubles: what a reader state records of RandomResizedCrop's ranges.
+// little-endian doubles, followed by one byte 1 when the interpolation is kArea (nothing for
+// kBilinear, so older states keep their digest): what a reader state records of
+// RandomResizedCrop's settings.
 uint32_t ResizedCropDigest(const AugmentOptions& options);
 // Low 32 bits of XXH3-64 of (center_crop_ratio, -1, -1, -1) as little-endian doubles: what a
 // reader state records of the center crop (no RandomResizedCrop range has a negative value).
 uint32_t CenterCropDigest(const AugmentOptions& options);
 
 // Writes the crop of `in` (a sample of schema `stored`) at `params` to `out` (a sample of schema
-// `out_schema` from AugmentedSchema), mirrored when params.flip.
+// `out_schema` from AugmentedSchema), mirrored when params.flip; with RandomResizedCrop
+// (params.box_height != 0) the box resized by ResizeCropBilinear, or ResizeCropArea when
+// params.area.
 void ApplyAugment(const uint8_t* in, const TensorSchema& stored, const AugmentParams& params,
                   const TensorSchema& out_schema, uint8_t* out);
 

@@ -71,7 +71,8 @@ struct ReaderState {
   bool flip = false;
   // RandomResizedCrop on: crop_height/crop_width then hold its output size, and
   // resized_crop_digest the low 32 bits of XXH3-64 of its (scale_min, scale_max, ratio_min,
-  // ratio_max) doubles (ResizedCropDigest). Both zero when off, so older states keep their bytes.
+  // ratio_max) doubles, and a byte 1 after them for area interpolation (ResizedCropDigest). Both
+  // zero when off, so older states keep their bytes.
   bool resized_crop = false;
   uint32_t resized_crop_digest = 0;
   // The dataset: its sample count and fingerprint (the manifest checksum, XXH3-64 of the

@@ -21,6 +21,7 @@ class LoaderOptions:
     crop_height: int
     crop_width: int
     flip: bool
+    interpolation: str
     start_epoch: int
     read_ahead_bytes: int
     io: str

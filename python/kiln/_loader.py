@@ -160,6 +160,7 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
                    random_resized_crop: Union[None, int, Sequence[int]] = None,
                    scale: Sequence[float] = (0.08, 1.0),
                    ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
+                   interpolation: str = "bilinear",
                    tail: str = "short", block_bytes: int = 4 << 20, window: int = 16,
                    read_ahead_bytes: int = 16 << 20, io: str = "auto",
                    stats_dir: Optional[PathLike] = None,
@@ -183,7 +184,8 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
         num_threads=num_threads, prefetch=prefetch, pin_memory=pin_memory, rank=rank,
         world_size=world_size, crop_height=crop_height, crop_width=crop_width, flip=flip,
         resize_height=resize_height, resize_width=resize_width, scale_min=scale_min,
-        scale_max=scale_max, ratio_min=ratio_min, ratio_max=ratio_max, tail=tail, block_bytes=block_bytes, shuffle_window=window,
+        scale_max=scale_max, ratio_min=ratio_min, ratio_max=ratio_max,
+        interpolation=interpolation, tail=tail, block_bytes=block_bytes, shuffle_window=window,
         read_ahead_bytes=read_ahead_bytes, io=io))
     # Statistics export (kiln.Loader's stats_dir=, stats_interval=): None leaves the C++ default,
     # which reads KILN_STATS_DIR / KILN_STATS_INTERVAL at creation.
@@ -202,8 +204,8 @@ class Loader:
     prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
     normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16,
     read_ahead_bytes=16 << 20, dtype=None, io="auto", random_resized_crop=None,
-    scale=(0.08, 1.0), ratio=(3/4, 4/3), weights=None, repeats=None, samples_per_epoch=None,
-    stats_dir=None, stats_interval=None)``
+    scale=(0.08, 1.0), ratio=(3/4, 4/3), interpolation="bilinear", weights=None, repeats=None,
+    samples_per_epoch=None, stats_dir=None, stats_interval=None)``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -345,6 +347,10 @@ class Loader:
             bilinearly as ``resized_crop(..., BILINEAR, antialias=False)`` (reader/augmenter.h);
             uint8 and float32 data; always on the CPU, also with ``device``/``normalize``.
             Default None (off), scale (0.08, 1.0), ratio (3/4, 4/3).
+        interpolation: RandomResizedCrop's resampling: ``"bilinear"`` (above) or ``"area"``,
+            ``torch.nn.functional.interpolate(mode="area")`` on the box (each output pixel the
+            mean of the box pixels its window covers), for boxes much larger than the output,
+            where bilinear without antialiasing aliases. Default "bilinear".
         normalize: ``(mean, std)``, each a number or one value per channel, in [0, 1] units as
             in torchvision: yields ``float32`` ``(x / 255 - mean) / std`` for ``uint8`` data
             (``(x - mean) / std`` for float data), computed as ``x * float32(1/255)``, minus
@@ -411,6 +417,7 @@ class Loader:
                  random_resized_crop: Union[None, int, Sequence[int]] = None,
                  scale: Sequence[float] = (0.08, 1.0),
                  ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
+                 interpolation: str = "bilinear",
                  weights: Optional[Sequence[float]] = None,
                  repeats: Optional[Sequence[float]] = None,
                  samples_per_epoch: Optional[int] = None,
@@ -432,7 +439,8 @@ class Loader:
             batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
             num_threads=num_threads, prefetch=prefetch, pin_memory=pin_memory, rank=rank,
             world_size=world_size, crop=crop, flip=flip, random_resized_crop=random_resized_crop,
-            scale=scale, ratio=ratio, tail=tail, block_bytes=block_bytes,
+            scale=scale, ratio=ratio, interpolation=interpolation, tail=tail,
+            block_bytes=block_bytes,
             window=window, read_ahead_bytes=read_ahead_bytes, io=io,
             stats_dir=stats_dir, stats_interval=stats_interval)
         if not isinstance(copy, bool):

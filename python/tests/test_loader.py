@@ -153,6 +153,25 @@ def test_crop_flip_and_normalize(packed):
         kiln.Loader(packed, normalize=((0.5, 0.5, 0.5), (0.2, 0.2, 0.2)))
 
 
+def test_random_resized_crop_area_interpolation(packed):
+    """interpolation="area": with the whole 28x28 image as the box (scale 1, ratio 1) and a 7x7
+    output, each output pixel is its 4x4 block's mean (sum / 4 / 4 in float32, rounded half to
+    even); bilinear samples two of the four rows and columns instead."""
+    plain = kiln.Loader(packed, batch_size=100, num_threads=2, shuffle=False, backend="numpy")
+    images, _ = next(iter(plain))
+    whole = dict(batch_size=100, num_threads=2, shuffle=False, backend="numpy",
+                 random_resized_crop=7, scale=(1.0, 1.0), ratio=(1.0, 1.0))
+    area, _ = next(iter(kiln.Loader(packed, interpolation="area", **whole)))
+    sums = images.reshape(100, 7, 4, 7, 4, 1).astype(np.float32).sum(axis=(2, 4))
+    expected = np.round(sums / np.float32(4) / np.float32(4)).astype(np.uint8)
+    assert area.shape == (100, 7, 7, 1) and area.dtype == np.uint8
+    np.testing.assert_array_equal(area, expected)
+    bilinear, _ = next(iter(kiln.Loader(packed, **whole)))
+    assert (bilinear != area).any()
+    with pytest.raises(kiln.InvalidArgumentError, match="bilinear"):
+        kiln.Loader(packed, random_resized_crop=7, interpolation="cubic")
+
+
 def test_corrupt_record_raises_naming_it(packed, tmp_path):
     bad = str(tmp_path / "bad")
     shutil.copytree(packed, bad)

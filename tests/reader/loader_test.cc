@@ -1111,6 +1111,13 @@ TEST(LoaderTest, ResizedCropIsDeterministicAcrossThreadsAndResumesExactly) {
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("resized crop"), std::string::npos)
       << refused.status().message();
+  // The interpolation is part of what a state records: a bilinear state does not resume by area.
+  LoaderOptions area = options(1, 1);
+  area.augment.interpolation = ResizeInterpolation::kArea;
+  area.resume = *decoded;
+  Result<std::unique_ptr<Loader>> area_refused = Loader::Open(ds.dir(), area);
+  ASSERT_FALSE(area_refused.ok());
+  EXPECT_EQ(area_refused.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(LoaderTest, BadCropIsInvalidArgument) {

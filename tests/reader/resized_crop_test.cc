@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/xxh3.h"
 #include "reader/augmenter.h"
 #include "tests/test_util.h"
 
@@ -312,6 +313,114 @@ TEST(ResizedCropTest, ResizeEqualsTheReferenceOnRandomBoxes) {
     }
   }
   EXPECT_EQ(hwc_uint8.size(), 8u) << "uint8 HWC with 1 to 4 channels, flipped and not";
+}
+
+TEST(ResizedCropTest, AreaAveragesEachWindow) {
+  // One channel, 4 x 5: a 2x shrink in height, 5 -> 2 in width (windows [0, 3) and [2, 5)).
+  const TensorSchema stored = MakeSchema(4, 5, 1);
+  const std::vector<uint8_t> img = {0,  1,  2,  3,  4,   //
+                                    10, 11, 12, 13, 14,  //
+                                    20, 21, 22, 23, 24,  //
+                                    30, 31, 32, 33, 37};
+  std::vector<uint8_t> out(4);
+  ResizeCropArea(img.data(), stored, CropBox{0, 0, 4, 5}, 2, 2, false, out.data());
+  // (0+1+2+10+11+12)/6 = 6; (2+3+4+12+13+14)/6 = 8; (20+21+22+30+31+32)/6 = 26;
+  // (22+23+24+32+33+37)/6 = 28.5, rounded half to even: 28.
+  EXPECT_EQ(out, (std::vector<uint8_t>{6, 8, 26, 28}));
+  ResizeCropArea(img.data(), stored, CropBox{0, 0, 4, 5}, 2, 2, true, out.data());
+  EXPECT_EQ(out, (std::vector<uint8_t>{8, 6, 28, 26})) << "flip mirrors the output";
+  // float32: the same means, unrounded; CHW with two channels: each plane on its own.
+  const std::vector<float> imgf(img.begin(), img.end());
+  std::vector<float> outf(4);
+  ResizeCropArea(reinterpret_cast<const uint8_t*>(imgf.data()),
+                 MakeSchema(4, 5, 1, Layout::kHWC, DType::kFloat32), CropBox{0, 0, 4, 5}, 2, 2,
+                 false, reinterpret_cast<uint8_t*>(outf.data()));
+  EXPECT_EQ(outf, (std::vector<float>{6, 8, 26, 28.5f}));
+  std::vector<uint8_t> planes(img);
+  for (uint8_t v : img) planes.push_back(static_cast<uint8_t>(255 - v));
+  std::vector<uint8_t> out2(8);
+  ResizeCropArea(planes.data(), MakeSchema(4, 5, 2, Layout::kCHW), CropBox{0, 0, 4, 5}, 2, 2, false,
+                 out2.data());
+  // 255 - 28.5 = 226.5 -> 226 (half to even).
+  EXPECT_EQ(out2, (std::vector<uint8_t>{6, 8, 26, 28, 249, 247, 229, 226}));
+  // A box: rows 1-2, columns 3-4, to 1 x 1: (13+14+23+24)/4 = 18.5 -> 18.
+  ResizeCropArea(img.data(), stored, CropBox{1, 3, 2, 2}, 1, 1, false, out.data());
+  EXPECT_EQ(out[0], 18);
+  // Through DrawAugmentParams and ApplyAugment: the area option reaches the resize (the drawn
+  // box replaced by the whole image, whose result is known).
+  AugmentOptions o = Rrc(2, 2);
+  o.interpolation = ResizeInterpolation::kArea;
+  AugmentParams p = DrawAugmentParams(stored, o, 1, 0, 0);
+  EXPECT_TRUE(p.area);
+  p.top = p.left = 0;
+  p.box_height = 4;
+  p.box_width = 5;
+  ApplyAugment(img.data(), stored, p, *AugmentedSchema(stored, o), out.data());
+  EXPECT_EQ(out, (std::vector<uint8_t>{6, 8, 26, 28}));
+  EXPECT_FALSE(DrawAugmentParams(stored, Rrc(2, 2), 1, 0, 0).area);
+  AugmentOptions bad = o;
+  bad.interpolation = static_cast<ResizeInterpolation>(7);
+  EXPECT_EQ(AugmentedSchema(stored, bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ResizedCropTest, DigestTellsAreaFromBilinearAndKeepsTheBilinearValue) {
+  AugmentOptions o = Rrc(8, 8);
+  const uint32_t bilinear = ResizedCropDigest(o);
+  const double v[4] = {o.scale_min, o.scale_max, o.ratio_min, o.ratio_max};
+  EXPECT_EQ(bilinear, static_cast<uint32_t>(Xxh3(v, sizeof(v)))) << "older states' digest";
+  o.interpolation = ResizeInterpolation::kArea;
+  EXPECT_NE(ResizedCropDigest(o), bilinear);
+}
+
+// Area against torch.nn.functional.interpolate(mode="area") on float32 of the same pixels,
+// rounded half to even (torch.round), for shrinking boxes (2x, 3x, non-dividing sizes) and a
+// mild upsample, both layouts' pixel order; skipped without torch.
+TEST(ResizedCropTest, AreaMatchesTorchInterpolateArea) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "/usr/bin/python3 has no torch";
+  }
+  TempDir dir;
+  constexpr uint32_t kH = 120, kW = 160, kOh = 28, kOw = 36;
+  const std::vector<uint8_t> img = SmoothImage(kH, kW, 3);
+  const std::vector<CropBox> boxes = {
+      {0, 0, kH, kW}, {10, 20, 56, 72}, {5, 7, 100, 130}, {50, 60, 20, 30}, {1, 2, 117, 11}};
+  std::ofstream(dir / "in.raw", std::ios::binary)
+      .write(reinterpret_cast<const char*>(img.data()), static_cast<std::streamsize>(img.size()));
+  std::ofstream py(dir / "area.py");
+  py << "import sys, numpy as np, torch\n"
+        "import torch.nn.functional as F\n"
+        "img = torch.from_numpy(np.fromfile(sys.argv[1], np.uint8).reshape("
+     << kH << "," << kW << ",3)).permute(2, 0, 1).float()\nout = []\n";
+  for (const CropBox& b : boxes) {
+    py << "out.append(torch.round(F.interpolate(img[None, :, " << b.top << ":" << b.top + b.height
+       << ", " << b.left << ":" << b.left + b.width << "], size=(" << kOh << ", " << kOw
+       << "), mode='area'))[0].to(torch.uint8).permute(1, 2, 0).numpy())\n";
+  }
+  py << "np.concatenate([o.reshape(-1) for o in out]).tofile(sys.argv[2])\n";
+  py.close();
+  const std::string cmd = "/usr/bin/python3 " + (dir / "area.py") + " " + (dir / "in.raw") + " " +
+                          (dir / "out.raw") + " 2>" + (dir / "err.txt");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "torch script failed, see " << (dir / "err.txt");
+  std::ifstream in(dir / "out.raw", std::ios::binary);
+  const std::vector<uint8_t> ref(std::istreambuf_iterator<char>(in), {});
+  const size_t out_bytes = size_t{kOh} * kOw * 3;
+  ASSERT_EQ(ref.size(), out_bytes * boxes.size());
+  const TensorSchema stored = MakeSchema(kH, kW, 3);
+  std::vector<uint8_t> ours(out_bytes);
+  int max_diff = 0;
+  size_t differing = 0;
+  for (size_t k = 0; k < boxes.size(); ++k) {
+    ResizeCropArea(img.data(), stored, boxes[k], kOh, kOw, false, ours.data());
+    for (size_t i = 0; i < out_bytes; ++i) {
+      const int d = std::abs(int{ours[i]} - int{ref[k * out_bytes + i]});
+      max_diff = std::max(max_diff, d);
+      differing += d != 0;
+    }
+  }
+  std::printf("area vs torch interpolate(mode='area'): max %d, %zu of %zu values differ\n",
+              max_diff, differing, ref.size());
+  EXPECT_LE(max_diff, 1);
+  EXPECT_LE(differing, ref.size() / 1000) << "only float rounding at ties may differ";
 }
 
 }  // namespace
