@@ -446,6 +446,9 @@ TEST(MixtureScheduleTest, OptimisedScheduleIsBitIdenticalToTheReferenceFormula) 
                                     << epoch << " seed " << seed << " shuffle " << shuffle;
         if (k < 20) {
           ASSERT_EQ(m.Index(seed, epoch, shuffle, positions[k]), want) << "case " << c;
+          uint32_t owner = 0;
+          for (uint64_t end = ref.sizes[0]; want >= end;) end += ref.sizes[++owner];
+          ASSERT_EQ(m.SourceOfIndex(want), owner) << "case " << c << " index " << want;
           uint32_t s0 = 0, s1 = 0;
           uint64_t k0 = 0, k1 = 0;
           m.Schedule(positions[k], &s0, &k0);
