@@ -99,7 +99,8 @@ class MixtureSchedule {
 
   // Exact floor division of 64-bit numerators by a fixed divisor d >= 1 through a precomputed
   // reciprocal floor((2^64 - 1) / d): one multiply-high and at most one correction, in place of
-  // a hardware divide (which the schedule would pay several times per position).
+  // a hardware divide (which the schedule would pay several times per position). Public for
+  // its test (MixtureScheduleTest.DividerIsExactAtTheEdges); a plain value, thread-safe.
   struct Divider {
     uint64_t d = 1;
     uint64_t reciprocal = ~uint64_t{0};
