@@ -1,9 +1,10 @@
 // Mixtures of datasets (reader/mixture.h, reader/mixture_dataset.h, Loader::CreateMixture): the
-// schedule's quotas and bijection, proportions within every window and over the epoch,
-// exactly-once within each pass of each source, the loader's batches (each dataset's own bytes
-// and labels, sources named), byte-identical across threads, prefetch, io paths and world
-// sizes, resume at random points (also twice, also elastic) byte-identical to an uninterrupted
-// run, and the refusals by name.
+// schedule's quotas and bijection, proportions within every window, on every rank and over the
+// epoch, exactly-once within each pass of each source, the optimised schedule bit-identical to
+// the reference formulas, the loader's batches (each dataset's own bytes and labels, sources
+// named), byte-identical across threads, prefetch, io paths, world sizes and storage backends
+// (LMDB, HDF5, mixed), resume at random points (also twice, also elastic) byte-identical to an
+// uninterrupted run, and the refusals by name.
 #include "reader/mixture.h"
 
 #include <gtest/gtest.h>
