@@ -1,8 +1,9 @@
 // The CPU cost of mapping a batch's global positions to sample indices (reader/mixture.h): a
 // mixture's MixtureSchedule::Apply (window permutation, Bresenham chain, per-pass permutation)
 // against one dataset's IndexPermutation::Apply (the exact order of reader/sampler.h), as the
-// Sampler calls them for each batch. Prints ns of this thread's CPU time per position, the
-// median of ROUNDS epochs, for each (BENCHMARKS.md, "Mixtures of datasets").
+// Sampler calls them for each batch, and a mixture of one dataset of the same size (the window
+// and pass permutations without the chain). Prints ns of this thread's CPU time per position,
+// the median of ROUNDS epochs, for each (BENCHMARKS.md, "Mixtures of datasets").
 //
 //   build/bench/mixture_schedule_cost [SAMPLES_A SAMPLES_B [BATCH [WORLD [ROUNDS]]]]
 //
