@@ -1,8 +1,9 @@
 // The CPU cost of mapping a batch's global positions to sample indices (reader/mixture.h): a
 // mixture's MixtureSchedule::Apply (window permutation, Bresenham chain, per-pass permutation)
 // against one dataset's IndexPermutation::Apply (the exact order of reader/sampler.h), as the
-// Sampler calls them for each batch. Prints ns of this thread's CPU time per position, the
-// median of ROUNDS epochs, for each (BENCHMARKS.md, "Mixtures of datasets").
+// Sampler calls them for each batch, and a mixture of one dataset of the same size (the window
+// and pass permutations without the chain). Prints ns of this thread's CPU time per position,
+// the median of ROUNDS epochs, for each (BENCHMARKS.md, "Mixtures of datasets").
 //
 //   build/bench/mixture_schedule_cost [SAMPLES_A SAMPLES_B [BATCH [WORLD [ROUNDS]]]]
 //
@@ -81,6 +82,16 @@ int main(int argc, char** argv) {
       n, batch, world, rounds,
       [&](uint64_t epoch, uint64_t* p, size_t k) { m->Apply(5, epoch, true, p, k); },
       &mixture_hash);
+  // A mixture of one dataset of the same n: the window and pass permutations without a chain.
+  std::vector<kiln::MixtureSourceSpec> one(1);
+  one[0].num_samples = n;
+  one[0].repeat = 1;
+  kiln::Result<kiln::MixtureSchedule> m1 = kiln::MixtureSchedule::Create(one, 0);
+  if (!m1.ok()) return std::fprintf(stderr, "%s\n", m1.status().ToString().c_str()), 1;
+  uint64_t one_hash = 0;
+  const double single_source = Time(
+      n, batch, world, rounds,
+      [&](uint64_t epoch, uint64_t* p, size_t k) { m1->Apply(5, epoch, true, p, k); }, &one_hash);
   const double none = Time(
       n, batch, world, rounds,
       [&](uint64_t epoch, uint64_t* p, size_t k) { m->Apply(5, epoch, false, p, k); }, &none_hash);
@@ -93,6 +104,8 @@ int main(int argc, char** argv) {
   std::printf("one dataset, exact order (IndexPermutation::Apply): %.1f ns/position\n", single);
   std::printf("mixture, exact order (MixtureSchedule::Apply):      %.1f ns/position\n", mixture);
   std::printf("mixture, none order (MixtureSchedule::Apply):       %.1f ns/position\n", none);
+  std::printf("mixture of one dataset, exact order:                %.1f ns/position\n",
+              single_source);
   std::printf(
       "index hashes: %016llx %016llx %016llx\n", static_cast<unsigned long long>(single_hash),
       static_cast<unsigned long long>(mixture_hash), static_cast<unsigned long long>(none_hash));

@@ -33,6 +33,52 @@ uint64_t PassKey(uint64_t seed, uint32_t source, uint64_t pass) {
   return SplitMix64Mix(SplitMix64Mix(SplitMix64Mix(seed ^ kMixPassTag) + source) + pass);
 }
 
+// Perm(n, key) of reader/sampler.h ("IndexPermutation") for a window's n <= kMixtureWindow =
+// 256 positions: k <= 8 bits, so each Feistel half has at most 4 bits and each round's function
+// takes at most 16 inputs. The rounds are tabulated once per window (6 x 16 mixes), and a
+// position costs 6 table lookups instead of 6 mixes: the same bijection, cheaper once a window
+// serves more than a few dozen positions.
+class WindowTable {
+ public:
+  static_assert(kMixtureWindow <= 256, "halves of at most 4 bits");
+  WindowTable(uint64_t n, uint64_t key) : n_(n) {
+    if (n <= 1) return;
+    uint32_t bits = 64 - static_cast<uint32_t>(__builtin_clzll(n - 1));  // ceil(log2 n)
+    bits = std::max<uint32_t>(bits, 2);
+    right_bits_ = bits / 2;
+    const uint32_t left_bits = bits - right_bits_;
+    mask_ = (1u << right_bits_) - 1;
+    for (int i = 0; i < kFeistelRounds; ++i) {
+      const uint64_t round_key = SplitMix64Mix(key + static_cast<uint64_t>(i + 1) * kGolden);
+      // Even rounds: L ^= F(R), R of right_bits; odd rounds: R ^= F(L), L of left_bits.
+      const uint32_t in_bits = i % 2 == 0 ? right_bits_ : left_bits;
+      const uint32_t out_bits = i % 2 == 0 ? left_bits : right_bits_;
+      for (uint32_t v = 0; v < (1u << in_bits); ++v) {
+        table_[i][v] = static_cast<uint8_t>(SplitMix64Mix(v ^ round_key) >> (64 - out_bits));
+      }
+    }
+  }
+  uint64_t operator()(uint64_t x) const {
+    if (n_ <= 1) return x;
+    uint32_t y = static_cast<uint32_t>(x);
+    do {
+      uint32_t l = y >> right_bits_, r = y & mask_;
+      for (int i = 0; i < kFeistelRounds; i += 2) {
+        l ^= table_[i][r];
+        r ^= table_[i + 1][l];
+      }
+      y = (l << right_bits_) | r;
+    } while (y >= n_);
+    return y;
+  }
+
+ private:
+  uint64_t n_ = 0;
+  uint32_t right_bits_ = 1;
+  uint32_t mask_ = 1;
+  uint8_t table_[kFeistelRounds][16] = {};
+};
+
 // Largest-remainder apportionment of `total` in proportion to `shares` (ties to the lower index).
 std::vector<uint64_t> Apportion(uint64_t total, const std::vector<double>& shares) {
   double sum = 0;
@@ -208,7 +254,9 @@ void MixtureSchedule::Apply(uint64_t seed, uint64_t epoch, bool shuffle, uint64_
     for (size_t k = 0; k < count; ++k) positions[k] = Index(seed, epoch, shuffle, positions[k]);
     return;
   }
-  constexpr size_t kPiece = 256, kSmall = 16;
+  // kTableRun: positions of one window from which tabulating its rounds (96 mixes) beats
+  // evaluating them (6 mixes a position, 8 positions in flight).
+  constexpr size_t kPiece = 256, kSmall = 16, kTableRun = 24;
   const size_t num_sources = sizes_.size();
   // The draw number over the run D = e c_s + k as (pass, j) = (D / n_s, D mod n_s), from
   // e c_s's own quotient and remainder, found once per source: D = e c_s + k with k < c_s.
@@ -242,14 +290,20 @@ void MixtureSchedule::Apply(uint64_t seed, uint64_t epoch, bool shuffle, uint64_
         const uint64_t w = place[k] / kMixtureWindow, begin = w * kMixtureWindow;
         size_t end = k + 1;
         while (end < m && place[end] / kMixtureWindow == w) ++end;
-        if (w != window_id) {
-          window_id = w;
-          window =
-              IndexPermutation(std::min(kMixtureWindow, total_ - begin), WindowKey(epoch_key, w));
+        const uint64_t len = std::min(kMixtureWindow, total_ - begin);
+        if (end - k >= kTableRun) {
+          // A long run (a rank reading most of a window): tabulate the window's rounds.
+          const WindowTable table(len, WindowKey(epoch_key, w));
+          for (size_t q = k; q < end; ++q) place[q] = begin + table(place[q] - begin);
+        } else {
+          if (w != window_id) {
+            window_id = w;
+            window = IndexPermutation(len, WindowKey(epoch_key, w));
+          }
+          for (size_t q = k; q < end; ++q) place[q] -= begin;
+          window.Apply(place + k, end - k);
+          for (size_t q = k; q < end; ++q) place[q] += begin;
         }
-        for (size_t q = k; q < end; ++q) place[q] -= begin;
-        window.Apply(place + k, end - k);
-        for (size_t q = k; q < end; ++q) place[q] += begin;
         k = end;
       }
     }
@@ -318,7 +372,14 @@ void MixtureSchedule::Apply(uint64_t seed, uint64_t epoch, bool shuffle, uint64_
 }
 
 uint32_t MixtureSchedule::SourceOfIndex(uint64_t index) const {
-  // offsets_ is non-decreasing from 0; the source is the last offset <= index.
+  // offsets_ is non-decreasing from 0; the source is the last offset <= index (for a few
+  // sources a scan, cheaper than the search, once per sample in Next()).
+  const size_t count = sizes_.size();
+  if (count <= 8) {
+    size_t s = 0;
+    while (s + 1 < count && index >= offsets_[s + 1]) ++s;
+    return static_cast<uint32_t>(s);
+  }
   const auto it = std::upper_bound(offsets_.begin(), offsets_.end(), index);
   return static_cast<uint32_t>(it - offsets_.begin() - 1);
 }

@@ -91,7 +91,7 @@ class MixtureSchedule {
   // The schedule without the window permutation: the source and its within-epoch draw number
   // k (< c_s) of schedule index i (< N). A bijection [0, N) -> {(s, k) : k < c_s}.
   void Schedule(uint64_t i, uint32_t* source, uint64_t* draw) const;
-  // The source a concatenated index belongs to (binary search over the offsets).
+  // The source a concatenated index belongs to (a scan of the offsets, a binary search past 8).
   uint32_t SourceOfIndex(uint64_t index) const;
 
   // XXH3-free fingerprint of the quotas and sizes (SplitMix64 chain), for the reader state.
@@ -99,7 +99,8 @@ class MixtureSchedule {
 
   // Exact floor division of 64-bit numerators by a fixed divisor d >= 1 through a precomputed
   // reciprocal floor((2^64 - 1) / d): one multiply-high and at most one correction, in place of
-  // a hardware divide (which the schedule would pay several times per position).
+  // a hardware divide (which the schedule would pay several times per position). Public for
+  // its test (MixtureScheduleTest.DividerIsExactAtTheEdges); a plain value, thread-safe.
   struct Divider {
     uint64_t d = 1;
     uint64_t reciprocal = ~uint64_t{0};

@@ -1,9 +1,10 @@
 // Mixtures of datasets (reader/mixture.h, reader/mixture_dataset.h, Loader::CreateMixture): the
-// schedule's quotas and bijection, proportions within every window and over the epoch,
-// exactly-once within each pass of each source, the loader's batches (each dataset's own bytes
-// and labels, sources named), byte-identical across threads, prefetch, io paths and world
-// sizes, resume at random points (also twice, also elastic) byte-identical to an uninterrupted
-// run, and the refusals by name.
+// schedule's quotas and bijection, proportions within every window, on every rank and over the
+// epoch, exactly-once within each pass of each source, the optimised schedule bit-identical to
+// the reference formulas, the loader's batches (each dataset's own bytes and labels, sources
+// named), byte-identical across threads, prefetch, io paths, world sizes and storage backends
+// (LMDB, HDF5, mixed), resume at random points (also twice, also elastic) byte-identical to an
+// uninterrupted run, and the refusals by name.
 #include "reader/mixture.h"
 
 #include <gtest/gtest.h>
@@ -446,6 +447,9 @@ TEST(MixtureScheduleTest, OptimisedScheduleIsBitIdenticalToTheReferenceFormula) 
                                     << epoch << " seed " << seed << " shuffle " << shuffle;
         if (k < 20) {
           ASSERT_EQ(m.Index(seed, epoch, shuffle, positions[k]), want) << "case " << c;
+          uint32_t owner = 0;
+          for (uint64_t end = ref.sizes[0]; want >= end;) end += ref.sizes[++owner];
+          ASSERT_EQ(m.SourceOfIndex(want), owner) << "case " << c << " index " << want;
           uint32_t s0 = 0, s1 = 0;
           uint64_t k0 = 0, k1 = 0;
           m.Schedule(positions[k], &s0, &k0);
