@@ -855,6 +855,13 @@ PYBIND11_MODULE(_core, m) {
                          "RandomResizedCrop aspect ratio lower bound. Default 3/4.")
       .KILN_DOUBLE_FIELD(LoaderOptions, "ratio_max", augment.ratio_max,
                          "RandomResizedCrop aspect ratio upper bound. Default 4/3.")
+      .KILN_INT_FIELD(LoaderOptions, "center_crop_height", augment.center_crop_height,
+                      "Center crop + resize output height; 0 = off.")
+      .KILN_INT_FIELD(LoaderOptions, "center_crop_width", augment.center_crop_width,
+                      "Center crop + resize output width; 0 = off.")
+      .KILN_DOUBLE_FIELD(LoaderOptions, "center_crop_ratio", augment.center_crop_ratio,
+                         "Center crop box side over the largest fitting box, (0, 1]. "
+                         "Default 224/256.")
       .KILN_INT_FIELD(LoaderOptions, "start_epoch", start_epoch,
                       "The epoch the first batch belongs to.")
       .KILN_INT_FIELD(LoaderOptions, "read_ahead_bytes", read_ahead_bytes,

@@ -21,6 +21,9 @@ class LoaderOptions:
     crop_height: int
     crop_width: int
     flip: bool
+    center_crop_height: int
+    center_crop_width: int
+    center_crop_ratio: float
     start_epoch: int
     read_ahead_bytes: int
     io: str
