@@ -27,6 +27,7 @@
 #include "reader/jpeg_sample_decoder.h"
 #include "reader/loader.h"
 #include "tests/test_util.h"
+#include "tests/tools/shell_run.h"
 #include "tools/imaging/image_decoder.h"
 #include "tools/imaging/jpeg_encoder.h"
 #include "tools/pack/packer.h"
@@ -502,6 +503,52 @@ TEST_F(JpegRecordsTest, PackRefusesOptionsJpegRecordsCannotHold) {
   o.preprocess.schema.height = 64;
   EXPECT_FALSE(ValidatePackOptions(o).ok());
   EXPECT_TRUE(ValidatePackOptions(JpegPackOptions(kPhotos, tmp / "x")).ok());
+}
+
+// `kiln pack --codec` and `kiln verify --deep` as a user runs them.
+testing::ShellRun Kiln(const std::string& args) {
+  return testing::RunShellCapturingStderr(std::string(KILN_BINARY_DIR) + "/tools/kiln " + args);
+}
+
+TEST_F(JpegRecordsTest, CliPacksVerifiesAndRefusesBadFlags) {
+  TempDir tmp;
+  testing::ShellRun r =
+      Kiln("pack " + kPhotos + " " + tmp / "a" + " --codec jpeg:80 --max-side 64");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Result<Manifest> m = Manifest::Read(tmp / "a");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->jpeg_quality, 80);
+  EXPECT_EQ(m->jpeg_max_side, 64u);
+  r = Kiln("verify --deep " + tmp / "a");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("deep: every record decoded"), std::string::npos) << r.out;
+  r = Kiln("pack " + kPhotos + " " + tmp / "b" + " --codec jpeg");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("needs --max-side"), std::string::npos) << r.err;
+  r = Kiln("pack " + kPhotos + " " + tmp / "b" + " --codec jpeg:101 --max-side 64");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("[1, 100]"), std::string::npos) << r.err;
+  r = Kiln("pack " + kPhotos + " " + tmp / "b" + " --codec jpeg --max-side 64 --size 32");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--size does not apply"), std::string::npos) << r.err;
+  r = Kiln("pack " + kPhotos + " " + tmp / "b" + " --codec jpeg --max-side 64 --compress zstd");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("excludes --compress"), std::string::npos) << r.err;
+  r = Kiln("pack " + kPhotos + " " + tmp / "b" + " --max-side 64");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-side applies to --codec jpeg only"), std::string::npos) << r.err;
+  // A record damaged before its checksum was taken: only --deep finds it, naming it.
+  Result<std::unique_ptr<kiln::Dataset>> ds = kiln::Dataset::Open(Dataset());
+  ASSERT_TRUE(ds.ok());
+  const ShardReader& shard = static_cast<const ShardDataset&>(**ds).shard(0);
+  const ShardIndexEntry e1 = shard.entry(1);
+  const std::vector<uint8_t> half(shard.stored(e1), shard.stored(e1) + e1.stored_size / 2);
+  const std::string damaged = WriteWithDamagedJpeg(tmp, Dataset(), half);
+  EXPECT_EQ(Kiln("verify " + damaged).exit_code, 0);
+  r = Kiln("verify --deep " + damaged);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("shard-00000.kiln record 1 offset "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cannot decode: JPEG: "), std::string::npos) << r.out;
 }
 
 // ---- The golden dataset tests/data/golden-jpeg (formats/shards/shard_format.md section 12) ----
