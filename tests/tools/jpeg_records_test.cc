@@ -551,6 +551,58 @@ TEST_F(JpegRecordsTest, CliPacksVerifiesAndRefusesBadFlags) {
   EXPECT_NE(r.out.find("cannot decode: JPEG: "), std::string::npos) << r.out;
 }
 
+// Grey records: one-component JPEGs, read as 1-channel batches.
+TEST_F(JpegRecordsTest, GreyRecordsReadAsOneChannel) {
+  TempDir tmp;
+  PackOptions o = JpegPackOptions(kPhotos, tmp / "grey");
+  o.preprocess.schema.channels = 1;
+  Result<PackReport> r = Pack(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto shard = ShardReader::Open(tmp / "grey/shard-00000.kiln");
+  ASSERT_TRUE(shard.ok());
+  JpegSampleDecoder decoder(1, kMaxSide);
+  const ShardIndexEntry e = (*shard)->entry(0);
+  Result<JpegInfo> info = decoder.ReadInfo((*shard)->stored(e), e.stored_size);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->components, 1u);
+  EXPECT_EQ(e.raw_size, info->width * info->height);
+  LoaderOptions lo = Rrc(ShuffleMode::kExact);
+  const Epoch epoch = ReadEpoch(tmp / "grey", lo);
+  EXPECT_EQ(epoch.bytes.size(), 23u * 40 * 48);
+  VerifyOptions vo;
+  vo.deep = true;
+  vo.image_decoder = std::make_shared<JpegSampleDecoder>(0);
+  EXPECT_TRUE(VerifyDataset(tmp / "grey", vo).ok());
+}
+
+// Partitioned packing: two parts merged equal one pack that closes a shard at the same place,
+// byte for byte, and the merged shards keep the JPEG flag (kiln merge rewrites only shard_index
+// and first_sample in each header).
+TEST_F(JpegRecordsTest, PartsMergeIntoTheSameBytesAsOnePack) {
+  TempDir tmp;
+  const std::string flags = " --codec jpeg:90 --max-side 64 --threads 2";
+  ASSERT_EQ(Kiln("pack " + kPhotos + " " + tmp / "whole" + flags + " --of 2").exit_code, 0);
+  for (int part = 0; part < 2; ++part) {
+    testing::ShellRun r = Kiln("pack " + kPhotos + " " + tmp / "parted" + flags + " --part " +
+                               std::to_string(part) + " --of 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  testing::ShellRun r = Kiln("merge " + tmp / "parted.parts" + " " + tmp / "parted");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* shard : {"shard-00000.kiln", "shard-00001.kiln"}) {
+    const std::vector<uint8_t> a = testing::ReadFileBytes(tmp / "whole/" + std::string(shard));
+    ASSERT_FALSE(a.empty()) << shard;
+    EXPECT_EQ(a, testing::ReadFileBytes(tmp / "parted/" + std::string(shard))) << shard;
+    EXPECT_EQ(LoadLE32(a.data() + 12), kShardFlagJpegRecords);
+  }
+  Result<Manifest> m = Manifest::Read(tmp / "parted");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->jpeg_max_side, 64u);
+  EXPECT_EQ(m->jpeg_quality, 90);
+  EXPECT_EQ(ReadEpoch(tmp / "parted", Rrc(ShuffleMode::kExact)).bytes,
+            ReadEpoch(tmp / "whole", Rrc(ShuffleMode::kExact)).bytes);
+}
+
 // ---- The golden dataset tests/data/golden-jpeg (formats/shards/shard_format.md section 12) ----
 
 // Its two images: 16x8 (W x H) colour, left half red (200, 30, 30) and right half blue
