@@ -782,6 +782,8 @@ std::string InspectJson(const std::string& dir) {
 std::string VerifyJson(const std::string& dir, bool deep) {
   VerifyOptions options;
   options.deep = deep;
+  // Deep verification decodes JPEG records with the reader's decoder, as kiln verify --deep.
+  options.image_decoder = std::make_shared<JpegSampleDecoder>(/*channels=*/0);
   py::gil_scoped_release release;
   return VerifyReportToJson(VerifyDataset(dir, options));
 }

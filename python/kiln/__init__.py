@@ -120,7 +120,7 @@ def verify(path: PathLike, *, deep: bool = False) -> Dict[str, Any]:
     time) and ``problems``, a list of dicts
     ``{file, record, offset, reason}`` (record and offset None when unknown). An unreadable
     directory or manifest is itself a problem in the report. ``deep=True`` also decompresses
-    every record. The GIL is released while verifying.
+    every record (zstd decompressed, JPEG records decoded). The GIL is released while verifying.
     """
     if not isinstance(deep, bool):
         raise ArgumentTypeError(f"deep must be a bool, got {type(deep).__name__}")

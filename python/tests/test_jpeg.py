@@ -99,6 +99,12 @@ def test_state_dict_resumes_byte_identical(photos):
             state)
 
 
+def test_verify_deep_decodes_jpeg_records(photos):
+    report = kiln.verify(photos, deep=True)
+    assert report["ok"], report
+    assert report["records_checked"] == 23
+
+
 def test_damaged_record_is_named(photos, tmp_path):
     damaged = str(tmp_path / "damaged")
     shutil.copytree(photos, damaged)
