@@ -99,6 +99,21 @@ def test_state_dict_resumes_byte_identical(photos):
             state)
 
 
+def test_kiln_pack_writes_the_clis_bytes(photos, tmp_path):
+    out = str(tmp_path / "py")
+    report = kiln.pack(PHOTOS, out, codec="jpeg:90", max_side=96, threads=2)
+    assert report["packed"] == 23
+    for name in ("shard-00000.kiln",):
+        assert open(os.path.join(out, name), "rb").read() == \
+            open(os.path.join(photos, name), "rb").read()
+    with pytest.raises(ValueError, match="needs max_side"):
+        kiln.pack(PHOTOS, str(tmp_path / "x"), codec="jpeg")
+    with pytest.raises(ValueError, match="size does not apply"):
+        kiln.pack(PHOTOS, str(tmp_path / "x"), codec="jpeg", max_side=64, size=32)
+    with pytest.raises(ValueError, match="jpeg' only"):
+        kiln.pack(PHOTOS, str(tmp_path / "x"), max_side=64)
+
+
 def test_verify_deep_decodes_jpeg_records(photos):
     report = kiln.verify(photos, deep=True)
     assert report["ok"], report
