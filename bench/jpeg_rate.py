@@ -11,7 +11,9 @@ installed, plasma-workspace-wallpapers), made once in /tmp/kiln-bench/tiles. Pac
 (`kiln pack --codec jpeg:90 --max-side 256`, and `--size 256` uint8 tensors), reads everything
 warm (one untimed epoch each), then alternates the configurations round by round and prints each
 one's median images/s per thread count (a DataLoader's num_workers for torchvision; 0 workers is
-"1 thread": the loop's own process decodes). Output 224x224x3 uint8 everywhere, batch 64.
+"1 thread": the loop's own process decodes), and for 1 thread the images per CPU second of the
+process (the per-core rate, less sensitive to other load on the machine than wall time). Output
+224x224x3 uint8 everywhere, batch 64.
 """
 
 import argparse
@@ -60,14 +62,21 @@ def prepare(args):
     return tiles, jpeg, raw
 
 
+def _timed(loader):
+    """(images per wall second, images per CPU second of this process) over one epoch. The
+    CPU figure counts every thread of the process (kiln's fetch threads, FFCV's, the loop's own)
+    but not DataLoader worker processes: compare it only where everything runs in-process."""
+    n = 0
+    start, cpu = time.perf_counter(), time.process_time()
+    for images, _ in loader:
+        n += images.shape[0]
+    return n / (time.perf_counter() - start), n / max(1e-9, time.process_time() - cpu)
+
+
 def kiln_rate(path, threads):
     loader = kiln.Loader(path, batch_size=64, shuffle=True, num_threads=threads, prefetch=4,
                          backend="numpy", random_resized_crop=224, flip=True)
-    n = 0
-    start = time.perf_counter()
-    for images, _ in loader:
-        n += images.shape[0]
-    return n / (time.perf_counter() - start)
+    return _timed(loader)
 
 
 def torchvision_rate(tiles, threads):
@@ -81,11 +90,7 @@ def torchvision_rate(tiles, threads):
     workers = 0 if threads == 1 else threads
     loader = DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers,
                         persistent_workers=False)
-    n = 0
-    start = time.perf_counter()
-    for images, _ in loader:
-        n += images.shape[0]
-    return n / (time.perf_counter() - start)
+    return _timed(loader)
 
 
 def ffcv_setup(tiles, args):
@@ -121,11 +126,7 @@ def ffcv_rate(path, threads):
                     pipelines={"image": [RandomResizedCropRGBImageDecoder((224, 224)),
                                          RandomHorizontalFlip(), ToTensor()],
                                "label": [IntDecoder(), ToTensor()]})
-    n = 0
-    start = time.perf_counter()
-    for images, _ in loader:
-        n += images.shape[0]
-    return n / (time.perf_counter() - start)
+    return _timed(loader)
 
 
 def main():
@@ -153,15 +154,21 @@ def main():
                 print(f"{c}: failed: {type(e).__name__}: {e}", file=sys.stderr)
                 rates = {k: v for k, v in rates.items() if k[0] != c}
                 break
+    cpu_rates = {k: [] for k in rates}
     for _ in range(args.rounds):
         for (c, t) in list(rates):
-            rates[(c, t)].append(configs[c](t))
-    print(f"{'loader':<12} " + " ".join(f"{t} thread(s)".rjust(14) for t in threads))
+            wall, cpu = configs[c](t)
+            rates[(c, t)].append(wall)
+            cpu_rates[(c, t)].append(cpu)
+    print(f"{'loader':<12} " + " ".join(f"{t} thread(s)".rjust(14) for t in threads) +
+          "   1 thread, per CPU second")
     for c in configs:
         if (c, threads[0]) not in rates:
             continue
-        print(f"{c:<12} " + " ".join(f"{statistics.median(rates[(c, t)]):14.0f}" for t in threads))
-    print("images/s, median of", args.rounds, "rounds")
+        print(f"{c:<12} " + " ".join(f"{statistics.median(rates[(c, t)]):14.0f}" for t in threads) +
+              f"{statistics.median(cpu_rates[(c, threads[0])]):14.0f}")
+    print("images/s, median of", args.rounds, "rounds; load average",
+          " ".join(f"{v:.1f}" for v in os.getloadavg()))
 
 
 if __name__ == "__main__":
