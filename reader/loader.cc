@@ -487,7 +487,7 @@ Result<std::unique_ptr<Loader>> Loader::CreateImpl(std::shared_ptr<const Dataset
         " pixels), so batches need an output size: set LoaderOptions::augment.resize_height and "
         "resize_width (RandomResizedCrop) or augment.center_crop_height and center_crop_width "
         "(center crop + resize); in Python kiln.Loader(..., random_resized_crop=(H, W)) or "
-        "center_crop=(H, W)");
+        "center_crop=(H, W); kiln bench --random-resized-crop HxW or --center-crop HxW");
   }
   KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
                         AugmentedSchema(dataset->schema(), options.augment));

@@ -27,6 +27,7 @@
 #include "reader/jpeg_sample_decoder.h"
 #include "reader/loader.h"
 #include "tests/test_util.h"
+#include "tests/tools/shell_run.h"
 #include "tools/imaging/image_decoder.h"
 #include "tools/imaging/jpeg_encoder.h"
 #include "tools/pack/packer.h"
@@ -502,6 +503,104 @@ TEST_F(JpegRecordsTest, PackRefusesOptionsJpegRecordsCannotHold) {
   o.preprocess.schema.height = 64;
   EXPECT_FALSE(ValidatePackOptions(o).ok());
   EXPECT_TRUE(ValidatePackOptions(JpegPackOptions(kPhotos, tmp / "x")).ok());
+}
+
+// `kiln pack --codec` and `kiln verify --deep` as a user runs them.
+testing::ShellRun Kiln(const std::string& args) {
+  return testing::RunShellCapturingStderr(std::string(KILN_BINARY_DIR) + "/tools/kiln " + args);
+}
+
+TEST_F(JpegRecordsTest, CliPacksVerifiesAndRefusesBadFlags) {
+  TempDir tmp;
+  testing::ShellRun r =
+      Kiln("pack " + kPhotos + " " + tmp / "a" + " --codec jpeg:80 --max-side 64");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Result<Manifest> m = Manifest::Read(tmp / "a");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->jpeg_quality, 80);
+  EXPECT_EQ(m->jpeg_max_side, 64u);
+  r = Kiln("verify --deep " + tmp / "a");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("deep: every record decoded"), std::string::npos) << r.out;
+  r = Kiln("pack " + kPhotos + " " + tmp / "b" + " --codec jpeg");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("needs --max-side"), std::string::npos) << r.err;
+  r = Kiln("pack " + kPhotos + " " + tmp / "b" + " --codec jpeg:101 --max-side 64");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("[1, 100]"), std::string::npos) << r.err;
+  r = Kiln("pack " + kPhotos + " " + tmp / "b" + " --codec jpeg --max-side 64 --size 32");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--size does not apply"), std::string::npos) << r.err;
+  r = Kiln("pack " + kPhotos + " " + tmp / "b" + " --codec jpeg --max-side 64 --compress zstd");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("excludes --compress"), std::string::npos) << r.err;
+  r = Kiln("pack " + kPhotos + " " + tmp / "b" + " --max-side 64");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-side applies to --codec jpeg only"), std::string::npos) << r.err;
+  // A record damaged before its checksum was taken: only --deep finds it, naming it.
+  Result<std::unique_ptr<kiln::Dataset>> ds = kiln::Dataset::Open(Dataset());
+  ASSERT_TRUE(ds.ok());
+  const ShardReader& shard = static_cast<const ShardDataset&>(**ds).shard(0);
+  const ShardIndexEntry e1 = shard.entry(1);
+  const std::vector<uint8_t> half(shard.stored(e1), shard.stored(e1) + e1.stored_size / 2);
+  const std::string damaged = WriteWithDamagedJpeg(tmp, Dataset(), half);
+  EXPECT_EQ(Kiln("verify " + damaged).exit_code, 0);
+  r = Kiln("verify --deep " + damaged);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("shard-00000.kiln record 1 offset "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cannot decode: JPEG: "), std::string::npos) << r.out;
+}
+
+// Grey records: one-component JPEGs, read as 1-channel batches.
+TEST_F(JpegRecordsTest, GreyRecordsReadAsOneChannel) {
+  TempDir tmp;
+  PackOptions o = JpegPackOptions(kPhotos, tmp / "grey");
+  o.preprocess.schema.channels = 1;
+  Result<PackReport> r = Pack(o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto shard = ShardReader::Open(tmp / "grey/shard-00000.kiln");
+  ASSERT_TRUE(shard.ok());
+  JpegSampleDecoder decoder(1, kMaxSide);
+  const ShardIndexEntry e = (*shard)->entry(0);
+  Result<JpegInfo> info = decoder.ReadInfo((*shard)->stored(e), e.stored_size);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->components, 1u);
+  EXPECT_EQ(e.raw_size, info->width * info->height);
+  LoaderOptions lo = Rrc(ShuffleMode::kExact);
+  const Epoch epoch = ReadEpoch(tmp / "grey", lo);
+  EXPECT_EQ(epoch.bytes.size(), 23u * 40 * 48);
+  VerifyOptions vo;
+  vo.deep = true;
+  vo.image_decoder = std::make_shared<JpegSampleDecoder>(0);
+  EXPECT_TRUE(VerifyDataset(tmp / "grey", vo).ok());
+}
+
+// Partitioned packing: two parts merged equal one pack that closes a shard at the same place,
+// byte for byte, and the merged shards keep the JPEG flag (kiln merge rewrites only shard_index
+// and first_sample in each header).
+TEST_F(JpegRecordsTest, PartsMergeIntoTheSameBytesAsOnePack) {
+  TempDir tmp;
+  const std::string flags = " --codec jpeg:90 --max-side 64 --threads 2";
+  ASSERT_EQ(Kiln("pack " + kPhotos + " " + tmp / "whole" + flags + " --of 2").exit_code, 0);
+  for (int part = 0; part < 2; ++part) {
+    testing::ShellRun r = Kiln("pack " + kPhotos + " " + tmp / "parted" + flags + " --part " +
+                               std::to_string(part) + " --of 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  testing::ShellRun r = Kiln("merge " + tmp / "parted.parts" + " " + tmp / "parted");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* shard : {"shard-00000.kiln", "shard-00001.kiln"}) {
+    const std::vector<uint8_t> a = testing::ReadFileBytes(tmp / "whole/" + std::string(shard));
+    ASSERT_FALSE(a.empty()) << shard;
+    EXPECT_EQ(a, testing::ReadFileBytes(tmp / "parted/" + std::string(shard))) << shard;
+    EXPECT_EQ(LoadLE32(a.data() + 12), kShardFlagJpegRecords);
+  }
+  Result<Manifest> m = Manifest::Read(tmp / "parted");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->jpeg_max_side, 64u);
+  EXPECT_EQ(m->jpeg_quality, 90);
+  EXPECT_EQ(ReadEpoch(tmp / "parted", Rrc(ShuffleMode::kExact)).bytes,
+            ReadEpoch(tmp / "whole", Rrc(ShuffleMode::kExact)).bytes);
 }
 
 // ---- The golden dataset tests/data/golden-jpeg (formats/shards/shard_format.md section 12) ----

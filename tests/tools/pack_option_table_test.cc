@@ -48,8 +48,8 @@ const std::map<std::string, std::function<void(PackOptions*)>>& Mutations() {
       {"alpha background", [](PackOptions* o) { o->decode.background = 0; }},
       {"resized max pixels", [](PackOptions* o) { o->preprocess.max_pixels = 1000; }},
       // JPEG records: both rows appear (and change every list) when either is set.
-      {"--codec", [](PackOptions* o) { o->jpeg.max_side = 64; }},
-      {"--max-side", [](PackOptions* o) { o->jpeg.max_side = 128; }},
+      {"codec", [](PackOptions* o) { o->jpeg.max_side = 64; }},
+      {"max_side", [](PackOptions* o) { o->jpeg.max_side = 128; }},
       {"input", [](PackOptions* o) { o->input = "elsewhere"; }},
       {"output", [](PackOptions* o) { o->output = "elsewhere"; }},
       {"root", [](PackOptions* o) { o->root = "elsewhere"; }},

@@ -67,6 +67,14 @@ class RemoteDatasetTest : public ::testing::Test {
       ASSERT_EQ(servers->Rclone("copy " + Quote(local) + " ks3:" + kBucket + "/" + p.name), 0);
       ASSERT_EQ(Shell("cp -r " + Quote(local) + " " + Quote(servers->var("WWW_DIR") + "/")), 0);
     }
+    // JPEG records (formats/shards/shard_format.md section 12): the photos, images of their own
+    // size decoded by the reader.
+    const std::string jpeg = servers->dir() + "/ds/jpeg";
+    ASSERT_EQ(Shell(Quote(Kiln()) + " pack samples/photos -o " + Quote(jpeg) +
+                    " --codec jpeg:90 --max-side 64 > /dev/null 2>&1"),
+              0);
+    ASSERT_EQ(servers->Rclone("copy " + Quote(jpeg) + " ks3:" + kBucket + "/jpeg"), 0);
+    ASSERT_EQ(Shell("cp -r " + Quote(jpeg) + " " + Quote(servers->var("WWW_DIR") + "/")), 0);
     packed_ = true;
   }
 
@@ -229,6 +237,27 @@ TEST_F(RemoteDatasetTest, HttpAndHttpsServeTheSameBatches) {
       << untrusted.error.ToString();
   setenv("AWS_CA_BUNDLE", servers->var("CA_FILE").c_str(), 1);
   ExpectSameStream(local, ReadAll(servers->var("HTTPS_URL") + "/zstd/", o, 1), "https");
+}
+
+// JPEG records read at a URL decode to the same batches as locally: every order, two ranks,
+// RandomResizedCrop and flip drawn per sample.
+TEST_F(RemoteDatasetTest, JpegRecordsAtAUrlEqualLocal) {
+  for (ShuffleMode mode : {ShuffleMode::kNone, ShuffleMode::kBlock, ShuffleMode::kExact}) {
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      LoaderOptions o = Options(mode, rank, 2, 5);
+      o.batch_size = 4;
+      o.block_bytes = 3 * 64 * 64 * 3;
+      o.augment.resize_height = o.augment.resize_width = 32;
+      o.augment.flip = true;
+      const std::string what =
+          "order " + std::to_string(static_cast<int>(mode)) + " rank " + std::to_string(rank);
+      const Stream local = ReadAll(Local("jpeg"), o, 2);
+      IoMode io = IoMode::kMmap;
+      ExpectSameStream(local, ReadAll(S3("jpeg"), o, 2, &io), what + " s3");
+      EXPECT_EQ(io, IoMode::kRemote);
+      ExpectSameStream(local, ReadAll(servers->var("HTTP_URL") + "/jpeg", o, 2), what + " http");
+    }
+  }
 }
 
 // The statistics export over HTTP (reader/stats_export.md): io_path "remote", and the final
