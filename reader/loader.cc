@@ -106,6 +106,9 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   // extent would carry W times the bytes a rank needs: those read their chunks' records
   // merged into GETs as before (at most twice the bytes needed).
   std::shared_ptr<remote::BlockCache> blocks;
+  remote::HedgePolicy hedge;
+  hedge.p95_multiple = options_.remote_hedge_p95_multiple;
+  hedge.min_ms = options_.remote_hedge_min_ms;
   const uint64_t sample_bytes = std::max<uint64_t>(1, dataset_->schema().sample_bytes());
   uint64_t extent_samples = 0;
   uint32_t ahead = 0, capacity = 0, receivers = 0, in_flight = 0;
@@ -128,7 +131,7 @@ void Loader::ChooseRemotePath(uint32_t threads) {
     receivers = std::max<uint32_t>(1, threads);
     in_flight = ahead == 0 ? 0 : kExtentsInFlight;
     Result<std::shared_ptr<remote::BlockCache>> made =
-        store->NewBlockCache(capacity, receivers, in_flight);
+        store->NewBlockCache(capacity, receivers, in_flight, hedge);
     if (made.ok()) {
       blocks = std::move(*made);
     } else {
@@ -138,7 +141,8 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   const uint64_t block_bytes = extent_samples * sample_bytes;
   std::vector<std::unique_ptr<RangeReader>> readers;
   for (uint32_t t = 0; t < threads; ++t) {
-    Result<std::unique_ptr<RangeReader>> r = store->NewRangeReader(depth, buffer_bytes, blocks);
+    Result<std::unique_ptr<RangeReader>> r =
+        store->NewRangeReader(depth, buffer_bytes, blocks, hedge);
     if (!r.ok()) {
       io_reason_ = "the dataset is at a URL, but " + r.status().message() +
                    ": records are read one at a time";
@@ -302,6 +306,16 @@ Status ValidateLoaderOptions(const LoaderOptions& options) {
   if (options.pin_device < -1) {
     return Status::InvalidArgument("pin_device " + std::to_string(options.pin_device) +
                                    " must be -1 (the current device) or a CUDA device index");
+  }
+  if (!(options.remote_hedge_p95_multiple >= 0 && options.remote_hedge_p95_multiple <= 1000)) {
+    return Status::InvalidArgument("remote_hedge_p95_multiple " +
+                                   std::to_string(options.remote_hedge_p95_multiple) +
+                                   " must be in [0, 1000] (0 turns hedged requests off)");
+  }
+  if (options.remote_hedge_min_ms < 0 || options.remote_hedge_min_ms > 3600000) {
+    return Status::InvalidArgument("remote_hedge_min_ms " +
+                                   std::to_string(options.remote_hedge_min_ms) +
+                                   " must be in [0, 3600000]");
   }
   if (options.read_ahead_bytes > (uint64_t{4} << 30)) {
     return Status::InvalidArgument("read_ahead_bytes " + std::to_string(options.read_ahead_bytes) +

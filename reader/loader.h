@@ -181,6 +181,15 @@ struct LoaderOptions {
   // io_uring. io_path() says which path a loader uses and why. Batches are byte-identical whichever
   // path reads them. Default kAuto.
   IoMode io = IoMode::kAuto;
+  // A dataset at a URL: hedged requests for the slow tail (reader/remote/remote.md, "Hedged
+  // requests"). A range GET still running after max(remote_hedge_min_ms, remote_hedge_p95_multiple
+  // x the p95 latency of its client's completed GETs) gets a second identical request (same
+  // If-Match); the first to finish gives the bytes, the other is cancelled; at most one read in
+  // ten is hedged and none before 16 GETs have completed. Counted in LoaderStats::requests
+  // (hedges, hedge_wins). remote_hedge_p95_multiple 0 turns hedging off; range [0, 1000], default
+  // 3. remote_hedge_min_ms: range [0, 3600000], default 100. Ignored for local datasets.
+  double remote_hedge_p95_multiple = 3.0;
+  int64_t remote_hedge_min_ms = 100;
   // A state saved by Loader::state() ("Checkpoint and resume" in reader/loader.md): Create
   // refuses, naming what differs, InvalidArgument for a state of another dataset (fingerprint
   // or sample count), seed, shuffle mode, block size or window, augmentation, a kBlock state

@@ -538,19 +538,26 @@ Status RemoteStore::ReadRange(uint32_t file, uint64_t offset, uint64_t size, uin
   return ReadExactly(client_.get(), objects_[file], offset, size, dest);
 }
 
-Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(
-    uint32_t depth, uint64_t buffer_bytes, std::shared_ptr<BlockCache> blocks) const {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
+Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
+                                                                 uint64_t buffer_bytes,
+                                                                 std::shared_ptr<BlockCache> blocks,
+                                                                 const HedgePolicy& hedge) const {
+  RemoteOptions options = options_;
+  options.hedge = hedge;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
   return std::unique_ptr<RangeReader>(
       new RemoteRangeReader(*this, std::move(client), depth, buffer_bytes, std::move(blocks)));
 }
 
 Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint32_t capacity_blocks,
                                                                uint32_t receivers,
-                                                               uint32_t max_in_flight) const {
+                                                               uint32_t max_in_flight,
+                                                               const HedgePolicy& hedge) const {
+  RemoteOptions options = options_;
+  options.hedge = hedge;
   std::vector<std::unique_ptr<RemoteClient>> clients;
   for (uint32_t i = 0; i < std::max<uint32_t>(1, receivers); ++i) {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
     clients.push_back(std::move(client));
   }
   return std::make_shared<BlockCache>(objects_, std::move(clients), capacity_blocks, max_in_flight);

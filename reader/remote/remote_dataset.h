@@ -60,14 +60,17 @@ class RemoteStore final : public DataFileStore {
   // `buffer_bytes` each, any alignment (1). With `blocks` (shared by the loader's readers), reads
   // queued with QueueWithin are served from whole blocks fetched once (block order). Errors:
   // Internal when libcurl cannot start.
-  Result<std::unique_ptr<RangeReader>> NewRangeReader(
-      uint32_t depth, uint64_t buffer_bytes, std::shared_ptr<BlockCache> blocks = nullptr) const;
+  // `hedge`: the hedged requests of its client (remote_client.h).
+  Result<std::unique_ptr<RangeReader>> NewRangeReader(uint32_t depth, uint64_t buffer_bytes,
+                                                      std::shared_ptr<BlockCache> blocks = nullptr,
+                                                      const HedgePolicy& hedge = {}) const;
   // A BlockCache over this store's objects holding at most `capacity_blocks`, with `receivers`
   // threads (at least one) of at most `max_in_flight` GETs each (0: no limit) (block_cache.h);
   // it must not outlive the store. Errors: Internal when libcurl cannot start.
   Result<std::shared_ptr<BlockCache>> NewBlockCache(uint32_t capacity_blocks,
                                                     uint32_t receivers = 1,
-                                                    uint32_t max_in_flight = 0) const;
+                                                    uint32_t max_in_flight = 0,
+                                                    const HedgePolicy& hedge = {}) const;
 
  private:
   RemoteOptions options_;
