@@ -106,9 +106,10 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   // extent would carry W times the bytes a rank needs: those read their chunks' records
   // merged into GETs as before (at most twice the bytes needed).
   std::shared_ptr<remote::BlockCache> blocks;
-  remote::HedgePolicy hedge;
-  hedge.p95_multiple = options_.remote_hedge_p95_multiple;
-  hedge.min_ms = options_.remote_hedge_min_ms;
+  // Hedged requests: the environment's policy (read at open), unless the options say otherwise.
+  remote::HedgePolicy hedge = store->options().hedge;
+  if (options_.remote_hedge_p95_multiple) hedge.p95_multiple = *options_.remote_hedge_p95_multiple;
+  if (options_.remote_hedge_min_ms) hedge.min_ms = *options_.remote_hedge_min_ms;
   const uint64_t sample_bytes = std::max<uint64_t>(1, dataset_->schema().sample_bytes());
   uint64_t extent_samples = 0;
   uint32_t ahead = 0, capacity = 0, receivers = 0, in_flight = 0;
@@ -307,14 +308,14 @@ Status ValidateLoaderOptions(const LoaderOptions& options) {
     return Status::InvalidArgument("pin_device " + std::to_string(options.pin_device) +
                                    " must be -1 (the current device) or a CUDA device index");
   }
-  if (!(options.remote_hedge_p95_multiple >= 0 && options.remote_hedge_p95_multiple <= 1000)) {
-    return Status::InvalidArgument("remote_hedge_p95_multiple " +
-                                   std::to_string(options.remote_hedge_p95_multiple) +
+  const double hedge_multiple = options.remote_hedge_p95_multiple.value_or(0);
+  const int64_t hedge_min_ms = options.remote_hedge_min_ms.value_or(0);
+  if (!(hedge_multiple >= 0 && hedge_multiple <= 1000)) {
+    return Status::InvalidArgument("remote_hedge_p95_multiple " + std::to_string(hedge_multiple) +
                                    " must be in [0, 1000] (0 turns hedged requests off)");
   }
-  if (options.remote_hedge_min_ms < 0 || options.remote_hedge_min_ms > 3600000) {
-    return Status::InvalidArgument("remote_hedge_min_ms " +
-                                   std::to_string(options.remote_hedge_min_ms) +
+  if (hedge_min_ms < 0 || hedge_min_ms > 3600000) {
+    return Status::InvalidArgument("remote_hedge_min_ms " + std::to_string(hedge_min_ms) +
                                    " must be in [0, 3600000]");
   }
   if (options.read_ahead_bytes > (uint64_t{4} << 30)) {

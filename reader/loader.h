@@ -186,10 +186,12 @@ struct LoaderOptions {
   // x the p95 latency of its client's completed GETs) gets a second identical request (same
   // If-Match); the first to finish gives the bytes, the other is cancelled; at most one read in
   // ten is hedged and none before 16 GETs have completed. Counted in LoaderStats::requests
-  // (hedges, hedge_wins). remote_hedge_p95_multiple 0 turns hedging off; range [0, 1000], default
-  // 3. remote_hedge_min_ms: range [0, 3600000], default 100. Ignored for local datasets.
-  double remote_hedge_p95_multiple = 3.0;
-  int64_t remote_hedge_min_ms = 100;
+  // (hedges, hedge_wins). remote_hedge_p95_multiple 0 turns hedging off; range [0, 1000].
+  // remote_hedge_min_ms: range [0, 3600000]. Unset: the environment's
+  // KILN_REMOTE_HEDGE_P95_MULTIPLE and KILN_REMOTE_HEDGE_MIN_MS, else 3 and 100. Ignored for
+  // local datasets.
+  std::optional<double> remote_hedge_p95_multiple;
+  std::optional<int64_t> remote_hedge_min_ms;
   // A state saved by Loader::state() ("Checkpoint and resume" in reader/loader.md): Create
   // refuses, naming what differs, InvalidArgument for a state of another dataset (fingerprint
   // or sample count), seed, shuffle mode, block size or window, augmentation, a kBlock state

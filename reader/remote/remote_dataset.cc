@@ -37,6 +37,22 @@ Status IntegerFromEnvironment(const char* name, int64_t low, int64_t high, int64
   return Status::Ok();
 }
 
+// As IntegerFromEnvironment, for a decimal number.
+Status NumberFromEnvironment(const char* name, double low, double high, double* out) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return Status::Ok();
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text, &end);
+  if (errno != 0 || *end != '\0' || !(value >= low && value <= high)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%g, %g]", low, high);
+    return Status::InvalidArgument(std::string(name) + "=" + text + " is not a number in " + range);
+  }
+  *out = value;
+  return Status::Ok();
+}
+
 Result<RemoteOptions> OptionsFromEnvironment() {
   RemoteOptions options;
   KILN_ASSIGN_OR_RETURN(options.aws, LoadAwsSettings());
@@ -51,6 +67,10 @@ Result<RemoteOptions> OptionsFromEnvironment() {
                                               &options.connect_timeout_ms));
   KILN_RETURN_IF_ERROR(IntegerFromEnvironment("KILN_REMOTE_REQUEST_TIMEOUT_MS", 1, 86400000,
                                               &options.request_timeout_ms));
+  KILN_RETURN_IF_ERROR(
+      IntegerFromEnvironment("KILN_REMOTE_HEDGE_MIN_MS", 0, 3600000, &options.hedge.min_ms));
+  KILN_RETURN_IF_ERROR(NumberFromEnvironment("KILN_REMOTE_HEDGE_P95_MULTIPLE", 0, 1000,
+                                             &options.hedge.p95_multiple));
   return options;
 }
 
