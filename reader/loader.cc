@@ -117,7 +117,24 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   if (options_.shuffle == ShuffleMode::kBlock) {
     extent_samples = sampler_.block_samples();
     capacity = options_.shuffle_window + 2 * threads + 2;
-  } else if (options_.shuffle == ShuffleMode::kNone && options_.world_size <= 2) {
+  }
+  // Dataset order on one or two ranks: whole extents read ahead when a round trip is long
+  // enough to matter (the open's fastest request took extents_from_us or more); on a faster
+  // link a chunk's records merged into GETs are quicker (each fetch thread receives and copies
+  // out its own GET while its bytes are still in the CPU's cache, where an extent read ahead
+  // has left it: BENCHMARKS.md, "Dataset order at a URL").
+  std::string order_note;
+  const bool none_order = options_.shuffle == ShuffleMode::kNone && options_.world_size <= 2;
+  const int64_t rtt_us = store->open_latency_us();
+  const int64_t extents_from_us = store->options().extents_from_us;
+  if (none_order && rtt_us < extents_from_us) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "; dataset order: the open's fastest request took %.2f ms, under %.2f ms, so "
+                  "a chunk's records are merged into GETs instead of reading whole extents ahead",
+                  static_cast<double>(rtt_us) / 1e3, static_cast<double>(extents_from_us) / 1e3);
+    order_note = text;
+  } else if (none_order) {
     extent_samples = std::max<uint64_t>(1, options_.block_bytes / sample_bytes);
     ahead = static_cast<uint32_t>(
         std::clamp<uint64_t>(options_.read_ahead_bytes / (extent_samples * sample_bytes), 2, 64));
@@ -167,7 +184,7 @@ void Loader::ChooseRemotePath(uint32_t threads) {
                (in_flight == 0 ? "" : ", " + std::to_string(in_flight) + " GETs in flight each");
   }
   io_reason_ = std::string("the dataset is at a URL: range GETs, ") + std::to_string(depth) +
-               " in flight per thread" + extents +
+               " in flight per thread" + extents + order_note +
                (options_.io == IoMode::kMmap ? " (io mmap asked, but a URL has no mapping)" : "");
 #endif
 }

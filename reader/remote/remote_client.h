@@ -70,6 +70,9 @@ struct RemoteOptions {
   int64_t backoff_base_ms = 50;        // first retry waits in [base/2, base], doubling up to max
   int64_t backoff_max_ms = 2000;
   HedgePolicy hedge;  // the Loader sets it from LoaderOptions::remote_hedge_*
+  // Dataset order (Loader): whole extents read ahead when the open's fastest request took at
+  // least this long (microseconds; 0: always), else a chunk's records merged into GETs.
+  int64_t extents_from_us = 1000;
 };
 
 // An object as Stat saw it.

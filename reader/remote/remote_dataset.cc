@@ -69,6 +69,8 @@ Result<RemoteOptions> OptionsFromEnvironment() {
                                               &options.request_timeout_ms));
   KILN_RETURN_IF_ERROR(
       IntegerFromEnvironment("KILN_REMOTE_HEDGE_MIN_MS", 0, 3600000, &options.hedge.min_ms));
+  KILN_RETURN_IF_ERROR(
+      IntegerFromEnvironment("KILN_REMOTE_EXTENTS_FROM_US", 0, 60000000, &options.extents_from_us));
   KILN_RETURN_IF_ERROR(NumberFromEnvironment("KILN_REMOTE_HEDGE_P95_MULTIPLE", 0, 1000,
                                              &options.hedge.p95_multiple));
   return options;
@@ -623,7 +625,9 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
     shards.push_back(std::move(shard));
     objects.push_back(std::move(f.object));
   }
-  auto store = std::make_shared<const RemoteStore>(std::move(options), std::move(objects));
+  const int64_t open_latency_us = client->stats().LatencyQuantileUs(0);
+  auto store =
+      std::make_shared<const RemoteStore>(std::move(options), std::move(objects), open_latency_us);
   KILN_ASSIGN_OR_RETURN(
       std::unique_ptr<ShardDataset> dataset,
       ShardDataset::FromShards(base, std::move(manifest), std::move(shards), std::move(store)));

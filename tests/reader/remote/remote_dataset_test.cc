@@ -606,6 +606,9 @@ TEST_F(RemoteDatasetTest, DatasetOrderReadsAheadWholeExtentsWithOneGetEach) {
     extent_bytes += b.offset + b.size - a.offset;
   }
   ASSERT_EQ(extents, 33u);
+  // Extents whatever the round trip (by default only from 1 ms: on this loopback a chunk's
+  // records would be merged, as DatasetOrderOnAFastLinkMergesAChunksRecords checks).
+  setenv("KILN_REMOTE_EXTENTS_FROM_US", "0", 1);
   for (uint32_t world : {1u, 2u, 3u}) {
     for (uint32_t rank = 0; rank < world; ++rank) {
       const std::string what = "rank " + std::to_string(rank) + " of " + std::to_string(world);
@@ -638,6 +641,32 @@ TEST_F(RemoteDatasetTest, DatasetOrderReadsAheadWholeExtentsWithOneGetEach) {
       }
     }
   }
+  unsetenv("KILN_REMOTE_EXTENTS_FROM_US");
+}
+
+// Dataset order picks its reads by the round trip the open saw: when the open's fastest request
+// took less than KILN_REMOTE_EXTENTS_FROM_US (1 ms by default; here 60 s, so that the choice
+// does not depend on this machine's load), a chunk's records are merged into GETs (more GETs
+// than extents, each chunk's bytes only), and io_reason says why; the batches are the same.
+TEST_F(RemoteDatasetTest, DatasetOrderOnAFastLinkMergesAChunksRecords) {
+  LoaderOptions o = Options(ShuffleMode::kNone, 0, 1, 5);
+  o.batch_size = 23;
+  o.block_bytes = 31 * 784;
+  const Stream local = ReadAll(Local("one-shard"), o, 1);
+  setenv("KILN_REMOTE_EXTENTS_FROM_US", "60000000", 1);
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(servers->var("HTTP_URL") + "/one-shard", o);
+  unsetenv("KILN_REMOTE_EXTENTS_FROM_US");
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Stream remote;
+  while (Take(**loader, &remote)) {
+  }
+  ExpectSameStream(local, remote, "merged");
+  const std::string& why = (*loader)->io_reason();
+  EXPECT_EQ(why.find("read ahead"), std::string::npos) << why;
+  EXPECT_NE(why.find("merged into GETs"), std::string::npos) << why;
+  const RequestStats r = (*loader)->stats().requests;
+  EXPECT_EQ(r.failures, 0u);
+  EXPECT_GT(r.requests - r.hedges, 33u) << "no more GETs than the 33 extents: not merged per chunk";
 }
 
 // Merging a chunk's reads into range GETs never fetches more than twice the bytes the records
