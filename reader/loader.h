@@ -590,7 +590,8 @@ class Loader {
   // At a URL, whole extents of consecutive samples read with one GET each, shared by the fetch
   // threads through a BlockCache (reader/remote/block_cache.h): the direct workers pass each
   // record's extent (QueueWithin). Block order: the sampler's blocks (extent_samples_ =
-  // block_samples, nothing read ahead). Dataset order: runs of block_bytes, with the next
+  // block_samples, nothing read ahead). Dataset order on one or two ranks, when the open's
+  // round trip was at least RemoteOptions::extents_from_us: runs of block_bytes, with the next
   // extent_ahead_ extents fetched ahead (RangeReader::Prefetch), so the GETs overlap the
   // network's round trip instead of waiting for it. 0: records are read one GET each (or
   // merged per chunk).
