@@ -106,6 +106,10 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   // extent would carry W times the bytes a rank needs: those read their chunks' records
   // merged into GETs as before (at most twice the bytes needed).
   std::shared_ptr<remote::BlockCache> blocks;
+  // Hedged requests: the environment's policy (read at open), unless the options say otherwise.
+  remote::HedgePolicy hedge = store->options().hedge;
+  if (options_.remote_hedge_p95_multiple) hedge.p95_multiple = *options_.remote_hedge_p95_multiple;
+  if (options_.remote_hedge_min_ms) hedge.min_ms = *options_.remote_hedge_min_ms;
   const uint64_t sample_bytes = std::max<uint64_t>(1, dataset_->schema().sample_bytes());
   uint64_t extent_samples = 0;
   uint32_t ahead = 0, capacity = 0, receivers = 0, in_flight = 0;
@@ -113,7 +117,24 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   if (options_.shuffle == ShuffleMode::kBlock) {
     extent_samples = sampler_.block_samples();
     capacity = options_.shuffle_window + 2 * threads + 2;
-  } else if (options_.shuffle == ShuffleMode::kNone && options_.world_size <= 2) {
+  }
+  // Dataset order on one or two ranks: whole extents read ahead when a round trip is long
+  // enough to matter (the open's fastest request took extents_from_us or more); on a faster
+  // link a chunk's records merged into GETs are quicker (each fetch thread receives and copies
+  // out its own GET while its bytes are still in the CPU's cache, where an extent read ahead
+  // has left it: BENCHMARKS.md, "Dataset order at a URL").
+  std::string order_note;
+  const bool none_order = options_.shuffle == ShuffleMode::kNone && options_.world_size <= 2;
+  const int64_t rtt_us = store->open_latency_us();
+  const int64_t extents_from_us = store->options().extents_from_us;
+  if (none_order && rtt_us < extents_from_us) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "; dataset order: the open's fastest request took %.2f ms, under %.2f ms, so "
+                  "a chunk's records are merged into GETs instead of reading whole extents ahead",
+                  static_cast<double>(rtt_us) / 1e3, static_cast<double>(extents_from_us) / 1e3);
+    order_note = text;
+  } else if (none_order) {
     extent_samples = std::max<uint64_t>(1, options_.block_bytes / sample_bytes);
     ahead = static_cast<uint32_t>(
         std::clamp<uint64_t>(options_.read_ahead_bytes / (extent_samples * sample_bytes), 2, 64));
@@ -128,7 +149,7 @@ void Loader::ChooseRemotePath(uint32_t threads) {
     receivers = std::max<uint32_t>(1, threads);
     in_flight = ahead == 0 ? 0 : kExtentsInFlight;
     Result<std::shared_ptr<remote::BlockCache>> made =
-        store->NewBlockCache(capacity, receivers, in_flight);
+        store->NewBlockCache(capacity, receivers, in_flight, hedge);
     if (made.ok()) {
       blocks = std::move(*made);
     } else {
@@ -138,7 +159,8 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   const uint64_t block_bytes = extent_samples * sample_bytes;
   std::vector<std::unique_ptr<RangeReader>> readers;
   for (uint32_t t = 0; t < threads; ++t) {
-    Result<std::unique_ptr<RangeReader>> r = store->NewRangeReader(depth, buffer_bytes, blocks);
+    Result<std::unique_ptr<RangeReader>> r =
+        store->NewRangeReader(depth, buffer_bytes, blocks, hedge);
     if (!r.ok()) {
       io_reason_ = "the dataset is at a URL, but " + r.status().message() +
                    ": records are read one at a time";
@@ -162,7 +184,7 @@ void Loader::ChooseRemotePath(uint32_t threads) {
                (in_flight == 0 ? "" : ", " + std::to_string(in_flight) + " GETs in flight each");
   }
   io_reason_ = std::string("the dataset is at a URL: range GETs, ") + std::to_string(depth) +
-               " in flight per thread" + extents +
+               " in flight per thread" + extents + order_note +
                (options_.io == IoMode::kMmap ? " (io mmap asked, but a URL has no mapping)" : "");
 #endif
 }
@@ -305,6 +327,16 @@ Status ValidateLoaderOptions(const LoaderOptions& options) {
   if (options.pin_device < -1) {
     return Status::InvalidArgument("pin_device " + std::to_string(options.pin_device) +
                                    " must be -1 (the current device) or a CUDA device index");
+  }
+  const double hedge_multiple = options.remote_hedge_p95_multiple.value_or(0);
+  const int64_t hedge_min_ms = options.remote_hedge_min_ms.value_or(0);
+  if (!(hedge_multiple >= 0 && hedge_multiple <= 1000)) {
+    return Status::InvalidArgument("remote_hedge_p95_multiple " + std::to_string(hedge_multiple) +
+                                   " must be in [0, 1000] (0 turns hedged requests off)");
+  }
+  if (hedge_min_ms < 0 || hedge_min_ms > 3600000) {
+    return Status::InvalidArgument("remote_hedge_min_ms " + std::to_string(hedge_min_ms) +
+                                   " must be in [0, 3600000]");
   }
   if (options.read_ahead_bytes > (uint64_t{4} << 30)) {
     return Status::InvalidArgument("read_ahead_bytes " + std::to_string(options.read_ahead_bytes) +

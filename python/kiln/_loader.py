@@ -701,6 +701,7 @@ class Loader:
         residency, mmap path); ``direct_reads``, ``direct_read_bytes`` (direct path);
         ``uploads``, ``upload_bytes``, ``upload_wait_ns`` (device batches); for datasets at a URL
         ``requests`` (attempts), ``request_retries``, ``request_failures``, ``request_bytes``,
+        ``request_hedges`` and ``request_hedge_wins`` (hedged requests for the slow tail),
         ``request_latency_p50_ns``, ``request_latency_p99_ns`` (over all attempts so far).
         Derived stage times: ``storage_ns`` (``fetch_ns - fetch_cpu_ns``: off the CPU, reading
         storage) and ``copy_ns`` (``fetch_cpu_ns - decompress_ns - augment_ns``: checks, decode

@@ -1,8 +1,12 @@
 #include "reader/remote/block_cache.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <utility>
 
 namespace kiln::remote {
@@ -49,12 +53,55 @@ void BlockCache::DropLocked(const Extent& e) {
   }
 }
 
+void BlockCache::FreeBytes::operator()(uint8_t* p) const { std::free(p); }
+
+namespace {
+
+constexpr uint64_t kHugePage = 2 << 20;
+
+// `length` bytes for an extent. From 2 MiB up: aligned to 2 MiB and advised for transparent
+// huge pages, so that the first write of the GET's body takes a page fault per 2 MiB instead
+// of one per 4 KiB (at 0 ms added RTT the faults of a fresh 4 MiB buffer cost more CPU than
+// receiving its bytes); where the kernel gives none, ordinary pages.
+BlockCache::Bytes NewBytes(uint64_t length) {
+  if (length < kHugePage) {
+    auto* p = static_cast<uint8_t*>(std::malloc(std::max<uint64_t>(1, length)));
+    if (p == nullptr) throw std::bad_alloc();
+    return BlockCache::Bytes(p);
+  }
+  const uint64_t rounded = (length + kHugePage - 1) / kHugePage * kHugePage;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kHugePage, rounded));
+  if (p == nullptr) throw std::bad_alloc();
+  (void)madvise(p, rounded, MADV_HUGEPAGE);
+  return BlockCache::Bytes(p);
+}
+
+}  // namespace
+
+// A buffer of at least `length` bytes: an evicted extent's when one is large enough (its pages
+// already mapped), else a new one. mu_ held.
+BlockCache::Bytes BlockCache::TakeBufferLocked(uint64_t length) {
+  for (size_t i = 0; i < spare_.size(); ++i) {
+    if (spare_[i].second >= length) {
+      Bytes bytes = std::move(spare_[i].first);
+      spare_[i] = std::move(spare_.back());
+      spare_.pop_back();
+      return bytes;
+    }
+  }
+  return NewBytes(length);
+}
+
 // Evicts the oldest extents no read holds until one more fits. mu_ held.
 bool BlockCache::MakeRoomLocked() {
   for (size_t i = 0; i < age_.size() && held_.size() >= capacity_blocks_;) {
     auto it = held_.find(age_[i]);
     // use_count 1: only the cache holds it (no reader waits on it, no fetch in progress).
     if (it != held_.end() && it->second.use_count() == 1 && IsReady(*it->second)) {
+      // No one else holds it: its buffer is kept for the next extent.
+      if (it->second->result >= 0 && spare_.size() < capacity_blocks_) {
+        spare_.emplace_back(std::move(it->second->bytes), it->second->length);
+      }
       held_.erase(it);
       age_.erase(age_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
@@ -76,7 +123,7 @@ std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, u
   extent->object = object;
   extent->offset = offset;
   extent->length = length;
-  extent->bytes.reset(new uint8_t[length]);
+  extent->bytes = TakeBufferLocked(length);
   held_.emplace(key, extent);
   age_.push_back(key);
   to_fetch_.push_back(extent);

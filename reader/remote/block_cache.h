@@ -41,6 +41,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "formats/status.h"
@@ -51,11 +52,16 @@ namespace kiln::remote {
 
 class BlockCache {
  public:
+  // An extent's buffer (malloc'd: large ones are aligned for transparent huge pages).
+  struct FreeBytes {
+    void operator()(uint8_t* p) const;
+  };
+  using Bytes = std::unique_ptr<uint8_t[], FreeBytes>;
   // One extent: [offset, offset + length) of object `object`.
   struct Extent {
     uint32_t object = 0;
     uint64_t offset = 0, length = 0;
-    std::unique_ptr<uint8_t[]> bytes;  // length bytes once ready
+    Bytes bytes;  // length bytes once ready
     // Set (release) once bytes, result and error are final; readers load it (acquire) first.
     std::atomic<bool> ready{false};
     int64_t result = 0;  // bytes fetched, or -errno (remote_dataset.cc's mapping) on failure
@@ -97,6 +103,7 @@ class BlockCache {
   };
   void Run(Receiver* receiver);
   bool MakeRoomLocked();
+  Bytes TakeBufferLocked(uint64_t length);
   void DropLocked(const Extent& e);
 
   const std::vector<ObjectInfo>& objects_;
@@ -106,7 +113,9 @@ class BlockCache {
   std::condition_variable work_cv_;   // the receivers: extents to fetch, or stop
   std::condition_variable ready_cv_;  // readers: an extent finished
   std::map<Key, std::shared_ptr<Extent>> held_;
-  std::deque<Key> age_;                           // held_ keys, oldest first
+  std::deque<Key> age_;  // held_ keys, oldest first
+  // Buffers of evicted extents (bytes, size), reused for new ones; at most capacity_blocks_.
+  std::vector<std::pair<Bytes, uint64_t>> spare_;
   std::deque<std::shared_ptr<Extent>> to_fetch_;  // acquired, not yet given to a receiver
   std::atomic<uint64_t> fetches_{0};              // written under mu_, read without it
   RequestStats taken_;

@@ -37,6 +37,22 @@ Status IntegerFromEnvironment(const char* name, int64_t low, int64_t high, int64
   return Status::Ok();
 }
 
+// As IntegerFromEnvironment, for a decimal number.
+Status NumberFromEnvironment(const char* name, double low, double high, double* out) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return Status::Ok();
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text, &end);
+  if (errno != 0 || *end != '\0' || !(value >= low && value <= high)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%g, %g]", low, high);
+    return Status::InvalidArgument(std::string(name) + "=" + text + " is not a number in " + range);
+  }
+  *out = value;
+  return Status::Ok();
+}
+
 Result<RemoteOptions> OptionsFromEnvironment() {
   RemoteOptions options;
   KILN_ASSIGN_OR_RETURN(options.aws, LoadAwsSettings());
@@ -51,6 +67,12 @@ Result<RemoteOptions> OptionsFromEnvironment() {
                                               &options.connect_timeout_ms));
   KILN_RETURN_IF_ERROR(IntegerFromEnvironment("KILN_REMOTE_REQUEST_TIMEOUT_MS", 1, 86400000,
                                               &options.request_timeout_ms));
+  KILN_RETURN_IF_ERROR(
+      IntegerFromEnvironment("KILN_REMOTE_HEDGE_MIN_MS", 0, 3600000, &options.hedge.min_ms));
+  KILN_RETURN_IF_ERROR(
+      IntegerFromEnvironment("KILN_REMOTE_EXTENTS_FROM_US", 0, 60000000, &options.extents_from_us));
+  KILN_RETURN_IF_ERROR(NumberFromEnvironment("KILN_REMOTE_HEDGE_P95_MULTIPLE", 0, 1000,
+                                             &options.hedge.p95_multiple));
   return options;
 }
 
@@ -538,19 +560,26 @@ Status RemoteStore::ReadRange(uint32_t file, uint64_t offset, uint64_t size, uin
   return ReadExactly(client_.get(), objects_[file], offset, size, dest);
 }
 
-Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(
-    uint32_t depth, uint64_t buffer_bytes, std::shared_ptr<BlockCache> blocks) const {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
+Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
+                                                                 uint64_t buffer_bytes,
+                                                                 std::shared_ptr<BlockCache> blocks,
+                                                                 const HedgePolicy& hedge) const {
+  RemoteOptions options = options_;
+  options.hedge = hedge;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
   return std::unique_ptr<RangeReader>(
       new RemoteRangeReader(*this, std::move(client), depth, buffer_bytes, std::move(blocks)));
 }
 
 Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint32_t capacity_blocks,
                                                                uint32_t receivers,
-                                                               uint32_t max_in_flight) const {
+                                                               uint32_t max_in_flight,
+                                                               const HedgePolicy& hedge) const {
+  RemoteOptions options = options_;
+  options.hedge = hedge;
   std::vector<std::unique_ptr<RemoteClient>> clients;
   for (uint32_t i = 0; i < std::max<uint32_t>(1, receivers); ++i) {
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
     clients.push_back(std::move(client));
   }
   return std::make_shared<BlockCache>(objects_, std::move(clients), capacity_blocks, max_in_flight);
@@ -596,7 +625,9 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
     shards.push_back(std::move(shard));
     objects.push_back(std::move(f.object));
   }
-  auto store = std::make_shared<const RemoteStore>(std::move(options), std::move(objects));
+  const int64_t open_latency_us = client->stats().LatencyQuantileUs(0);
+  auto store =
+      std::make_shared<const RemoteStore>(std::move(options), std::move(objects), open_latency_us);
   KILN_ASSIGN_OR_RETURN(
       std::unique_ptr<ShardDataset> dataset,
       ShardDataset::FromShards(base, std::move(manifest), std::move(shards), std::move(store)));

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -461,7 +462,7 @@ TEST_F(RemoteDatasetTest, CliInspectAndBenchTakeTheUrl) {
   std::ifstream bench(out);
   text.assign((std::istreambuf_iterator<char>(bench)), {});
   EXPECT_NE(text.find("io remote"), std::string::npos) << text;
-  EXPECT_NE(text.find(" range GETs (0 retries, 0 failed)"), std::string::npos) << text;
+  EXPECT_NE(text.find(" range GETs (0 retries, 0 failed, "), std::string::npos) << text;
   EXPECT_NE(text.find("every sample read once: yes"), std::string::npos) << text;
 }
 
@@ -587,6 +588,67 @@ TEST_F(RemoteDatasetTest, AServerThatNeverAnswersTimesOutAndIsRetried) {
   EXPECT_EQ(servers->StopProxy("hang"), 0);
 }
 
+// Hedged requests (reader/remote/remote.md, "Hedged requests") against a server that answers
+// every 25th request 3 s late (fault_proxy.py --slow-every 25): with hedging on (the default
+// policy) the read sends second requests for the stalled ones, some of which finish first,
+// and the batches are the local directory's byte for byte, no read failed, each record's bytes
+// counted once; with hedging off (remote_hedge_p95_multiple 0) the same read sends none and
+// waits the stalls out, with the same batches. Counters and bytes only: nothing is timed.
+TEST_F(RemoteDatasetTest, HedgedRequestsForStalledGetsKeepTheBatchesAndAreCounted) {
+  const std::string url =
+      servers->StartProxy("slow", servers->var("HTTP_URL"), "--slow-every 25 --slow-ms 3000");
+  ASSERT_FALSE(url.empty());
+  const LoaderOptions on = Options(ShuffleMode::kExact, 0, 1, 29);
+  const Stream local = ReadAll(Local("raw"), on, 1);
+  uint64_t slowed = 0;
+  for (bool hedging : {true, false}) {
+    const std::string what = hedging ? "hedging on" : "hedging off";
+    LoaderOptions o = on;
+    if (!hedging) o.remote_hedge_p95_multiple = 0;
+    const int64_t slowed_before = servers->ProxyCount("slow", "slowed");
+    Result<std::unique_ptr<Loader>> loader = Loader::Open(url + "/raw", o);
+    ASSERT_TRUE(loader.ok()) << what << ": " << loader.status().ToString();
+    Stream remote;
+    while (Take(**loader, &remote)) {
+    }
+    ExpectSameStream(local, remote, what);
+    const LoaderStats stats = (*loader)->stats();
+    const RequestStats& r = stats.requests;
+    EXPECT_EQ(r.failures, 0u) << what;
+    EXPECT_EQ(r.retries, 0u) << what;
+    const int64_t slowed_now = servers->ProxyCount("slow", "slowed") - slowed_before;
+    EXPECT_GT(slowed_now, 0) << what << ": the proxy held no request";
+    slowed += static_cast<uint64_t>(std::max<int64_t>(0, slowed_now));
+    if (hedging) {
+      EXPECT_GT(r.hedges, 0u) << what << ": " << r.requests << " requests";
+      EXPECT_GT(r.hedge_wins, 0u) << what;
+      EXPECT_LE(r.hedge_wins, r.hedges) << what;
+      // At most one hedge per ten requests (the budget).
+      EXPECT_LE(r.hedges * 10, r.requests) << what;
+    } else {
+      EXPECT_EQ(r.hedges, 0u) << what;
+      EXPECT_EQ(r.hedge_wins, 0u) << what;
+    }
+    // Every record's bytes were counted once, hedged or not: raw records of 784 bytes, merged
+    // into GETs of at most twice the bytes needed.
+    EXPECT_GE(r.bytes, 1000u * 784u) << what;
+    EXPECT_LE(r.bytes, 2u * 1000u * 784u) << what;
+  }
+  EXPECT_GT(slowed, 0u);
+  EXPECT_EQ(servers->StopProxy("slow"), 0);
+}
+
+// An out-of-range hedging setting is refused by name.
+TEST_F(RemoteDatasetTest, BadHedgingSettingIsRefusedByName) {
+  LoaderOptions o = Options(ShuffleMode::kNone, 0, 1, 0);
+  o.remote_hedge_p95_multiple = -1;
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(servers->var("HTTP_URL") + "/raw", o);
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(loader.status().message().find("remote_hedge_p95_multiple"), std::string::npos)
+      << loader.status().ToString();
+}
+
 // A bad setting is refused by name, not ignored.
 TEST_F(RemoteDatasetTest, BadTimeoutOrAttemptsSettingIsRefusedByName) {
   setenv("AWS_MAX_ATTEMPTS", "zero", 1);
@@ -629,8 +691,8 @@ TEST_F(RemoteDatasetTest, BlockOrderFetchesEachBlockOnceWithOneGet) {
     ExpectSameStream(local, remote, "rank " + std::to_string(rank));
     const RequestStats r = (*loader)->stats().requests;
     EXPECT_EQ(r.failures, 0u);
-    gets += r.requests;
-    bytes += r.bytes;
+    gets += r.requests - r.hedges;  // a hedge is a second request for a block already asked
+    bytes += r.bytes;               // a hedged block's bytes are counted once
   }
   EXPECT_EQ(want_gets, 33u);
   EXPECT_EQ(gets, want_gets);
@@ -655,6 +717,9 @@ TEST_F(RemoteDatasetTest, DatasetOrderReadsAheadWholeExtentsWithOneGetEach) {
     extent_bytes += b.offset + b.size - a.offset;
   }
   ASSERT_EQ(extents, 33u);
+  // Extents whatever the round trip (by default only from 1 ms: on this loopback a chunk's
+  // records would be merged, as DatasetOrderOnAFastLinkMergesAChunksRecords checks).
+  setenv("KILN_REMOTE_EXTENTS_FROM_US", "0", 1);
   for (uint32_t world : {1u, 2u, 3u}) {
     for (uint32_t rank = 0; rank < world; ++rank) {
       const std::string what = "rank " + std::to_string(rank) + " of " + std::to_string(world);
@@ -678,7 +743,7 @@ TEST_F(RemoteDatasetTest, DatasetOrderReadsAheadWholeExtentsWithOneGetEach) {
         EXPECT_NE((*loader)->io_reason().find("received by 2 threads, 2 GETs in flight each"),
                   std::string::npos)
             << what << ": " << (*loader)->io_reason();
-        EXPECT_EQ(r.requests, extents) << what;
+        EXPECT_EQ(r.requests - r.hedges, extents) << what;
         EXPECT_EQ(r.bytes, extent_bytes) << what;
       } else {
         EXPECT_EQ((*loader)->io_reason().find("read ahead"), std::string::npos)
@@ -687,6 +752,32 @@ TEST_F(RemoteDatasetTest, DatasetOrderReadsAheadWholeExtentsWithOneGetEach) {
       }
     }
   }
+  unsetenv("KILN_REMOTE_EXTENTS_FROM_US");
+}
+
+// Dataset order picks its reads by the round trip the open saw: when the open's fastest request
+// took less than KILN_REMOTE_EXTENTS_FROM_US (1 ms by default; here 60 s, so that the choice
+// does not depend on this machine's load), a chunk's records are merged into GETs (more GETs
+// than extents, each chunk's bytes only), and io_reason says why; the batches are the same.
+TEST_F(RemoteDatasetTest, DatasetOrderOnAFastLinkMergesAChunksRecords) {
+  LoaderOptions o = Options(ShuffleMode::kNone, 0, 1, 5);
+  o.batch_size = 23;
+  o.block_bytes = 31 * 784;
+  const Stream local = ReadAll(Local("one-shard"), o, 1);
+  setenv("KILN_REMOTE_EXTENTS_FROM_US", "60000000", 1);
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(servers->var("HTTP_URL") + "/one-shard", o);
+  unsetenv("KILN_REMOTE_EXTENTS_FROM_US");
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Stream remote;
+  while (Take(**loader, &remote)) {
+  }
+  ExpectSameStream(local, remote, "merged");
+  const std::string& why = (*loader)->io_reason();
+  EXPECT_EQ(why.find("read ahead"), std::string::npos) << why;
+  EXPECT_NE(why.find("merged into GETs"), std::string::npos) << why;
+  const RequestStats r = (*loader)->stats().requests;
+  EXPECT_EQ(r.failures, 0u);
+  EXPECT_GT(r.requests - r.hedges, 33u) << "no more GETs than the 33 extents: not merged per chunk";
 }
 
 // Merging a chunk's reads into range GETs never fetches more than twice the bytes the records
