@@ -113,7 +113,7 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   const uint64_t sample_bytes = std::max<uint64_t>(1, dataset_->schema().sample_bytes());
   uint64_t extent_samples = 0;
   uint32_t ahead = 0, capacity = 0, receivers = 0, in_flight = 0;
-  constexpr uint32_t kExtentsInFlight = 2;
+  constexpr uint32_t kExtentsInFlight = 3;
   if (options_.shuffle == ShuffleMode::kBlock) {
     extent_samples = sampler_.block_samples();
     capacity = options_.shuffle_window + 2 * threads + 2;
