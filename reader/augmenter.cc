@@ -327,7 +327,9 @@ __attribute__((target("avx2"))) void ResizeU8Avx2(const uint8_t* in, size_t stri
 }
 
 bool HaveAvx2() {
-  static const bool have = __builtin_cpu_supports("avx2") != 0;
+  // __builtin_cpu_init first: the CPU model may not be filled in yet when this runs during
+  // static initialisation. __builtin_cpu_supports also checks that the OS saves the AVX state.
+  static const bool have = (__builtin_cpu_init(), __builtin_cpu_supports("avx2") != 0);
   return have;
 }
 #endif  // KILN_AUGMENT_AVX2
