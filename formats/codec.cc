@@ -12,6 +12,8 @@ std::string_view CodecName(Codec codec) {
       return "none";
     case Codec::kZstd:
       return "zstd";
+    case Codec::kJpeg:
+      return "jpeg";
   }
   return "invalid";
 }

@@ -15,11 +15,21 @@ namespace kiln {
 // (formats/shards/shard_format.md section 4).
 inline constexpr size_t kMaxKeyBytes = 65535;
 
+// The largest max side of JPEG records, in pixels (a JPEG's side is at most 65535; libjpeg-turbo
+// refuses more than 65500). formats/shards/shard_format.md section 2.
+inline constexpr uint32_t kMaxJpegSide = 65500;
+
 // How a record's stored bytes encode its raw tensor bytes (formats/shards/shard_format.md section
 // 4, field `codec`).
 enum class Codec : uint8_t {
   kNone = 0,  // stored bytes are the raw tensor bytes; stored_size == raw_size.
   kZstd = 1,  // stored bytes are one Zstandard frame (RFC 8878) of the raw tensor bytes.
+  // Stored bytes are one baseline or progressive JPEG (ITU T.81, JFIF) of a uint8 HWC image of
+  // its own size (at most the shard's max side on each side); raw_size is height x width x
+  // channels of that image. Only in shards whose header carries kShardFlagJpegRecords
+  // (formats/shards/shard_format.md sections 2 and 4): the reader decodes and resizes it at read
+  // time (reader/jpeg_sample_decoder.h).
+  kJpeg = 2,
 };
 std::string_view CodecName(Codec codec);
 

@@ -67,6 +67,12 @@ class Dataset {
   const Manifest& manifest() const { return manifest_; }
   const TensorSchema& schema() const { return manifest_.schema; }
   uint64_t num_samples() const { return manifest_.samples; }
+  // JPEG records (Manifest::jpeg_records): each record is one JPEG of at most jpeg_max_side()
+  // pixels per side, schema() is uint8 HWC max_side x max_side x channels (an upper bound), and
+  // ReadSample/DecodeStored write what the decoder's ImageRecordDecoder writes (the loader's:
+  // one output sample). 0 for raw or zstd records.
+  uint32_t jpeg_max_side() const { return manifest_.jpeg_max_side; }
+  bool jpeg_records() const { return manifest_.jpeg_records(); }
 
   // Copies sample `index`'s schema().sample_bytes() raw bytes into `out` (decompressing when
   // the record is compressed) after checking its checksum, and stores its label in `*label`.

@@ -26,6 +26,7 @@ static StoreWriterOptions StoreOptions(const DatasetWriterOptions& options) {
   so.shard_size_bytes = options.shard_size_bytes;
   so.record_alignment = options.record_alignment;
   so.lmdb_initial_map_bytes = options.lmdb_initial_map_bytes;
+  so.jpeg_max_side = options.jpeg_max_side;
   return so;
 }
 
@@ -38,6 +39,22 @@ Result<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& 
                                    StorageFormatNamesText() + ")");
   }
   if (!format->compiled_in) return Status::NotSupported(format->missing);
+  if (options.jpeg_max_side != 0) {
+    if (options.format != "shards") {
+      return Status::InvalidArgument(
+          "JPEG records (--codec jpeg) are stored in the shards format "
+          "only, not " +
+          options.format);
+    }
+    const TensorSchema& s = options.schema;
+    if (options.jpeg_max_side > kMaxJpegSide || s.dtype != DType::kUint8 ||
+        s.layout != Layout::kHWC || s.height != options.jpeg_max_side ||
+        s.width != options.jpeg_max_side) {
+      return Status::InvalidArgument("JPEG records need a max side in [1, " +
+                                     std::to_string(kMaxJpegSide) +
+                                     "] and a uint8 HWC schema of max side x max side");
+    }
+  }
   if (options.shard_size_bytes < 1024 || options.shard_size_bytes > (uint64_t{1} << 40)) {
     return Status::InvalidArgument("shard size " + std::to_string(options.shard_size_bytes) +
                                    " bytes must be between 1 KiB and 1 TiB");
@@ -167,6 +184,8 @@ Result<Manifest> DatasetWriter::Finish(Manifest manifest) {
   manifest.schema = options_.schema;
   manifest.samples = samples_;
   manifest.record_alignment = options_.record_alignment;
+  manifest.jpeg_max_side = options_.jpeg_max_side;
+  if (manifest.jpeg_records() && manifest.jpeg_quality == 0) manifest.jpeg_quality = 90;
   manifest.files = files_;
   // The marker stays until the rename: a run killed before it leaves a staging directory that
   // the next run (or --resume) recognises as kiln's and replaces, never one it must refuse.

@@ -42,6 +42,10 @@ struct DatasetWriterOptions {
   // LMDB only: the map size the environment starts with, in bytes; it doubles whenever it fills,
   // so this is a tuning knob, never a limit. 0 = the default (256 MiB); else [64 KiB, 1 TiB].
   uint64_t lmdb_initial_map_bytes = 0;
+  // JPEG records (`kiln pack --codec jpeg`): every record is Codec::kJpeg, at most this many
+  // pixels per side; `schema` must be uint8 HWC jpeg_max_side x jpeg_max_side. Shards only
+  // (InvalidArgument for lmdb and hdf5). 0 (default): raw or zstd records of `schema`.
+  uint32_t jpeg_max_side = 0;
 };
 
 class DatasetWriter {

@@ -42,6 +42,7 @@ struct StoreWriterOptions {
   uint64_t shard_size_bytes = 0;        // shards only
   uint32_t record_alignment = 0;        // shards only
   uint64_t lmdb_initial_map_bytes = 0;  // LMDB only; 0 = its default
+  uint32_t jpeg_max_side = 0;           // shards only: JPEG records (ShardHeader::jpeg_max_side)
 };
 
 struct StorageFormat {

@@ -25,6 +25,9 @@ Result<std::string> Inspect(const std::string& dir, bool json) {
   j["sample_bytes"] = m.schema.sample_bytes();
   j["classes"] = m.classes;
   j["compression"] = m.compression;
+  if (m.jpeg_records()) {
+    j["records"] = {{"codec", "jpeg"}, {"quality", m.jpeg_quality}, {"max_side", m.jpeg_max_side}};
+  }
   j["shuffle_seed"] =
       m.shuffle_seed ? nlohmann::ordered_json(*m.shuffle_seed) : nlohmann::ordered_json(nullptr);
   j["bytes"] = bytes;
@@ -45,6 +48,10 @@ Result<std::string> Inspect(const std::string& dir, bool json) {
       << "sample        " << m.schema.ShapeString() << " " << DTypeName(m.schema.dtype) << " "
       << LayoutName(m.schema.layout) << ", " << m.schema.sample_bytes() << " bytes\n"
       << "compression   " << m.compression << "\n"
+      << (m.jpeg_records() ? "records       JPEG (quality " + std::to_string(m.jpeg_quality) +
+                                 "), each image at most " + std::to_string(m.jpeg_max_side) +
+                                 " pixels per side: the sample shape above is that bound\n"
+                           : std::string())
       << "shuffle seed  "
       << (m.shuffle_seed ? std::to_string(*m.shuffle_seed) : "none (source order)") << "\n"
       << "classes       ";

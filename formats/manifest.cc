@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "formats/byte_coding.h"
+#include "formats/codec.h"
 #include "formats/file_util.h"
 #include "formats/xxh3.h"
 
@@ -69,7 +70,7 @@ Result<uint64_t> ManifestChecksum(const std::string& text, const std::string& or
 
 std::string Manifest::ToJson() const {
   ordered_json j;
-  j["kiln_manifest_version"] = kManifestVersion;
+  j["kiln_manifest_version"] = jpeg_records() ? kManifestVersion : kManifestVersionWithoutRecords;
   j["format"] = format;
   j["tool"] = tool;
   j["schema"] = {{"dtype", DTypeName(schema.dtype)}, {"layout", LayoutName(schema.layout)},
@@ -78,6 +79,9 @@ std::string Manifest::ToJson() const {
   j["samples"] = samples;
   j["classes"] = classes;
   j["compression"] = compression;
+  if (jpeg_records()) {
+    j["records"] = {{"codec", "jpeg"}, {"quality", jpeg_quality}, {"max_side", jpeg_max_side}};
+  }
   j["record_alignment"] = record_alignment;
   j["shuffle_seed"] = shuffle_seed ? ordered_json(*shuffle_seed) : ordered_json(nullptr);
   // Invalid JSON here is a caller bug; it is stored as null rather than thrown (Write reports it).
@@ -144,6 +148,28 @@ Result<Manifest> ParseManifest(const std::string& text) {
     m.samples = UnsignedField(j, "samples", UINT64_MAX);
     m.classes = j.at("classes").get<std::vector<std::string>>();
     m.compression = j.value("compression", "none");
+    if (j.contains("records")) {
+      const ordered_json& r = j.at("records");
+      if (version < 3) {
+        return Status::Corruption("field 'records' needs manifest version 3, not " +
+                                  std::to_string(version));
+      }
+      if (r.at("codec").get<std::string>() != "jpeg") {
+        return Status::Corruption("records.codec '" + r.at("codec").get<std::string>() +
+                                  "' is not jpeg");
+      }
+      m.jpeg_quality = static_cast<int>(UnsignedField(r, "quality", 100));
+      m.jpeg_max_side = static_cast<uint32_t>(UnsignedField(r, "max_side", kMaxJpegSide));
+      if (m.jpeg_quality < 1 || m.jpeg_max_side == 0) {
+        return Status::Corruption("records: quality must be in [1, 100] and max_side >= 1");
+      }
+      if (m.schema.dtype != DType::kUint8 || m.schema.layout != Layout::kHWC ||
+          m.schema.height != m.jpeg_max_side || m.schema.width != m.jpeg_max_side) {
+        return Status::Corruption("JPEG records need a uint8 HWC schema of max_side x max_side");
+      }
+    } else if (version >= 3) {
+      return Status::Corruption("manifest version 3 without 'records'");
+    }
     m.record_alignment = static_cast<uint32_t>(
         j.contains("record_alignment") ? UnsignedField(j, "record_alignment", UINT32_MAX)
                                        : kDefaultRecordAlignment);

@@ -20,8 +20,11 @@ namespace kiln {
 
 inline constexpr char kManifestFileName[] = "kiln.json";
 // Version 2 adds `manifest_xxh3_64` (formats/manifest.md, "Manifest checksum"); version 1
-// manifests, which have none, are still read.
-inline constexpr int kManifestVersion = 2;
+// manifests, which have none, are still read. Version 3 adds `records` (JPEG records,
+// formats/manifest.md "JPEG records") and is written only for such datasets, so that a kiln that
+// reads up to version 2 refuses them by name; every other dataset is still written as version 2.
+inline constexpr int kManifestVersion = 3;
+inline constexpr int kManifestVersionWithoutRecords = 2;
 inline constexpr int kOldestManifestVersion = 1;
 inline constexpr char kManifestChecksumKey[] = "manifest_xxh3_64";
 
@@ -29,9 +32,15 @@ struct Manifest {
   std::string format = "shards";  // storage backend: "shards", "lmdb" or "hdf5"
   std::string tool;               // "kiln <version>" that wrote the dataset
   TensorSchema schema;
-  uint64_t samples = 0;                   // records in the dataset, all files together
-  std::vector<std::string> classes;       // class names; label i is classes[i]
-  std::string compression = "none";       // "none" or "zstd:LEVEL"
+  uint64_t samples = 0;              // records in the dataset, all files together
+  std::vector<std::string> classes;  // class names; label i is classes[i]
+  std::string compression = "none";  // "none" or "zstd:LEVEL" ("none" for JPEG records)
+  // JPEG records (`records`: {"codec": "jpeg", "quality": Q, "max_side": N}): each record is one
+  // JPEG of at most jpeg_max_side pixels per side, and `schema` is uint8 HWC max_side x
+  // max_side x channels (an upper bound). 0: records hold raw or zstd tensors of `schema`.
+  uint32_t jpeg_max_side = 0;
+  int jpeg_quality = 0;  // the libjpeg quality the records were encoded with, [1, 100]
+  bool jpeg_records() const { return jpeg_max_side != 0; }
   uint32_t record_alignment = 64;         // bytes
   std::optional<uint64_t> shuffle_seed;   // write-time shuffle seed, when one was applied
   std::string preprocessing_json = "{}";  // JSON object: how samples were made (tools fill it)

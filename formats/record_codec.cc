@@ -40,6 +40,21 @@ std::string Compression::ToString() const {
   return "zstd:" + std::to_string(level);
 }
 
+Result<int> JpegRecordOptions::ParseQuality(std::string_view text) {
+  if (text == "jpeg") return 90;
+  if (text.substr(0, 5) != "jpeg:" || text.size() == 5) {
+    return Status::InvalidArgument("unknown codec '" + std::string(text) +
+                                   "' (expected jpeg or jpeg:QUALITY, QUALITY in [1, 100])");
+  }
+  const std::string q(text.substr(5));
+  char* end = nullptr;
+  const long v = std::strtol(q.c_str(), &end, 10);
+  if (*end != '\0' || v < 1 || v > 100) {
+    return Status::InvalidArgument("JPEG quality '" + q + "' must be an integer in [1, 100]");
+  }
+  return static_cast<int>(v);
+}
+
 RecordEncoder::RecordEncoder(Compression compression) : compression_(compression) {
   if (compression_.codec == Codec::kZstd) {
     ZSTD_CCtx* cctx = ZSTD_createCCtx();
@@ -131,7 +146,18 @@ Status RecordDecoder::DecodeChecked(const uint8_t* stored, size_t stored_size, C
 Status RecordDecoder::Validate(const uint8_t* stored, size_t stored_size, Codec codec,
                                uint8_t* scratch, size_t raw_size) {
   if (codec == Codec::kNone && stored_size == raw_size) return Status::Ok();
+  if (codec == Codec::kJpeg) {
+    if (image_decoder_ == nullptr) return NoImageDecoder();
+    return image_decoder_->ValidateImage(stored, stored_size, static_cast<uint32_t>(raw_size),
+                                         scratch);
+  }
   return Decode(stored, stored_size, codec, scratch, raw_size);  // errors, or a zstd record
+}
+
+Status RecordDecoder::NoImageDecoder() {
+  return Status::NotSupported(
+      "a JPEG record needs an image decoder: read JPEG-record datasets with a kiln Loader and "
+      "an output size, or verify them with kiln verify");
 }
 
 Status RecordDecoder::Decode(const uint8_t* stored, size_t stored_size, Codec codec, uint8_t* out,
@@ -159,6 +185,9 @@ Status RecordDecoder::Decode(const uint8_t* stored, size_t stored_size, Codec co
       }
       return Status::Ok();
     }
+    case Codec::kJpeg:
+      if (image_decoder_ == nullptr) return NoImageDecoder();
+      return image_decoder_->DecodeImage(stored, stored_size, static_cast<uint32_t>(raw_size), out);
   }
   return Status::Corruption("unknown codec " + std::to_string(static_cast<int>(codec)));
 }

@@ -20,6 +20,7 @@
 
 #include "formats/manifest.h"
 #include "formats/mapped_file.h"
+#include "formats/record_codec.h"
 
 namespace kiln {
 
@@ -27,6 +28,12 @@ struct VerifyOptions {
   // Also decompresses every zstd record and checks that each record holds exactly one sample's
   // bytes (raw records: their stored size). Default false.
   bool deep = false;
+  // Deep mode on JPEG records: decodes each record whole with this decoder (reader's
+  // JpegSampleDecoder; `kiln verify --deep` passes one) and reports the ones that do not decode
+  // or whose image is not the size the index says. Used on the calling thread only. Without one,
+  // deep verification of a JPEG-record shard reports that its records were not decoded.
+  // Default: none.
+  std::shared_ptr<ImageRecordDecoder> image_decoder = nullptr;
   // Called with (records checked, samples the manifest declares; 0 without a manifest) after
   // each record of a shards dataset, on the calling thread; LMDB and HDF5 datasets are checked
   // without calls. For progress displays (kiln verify). Default: none.

@@ -782,6 +782,8 @@ std::string InspectJson(const std::string& dir) {
 std::string VerifyJson(const std::string& dir, bool deep) {
   VerifyOptions options;
   options.deep = deep;
+  // Deep verification decodes JPEG records with the reader's decoder, as kiln verify --deep.
+  options.image_decoder = std::make_shared<JpegSampleDecoder>(/*channels=*/0);
   py::gil_scoped_release release;
   return VerifyReportToJson(VerifyDataset(dir, options));
 }
@@ -874,6 +876,13 @@ PYBIND11_MODULE(_core, m) {
           },
           "RandomResizedCrop's resampling: 'bilinear' or 'area' (reader/augmenter.h, "
           "ResizeInterpolation). Default 'bilinear'.")
+      .KILN_INT_FIELD(LoaderOptions, "center_crop_height", augment.center_crop_height,
+                      "Center crop + resize output height; 0 = off.")
+      .KILN_INT_FIELD(LoaderOptions, "center_crop_width", augment.center_crop_width,
+                      "Center crop + resize output width; 0 = off.")
+      .KILN_DOUBLE_FIELD(LoaderOptions, "center_crop_ratio", augment.center_crop_ratio,
+                         "Center crop box side over the largest fitting box, (0, 1]. "
+                         "Default 224/256.")
       .KILN_INT_FIELD(LoaderOptions, "start_epoch", start_epoch,
                       "The epoch the first batch belongs to.")
       .KILN_INT_FIELD(LoaderOptions, "read_ahead_bytes", read_ahead_bytes,

@@ -253,6 +253,22 @@ PYBIND11_MODULE(_tools, m) {
       .KILN_BOOL_FIELD(PackOptions, "exact_decode", exact_decode,
                        "Decode every JPEG at full size (no shrink-on-load). Default False.")
       .def_property(
+          "codec",
+          [](const PackOptions& o) {
+            return o.jpeg.enabled() ? o.jpeg.ToString() : std::string("none");
+          },
+          [](PackOptions& o, py::handle v) {
+            const std::string text = ToString(v, "codec");
+            o.jpeg.quality =
+                text == "none"
+                    ? kiln::JpegRecordOptions{}.quality
+                    : kiln::python::ValueOrThrow(kiln::JpegRecordOptions::ParseQuality(text));
+          },
+          "'none' (tensors) or 'jpeg' / 'jpeg:QUALITY' (one JPEG per record; needs max_side). "
+          "Reads 'none' until max_side is set. Default 'none'.")
+      .KILN_INT_FIELD(PackOptions, "max_side", jpeg.max_side,
+                      "JPEG records: the longest image side in pixels; 0 = not JPEG records.")
+      .def_property(
           "image_ext",
           [](const PackOptions& o) {
             std::string text;

@@ -425,6 +425,28 @@ void MirrorRow(const uint8_t* src, uint8_t* dst, uint32_t n, size_t bytes) {
 }  // namespace
 
 Result<TensorSchema> AugmentedSchema(const TensorSchema& stored, const AugmentOptions& options) {
+  if (options.center_crop()) {
+    const AugmentOptions& o = options;
+    if (o.center_crop_height == 0 || o.center_crop_width == 0) {
+      return Status::InvalidArgument("a center crop needs both a height and a width");
+    }
+    if (o.resized_crop() || o.crop_height != 0 || o.crop_width != 0) {
+      return Status::InvalidArgument(
+          "a center crop excludes a random resized crop and a plain random crop");
+    }
+    if (!(o.center_crop_ratio > 0 && o.center_crop_ratio <= 1.0)) {
+      return Status::InvalidArgument("center crop ratio " + std::to_string(o.center_crop_ratio) +
+                                     " must be in (0, 1]");
+    }
+    if (stored.dtype != DType::kUint8 && stored.dtype != DType::kFloat32) {
+      return Status::InvalidArgument("a center crop needs uint8 or float32 samples, not " +
+                                     std::string(DTypeName(stored.dtype)));
+    }
+    TensorSchema out = stored;
+    out.height = o.center_crop_height;
+    out.width = o.center_crop_width;
+    return out;
+  }
   if (options.resized_crop()) return ResizedCropSchema(stored, options);
   TensorSchema out = stored;
   if (options.crop_height == 0 && options.crop_width == 0) return out;
@@ -449,8 +471,10 @@ AugmentParams DrawAugmentParams(const TensorSchema& stored, const AugmentOptions
   const uint64_t h1 = SplitMix64Mix(h0 + kGolden);
   const uint64_t h2 = SplitMix64Mix(h1 + kGolden);
   AugmentParams p;
-  if (options.resized_crop()) {
-    const CropBox box = DrawResizedCropBox(stored.height, stored.width, options, h0);
+  if (options.resized_crop() || options.center_crop()) {
+    const CropBox box = options.center_crop()
+                            ? CenterCropBox(stored.height, stored.width, options)
+                            : DrawResizedCropBox(stored.height, stored.width, options, h0);
     p.top = box.top;
     p.left = box.left;
     p.box_height = box.height;
@@ -499,6 +523,27 @@ CropBox DrawResizedCropBox(uint32_t height, uint32_t width, const AugmentOptions
   b.width = static_cast<uint32_t>(w);
   b.top = static_cast<uint32_t>((height - hh) / 2);
   b.left = static_cast<uint32_t>((width - w) / 2);
+  return b;
+}
+
+CropBox CenterCropBox(uint32_t height, uint32_t width, const AugmentOptions& o) {
+  const double out_aspect =
+      static_cast<double>(o.center_crop_width) / static_cast<double>(o.center_crop_height);
+  double bh = height, bw = width;
+  if (static_cast<double>(width) / height > out_aspect) {
+    bw = bh * out_aspect;  // a wide image: the box spans the height
+  } else {
+    bh = bw / out_aspect;
+  }
+  const auto side = [](double v, uint32_t limit) {
+    const int64_t r = RoundHalfEven(v);
+    return static_cast<uint32_t>(std::clamp<int64_t>(r, 1, limit));
+  };
+  CropBox b;
+  b.height = side(bh * o.center_crop_ratio, height);
+  b.width = side(bw * o.center_crop_ratio, width);
+  b.top = (height - b.height) / 2;
+  b.left = (width - b.width) / 2;
   return b;
 }
 
@@ -572,6 +617,11 @@ uint32_t ResizedCropDigest(const AugmentOptions& o) {
   bytes[sizeof(v)] = 1;
   const bool area = o.interpolation == ResizeInterpolation::kArea;
   return static_cast<uint32_t>(Xxh3(bytes, sizeof(v) + (area ? 1 : 0)));
+}
+
+uint32_t CenterCropDigest(const AugmentOptions& o) {
+  const double v[4] = {o.center_crop_ratio, -1.0, -1.0, -1.0};
+  return static_cast<uint32_t>(Xxh3(v, sizeof(v)));
 }
 
 void ApplyAugment(const uint8_t* in, const TensorSchema& stored, const AugmentParams& params,

@@ -45,8 +45,25 @@ struct AugmentOptions {
   // RandomResizedCrop's resampling. Default kBilinear.
   ResizeInterpolation interpolation = ResizeInterpolation::kBilinear;
 
+  // Center crop + resize (the evaluation transform; FFCV's CenterCropRGBImageDecoder): output
+  // height and width in pixels; 0 and 0 for off (default). The box is the largest one of the
+  // output's aspect ratio inside the sample, shrunk by center_crop_ratio on each side, centred
+  // (top = floor((H - h) / 2), left likewise), then resized bilinearly as RandomResizedCrop's
+  // box. Excludes the plain crop and RandomResizedCrop; uint8 and float32 only. JPEG-record
+  // datasets need this or RandomResizedCrop (their records differ in size).
+  uint32_t center_crop_height = 0;
+  uint32_t center_crop_width = 0;
+  // Side of the box over the side of the largest fitting box, in (0, 1]. Default 224/256 (the
+  // torchvision evaluation recipe Resize(256) + CenterCrop(224)).
+  double center_crop_ratio = 224.0 / 256.0;
+
   bool resized_crop() const { return resize_height != 0 || resize_width != 0; }
-  bool enabled() const { return crop_height != 0 || crop_width != 0 || flip || resized_crop(); }
+  bool center_crop() const { return center_crop_height != 0 || center_crop_width != 0; }
+  // True when samples are resampled to a fixed output size (RandomResizedCrop or center crop).
+  bool resamples() const { return resized_crop() || center_crop(); }
+  bool enabled() const {
+    return crop_height != 0 || crop_width != 0 || flip || resized_crop() || center_crop();
+  }
 };
 
 // The drawn parameters for one sample.
@@ -54,7 +71,7 @@ struct AugmentParams {
   uint32_t top = 0;   // first row of the crop in the stored sample
   uint32_t left = 0;  // first column of the crop
   bool flip = false;
-  // RandomResizedCrop only: the box's height and width in stored pixels (0 otherwise).
+  // RandomResizedCrop and center crop: the box's height and width in stored pixels (0 otherwise).
   uint32_t box_height = 0;
   uint32_t box_width = 0;
   // RandomResizedCrop only: resample by area (ResizeCropArea) instead of bilinear.
@@ -70,12 +87,14 @@ struct CropBox {
 // Errors: InvalidArgument when only one crop size is set or the crop exceeds the stored size;
 // for RandomResizedCrop when only one size is set, a plain crop is set too, scale or ratio is
 // out of range, the interpolation is not a ResizeInterpolation value, or the dtype is not
-// uint8/float32.
+// uint8/float32; for the center crop when only one size is set, another crop is set too, the
+// ratio is outside (0, 1], or the dtype is not uint8/float32.
 Result<TensorSchema> AugmentedSchema(const TensorSchema& stored, const AugmentOptions& options);
 
 // Draws sample `sample`'s parameters for (seed, epoch): top uniform in [0, H - crop_height],
 // left uniform in [0, W - crop_width], flip with probability 1/2. With RandomResizedCrop the box
-// is DrawResizedCropBox's.
+// is DrawResizedCropBox's; with the center crop, CenterCropBox's (no draw but the flip).
+// `stored` gives H and W: a JPEG record's own image size for JPEG-record datasets.
 AugmentParams DrawAugmentParams(const TensorSchema& stored, const AugmentOptions& options,
                                 uint64_t seed, uint64_t epoch, uint64_t sample);
 
@@ -90,6 +109,11 @@ AugmentParams DrawAugmentParams(const TensorSchema& stored, const AugmentOptions
 // torchvision's, the random numbers are not.
 CropBox DrawResizedCropBox(uint32_t height, uint32_t width, const AugmentOptions& options,
                            uint64_t h);
+
+// The center crop's box on an H x W image (AugmentOptions::center_crop_height): the largest box
+// of aspect center_crop_width / center_crop_height inside the image, each side times
+// center_crop_ratio and rounded to nearest (at least 1, at most the image's side), centred.
+CropBox CenterCropBox(uint32_t height, uint32_t width, const AugmentOptions& options);
 
 // Bilinear resize of box `box` of a `stored` sample (uint8 or float32, HWC or CHW) at `in` to
 // out_height x out_width at `out` (same dtype and layout), mirrored left-right when `flip`.
@@ -128,6 +152,9 @@ void ResizeCropArea(const uint8_t* in, const TensorSchema& stored, const CropBox
 // kBilinear, so older states keep their digest): what a reader state records of
 // RandomResizedCrop's settings.
 uint32_t ResizedCropDigest(const AugmentOptions& options);
+// Low 32 bits of XXH3-64 of (center_crop_ratio, -1, -1, -1) as little-endian doubles: what a
+// reader state records of the center crop (no RandomResizedCrop range has a negative value).
+uint32_t CenterCropDigest(const AugmentOptions& options);
 
 // Writes the crop of `in` (a sample of schema `stored`) at `params` to `out` (a sample of schema
 // `out_schema` from AugmentedSchema), mirrored when params.flip; with RandomResizedCrop

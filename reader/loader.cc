@@ -106,20 +106,50 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   // extent would carry W times the bytes a rank needs: those read their chunks' records
   // merged into GETs as before (at most twice the bytes needed).
   std::shared_ptr<remote::BlockCache> blocks;
+  // Hedged requests: the environment's policy (read at open), unless the options say otherwise.
+  remote::HedgePolicy hedge = store->options().hedge;
+  if (options_.remote_hedge_p95_multiple) hedge.p95_multiple = *options_.remote_hedge_p95_multiple;
+  if (options_.remote_hedge_min_ms) hedge.min_ms = *options_.remote_hedge_min_ms;
   const uint64_t sample_bytes = std::max<uint64_t>(1, dataset_->schema().sample_bytes());
   uint64_t extent_samples = 0;
-  uint32_t ahead = 0, capacity = 0;
+  uint32_t ahead = 0, capacity = 0, receivers = 0, in_flight = 0;
+  constexpr uint32_t kExtentsInFlight = 2;
   if (options_.shuffle == ShuffleMode::kBlock) {
     extent_samples = sampler_.block_samples();
     capacity = options_.shuffle_window + 2 * threads + 2;
-  } else if (options_.shuffle == ShuffleMode::kNone && options_.world_size <= 2) {
+  }
+  // Dataset order on one or two ranks: whole extents read ahead when a round trip is long
+  // enough to matter (the open's fastest request took extents_from_us or more); on a faster
+  // link a chunk's records merged into GETs are quicker (each fetch thread receives and copies
+  // out its own GET while its bytes are still in the CPU's cache, where an extent read ahead
+  // has left it: BENCHMARKS.md, "Dataset order at a URL").
+  std::string order_note;
+  const bool none_order = options_.shuffle == ShuffleMode::kNone && options_.world_size <= 2;
+  const int64_t rtt_us = store->open_latency_us();
+  const int64_t extents_from_us = store->options().extents_from_us;
+  if (none_order && rtt_us < extents_from_us) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "; dataset order: the open's fastest request took %.2f ms, under %.2f ms, so "
+                  "a chunk's records are merged into GETs instead of reading whole extents ahead",
+                  static_cast<double>(rtt_us) / 1e3, static_cast<double>(extents_from_us) / 1e3);
+    order_note = text;
+  } else if (none_order) {
     extent_samples = std::max<uint64_t>(1, options_.block_bytes / sample_bytes);
     ahead = static_cast<uint32_t>(
         std::clamp<uint64_t>(options_.read_ahead_bytes / (extent_samples * sample_bytes), 2, 64));
     capacity = 2 * threads + 2 + ahead;
   }
   if (extent_samples != 0) {
-    Result<std::shared_ptr<remote::BlockCache>> made = store->NewBlockCache(capacity);
+    // One receiver per fetch thread (before the cache each fetch thread's client received its
+    // own bytes; one receiver would serialise them). In dataset order each receiver keeps
+    // kExtentsInFlight GETs in flight and the extents read ahead wait in order, so the extent
+    // needed next does not share the bandwidth with all of them (with every one in flight, the
+    // first of a small dataset arrived only once the whole dataset had).
+    receivers = std::max<uint32_t>(1, threads);
+    in_flight = ahead == 0 ? 0 : kExtentsInFlight;
+    Result<std::shared_ptr<remote::BlockCache>> made =
+        store->NewBlockCache(capacity, receivers, in_flight, hedge);
     if (made.ok()) {
       blocks = std::move(*made);
     } else {
@@ -129,7 +159,8 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   const uint64_t block_bytes = extent_samples * sample_bytes;
   std::vector<std::unique_ptr<RangeReader>> readers;
   for (uint32_t t = 0; t < threads; ++t) {
-    Result<std::unique_ptr<RangeReader>> r = store->NewRangeReader(depth, buffer_bytes, blocks);
+    Result<std::unique_ptr<RangeReader>> r =
+        store->NewRangeReader(depth, buffer_bytes, blocks, hedge);
     if (!r.ok()) {
       io_reason_ = "the dataset is at a URL, but " + r.status().message() +
                    ": records are read one at a time";
@@ -148,9 +179,12 @@ void Loader::ChooseRemotePath(uint32_t threads) {
               std::to_string(block_bytes >> 10) + " KiB in one GET each (up to " +
               std::to_string(capacity) + " held";
     extents += ahead == 0 ? ")" : ", " + std::to_string(ahead) + " read ahead)";
+    extents += ", received by " + std::to_string(receivers) + " thread" +
+               (receivers == 1 ? "" : "s") +
+               (in_flight == 0 ? "" : ", " + std::to_string(in_flight) + " GETs in flight each");
   }
   io_reason_ = std::string("the dataset is at a URL: range GETs, ") + std::to_string(depth) +
-               " in flight per thread" + extents +
+               " in flight per thread" + extents + order_note +
                (options_.io == IoMode::kMmap ? " (io mmap asked, but a URL has no mapping)" : "");
 #endif
 }
@@ -191,6 +225,9 @@ void Loader::ChooseIoPath(uint32_t threads) {
     if (asked) WarnOnce("io direct asked but " + why + "; reading through the file mappings");
   };
   if (dataset_->data_file_count() == 0) {
+    if (mixture_ != nullptr) {
+      return fall_back(static_cast<const MixtureDataset&>(*dataset_).NoDirectReadsReason());
+    }
     return fall_back("the " + dataset_->manifest().format + " backend has no direct reads");
   }
   std::string why_not;
@@ -290,6 +327,16 @@ Status ValidateLoaderOptions(const LoaderOptions& options) {
   if (options.pin_device < -1) {
     return Status::InvalidArgument("pin_device " + std::to_string(options.pin_device) +
                                    " must be -1 (the current device) or a CUDA device index");
+  }
+  const double hedge_multiple = options.remote_hedge_p95_multiple.value_or(0);
+  const int64_t hedge_min_ms = options.remote_hedge_min_ms.value_or(0);
+  if (!(hedge_multiple >= 0 && hedge_multiple <= 1000)) {
+    return Status::InvalidArgument("remote_hedge_p95_multiple " + std::to_string(hedge_multiple) +
+                                   " must be in [0, 1000] (0 turns hedged requests off)");
+  }
+  if (hedge_min_ms < 0 || hedge_min_ms > 3600000) {
+    return Status::InvalidArgument("remote_hedge_min_ms " + std::to_string(hedge_min_ms) +
+                                   " must be in [0, 3600000]");
   }
   if (options.read_ahead_bytes > (uint64_t{4} << 30)) {
     return Status::InvalidArgument("read_ahead_bytes " + std::to_string(options.read_ahead_bytes) +
@@ -456,6 +503,24 @@ Result<std::unique_ptr<Loader>> Loader::CreateImpl(std::shared_ptr<const Dataset
   KILN_ASSIGN_OR_RETURN(const std::optional<StatsExportSettings> export_settings,
                         ResolveStatsExport(options.stats_dir, options.stats_interval_s));
   KILN_ASSIGN_OR_RETURN(Sampler sampler, MakeSampler(*dataset, options, mixture));
+  if (mixture) {
+    const auto& joined = static_cast<const MixtureDataset&>(*dataset);
+    for (size_t s = 0; s < joined.num_sources(); ++s) {
+      if (joined.source(s).jpeg_records()) {
+        return Status::NotSupported(joined.source(s).dir() +
+                                    ": a mixture of JPEG-record datasets is not supported yet");
+      }
+    }
+  }
+  if (dataset->jpeg_records() && !options.augment.resamples()) {
+    return Status::InvalidArgument(
+        dataset->dir() + ": its records are JPEG images of their own size (up to " +
+        std::to_string(dataset->jpeg_max_side()) + "x" + std::to_string(dataset->jpeg_max_side()) +
+        " pixels), so batches need an output size: set LoaderOptions::augment.resize_height and "
+        "resize_width (RandomResizedCrop) or augment.center_crop_height and center_crop_width "
+        "(center crop + resize); in Python kiln.Loader(..., random_resized_crop=(H, W)) or "
+        "center_crop=(H, W); kiln bench --random-resized-crop HxW or --center-crop HxW");
+  }
   KILN_ASSIGN_OR_RETURN(TensorSchema out_schema,
                         AugmentedSchema(dataset->schema(), options.augment));
   WarnAboutShare(*dataset, options, sampler);
@@ -743,10 +808,18 @@ namespace {
 
 // The augmentation fields of a reader state for `a` (reader/reader_state.h).
 void FillAugmentState(const AugmentOptions& a, ReaderState* s) {
-  s->resized_crop = a.resized_crop();
-  s->crop_height = s->resized_crop ? a.resize_height : a.crop_height;
-  s->crop_width = s->resized_crop ? a.resize_width : a.crop_width;
-  s->resized_crop_digest = s->resized_crop ? ResizedCropDigest(a) : 0;
+  // The center crop is recorded as a resized crop (output size, a digest of its ratio) whose
+  // digest no RandomResizedCrop range shares (reader/reader_state.md).
+  s->resized_crop = a.resamples();
+  s->crop_height = a.center_crop()    ? a.center_crop_height
+                   : a.resized_crop() ? a.resize_height
+                                      : a.crop_height;
+  s->crop_width = a.center_crop()    ? a.center_crop_width
+                  : a.resized_crop() ? a.resize_width
+                                     : a.crop_width;
+  s->resized_crop_digest = a.center_crop()    ? CenterCropDigest(a)
+                           : a.resized_crop() ? ResizedCropDigest(a)
+                                              : 0;
   s->flip = a.flip;
 }
 
@@ -1104,6 +1177,13 @@ void Loader::FinishTaskLocked(Slot& slot, Status status) {
   if (!status.ok() && slot.status.ok()) slot.status = std::move(status);
   if (--slot.pending == 0) ready_cv_.notify_all();
   if (busy_ == 0) idle_cv_.notify_all();
+}
+
+std::unique_ptr<JpegSampleDecoder> Loader::MakeJpegDecoder() const {
+  if (!dataset_->jpeg_records()) return nullptr;
+  return std::make_unique<JpegSampleDecoder>(dataset_->schema().channels, options_.augment,
+                                             out_schema_.height, out_schema_.width, options_.seed,
+                                             dataset_->jpeg_max_side());
 }
 
 void Loader::AugmentIntoSlot(Slot& slot, uint32_t k, const uint8_t* decoded,

@@ -54,6 +54,7 @@
 #include "reader/direct_reader.h"
 #include "reader/fetch_schedule.h"
 #include "reader/host_buffer.h"
+#include "reader/jpeg_sample_decoder.h"
 #include "reader/mixture.h"
 #include "reader/mixture_dataset.h"
 #include "reader/range_reader.h"
@@ -181,6 +182,17 @@ struct LoaderOptions {
   // io_uring. io_path() says which path a loader uses and why. Batches are byte-identical whichever
   // path reads them. Default kAuto.
   IoMode io = IoMode::kAuto;
+  // A dataset at a URL: hedged requests for the slow tail (reader/remote/remote.md, "Hedged
+  // requests"). A range GET still running after max(remote_hedge_min_ms, remote_hedge_p95_multiple
+  // x the p95 latency of its client's completed GETs) gets a second identical request (same
+  // If-Match); the first to finish gives the bytes, the other is cancelled; at most one read in
+  // ten is hedged and none before 16 GETs have completed. Counted in LoaderStats::requests
+  // (hedges, hedge_wins). remote_hedge_p95_multiple 0 turns hedging off; range [0, 1000].
+  // remote_hedge_min_ms: range [0, 3600000]. Unset: the environment's
+  // KILN_REMOTE_HEDGE_P95_MULTIPLE and KILN_REMOTE_HEDGE_MIN_MS, else 3 and 100. Ignored for
+  // local datasets.
+  std::optional<double> remote_hedge_p95_multiple;
+  std::optional<int64_t> remote_hedge_min_ms;
   // A state saved by Loader::state() ("Checkpoint and resume" in reader/loader.md): Create
   // refuses, naming what differs, InvalidArgument for a state of another dataset (fingerprint
   // or sample count), seed, shuffle mode, block size or window, augmentation, a kBlock state
@@ -509,6 +521,15 @@ class Loader {
   void WorkerLoop(RangeReader* reader);  // reader: this thread's, null on the mmap path
   Status FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecoder* decoder,
                    std::vector<uint8_t>* scratch, uint64_t* augment_ns);
+  // JPEG records (Dataset::jpeg_records): a fetch thread's decoder of them, which decodes,
+  // crops and resizes each record straight into its slot; null for other datasets.
+  std::unique_ptr<JpegSampleDecoder> MakeJpegDecoder() const;
+  // Tells `decoder`'s JPEG decoder (if any) which sample of the current epoch it decodes next.
+  void NameSample(RecordDecoder* decoder, uint64_t index) const {
+    if (ImageRecordDecoder* d = decoder->image_decoder()) {
+      static_cast<JpegSampleDecoder*>(d)->SetSample(sampler_.epoch(), index);
+    }
+  }
   // Crops and flips sample k of `slot`, decoded (stored schema) at `decoded`, into its place.
   void AugmentIntoSlot(Slot& slot, uint32_t k, const uint8_t* decoded, uint64_t* augment_ns) const;
   // Task claiming, shared by both worker loops; all three require mu_ held.
@@ -579,7 +600,8 @@ class Loader {
   // At a URL, whole extents of consecutive samples read with one GET each, shared by the fetch
   // threads through a BlockCache (reader/remote/block_cache.h): the direct workers pass each
   // record's extent (QueueWithin). Block order: the sampler's blocks (extent_samples_ =
-  // block_samples, nothing read ahead). Dataset order: runs of block_bytes, with the next
+  // block_samples, nothing read ahead). Dataset order on one or two ranks, when the open's
+  // round trip was at least RemoteOptions::extents_from_us: runs of block_bytes, with the next
   // extent_ahead_ extents fetched ahead (RangeReader::Prefetch), so the GETs overlap the
   // network's round trip instead of waiting for it. 0: records are read one GET each (or
   // merged per chunk).

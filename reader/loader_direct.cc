@@ -57,10 +57,12 @@ class Loader::DirectWorker {
       : loader_(loader),
         dataset_(*loader.dataset_),
         reader_(*reader),
-        augment_(loader.options_.augment.enabled()),
+        augment_(loader.options_.augment.enabled() && !loader.dataset_->jpeg_records()),
         out_bytes_(loader.out_schema_.sample_bytes()),
         scratch_(augment_ ? dataset_.schema().sample_bytes() : 0),
+        jpeg_(loader.MakeJpegDecoder()),
         pending_(reader->depth()) {
+    decoder_.set_image_decoder(jpeg_.get());
     for (uint32_t i = reader->depth(); i-- > 0;) free_buffers_.push_back(i);
   }
 
@@ -211,6 +213,7 @@ class Loader::DirectWorker {
       t.order.push_back(k);
       return;
     }
+    loader_.NameSample(&decoder_, index);
     Status s = GuardedReadSample(dataset_, index, &decoder_, Output(slot, k), &slot.labels[k]);
     Place(t, k, std::move(s));
   }
@@ -406,6 +409,7 @@ class Loader::DirectWorker {
       return;
     }
     if (p.k >= t.error_k) return;  // positions past a failure are not needed
+    loader_.NameSample(&decoder_, index);
     Status s = GuardedDecode(dataset_, index, reader_.buffer(buffer) + (loc.offset - p.start),
                              loc.size, &decoder_, Output(*t.slot, p.k), &t.slot->labels[p.k]);
     Place(t, p.k, std::move(s));
@@ -435,7 +439,8 @@ class Loader::DirectWorker {
   const bool augment_;
   const uint64_t out_bytes_;
   RecordDecoder decoder_;
-  std::vector<uint8_t> scratch_;  // the stored sample, when augmenting
+  std::vector<uint8_t> scratch_;             // the stored sample, when augmenting
+  std::unique_ptr<JpegSampleDecoder> jpeg_;  // JPEG records: decoder_'s image decoder
   // Two task objects that never move (pending reads name them by id); seq_ lists the count_ ids
   // held, oldest first.
   Task tasks_[2];

@@ -16,6 +16,8 @@ namespace kiln {
 void Loader::WorkerLoop(RangeReader* reader) {
   if (reader != nullptr) return DirectWorkerLoop(reader);
   RecordDecoder decoder;
+  const std::unique_ptr<JpegSampleDecoder> jpeg = MakeJpegDecoder();
+  decoder.set_image_decoder(jpeg.get());
   std::vector<uint8_t> scratch;
   std::vector<uint64_t> ahead_indices;
   std::vector<uint8_t> ahead_padding;
@@ -256,7 +258,8 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
                         slot.is_padding.data() + begin);
   const TensorSchema& stored = dataset_->schema();
   const uint64_t out_bytes = out_schema_.sample_bytes();
-  const bool augment = options_.augment.enabled();
+  // JPEG records are decoded, cropped and resized into the slot in one step.
+  const bool augment = options_.augment.enabled() && !dataset_->jpeg_records();
   if (augment) scratch->resize(stored.sample_bytes());
   // Random reads miss the CPU cache: prefetch the index entry kEntryAhead samples ahead and the
   // payload kPayloadAhead samples ahead (its entry is in cache by then).
@@ -281,6 +284,7 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
     if (k + kPayloadAhead < end) dataset_->Prefetch(slot.indices[k + kPayloadAhead], true);
     const uint64_t index = slot.indices[k];
     uint8_t* out = slot.data + k * out_bytes;
+    NameSample(decoder, index);
     KILN_RETURN_IF_ERROR(
         dataset_->ReadSample(index, decoder, augment ? scratch->data() : out, &slot.labels[k]));
     if (augment) AugmentIntoSlot(slot, k, scratch->data(), augment_ns);

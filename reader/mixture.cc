@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <vector>
 
 #include "reader/sampler.h"
 
@@ -30,6 +32,52 @@ uint64_t WindowKey(uint64_t epoch_key, uint64_t window) {
 uint64_t PassKey(uint64_t seed, uint32_t source, uint64_t pass) {
   return SplitMix64Mix(SplitMix64Mix(SplitMix64Mix(seed ^ kMixPassTag) + source) + pass);
 }
+
+// Perm(n, key) of reader/sampler.h ("IndexPermutation") for a window's n <= kMixtureWindow =
+// 256 positions: k <= 8 bits, so each Feistel half has at most 4 bits and each round's function
+// takes at most 16 inputs. The rounds are tabulated once per window (6 x 16 mixes), and a
+// position costs 6 table lookups instead of 6 mixes: the same bijection, cheaper once a window
+// serves more than a few dozen positions.
+class WindowTable {
+ public:
+  static_assert(kMixtureWindow <= 256, "halves of at most 4 bits");
+  WindowTable(uint64_t n, uint64_t key) : n_(n) {
+    if (n <= 1) return;
+    uint32_t bits = 64 - static_cast<uint32_t>(__builtin_clzll(n - 1));  // ceil(log2 n)
+    bits = std::max<uint32_t>(bits, 2);
+    right_bits_ = bits / 2;
+    const uint32_t left_bits = bits - right_bits_;
+    mask_ = (1u << right_bits_) - 1;
+    for (int i = 0; i < kFeistelRounds; ++i) {
+      const uint64_t round_key = SplitMix64Mix(key + static_cast<uint64_t>(i + 1) * kGolden);
+      // Even rounds: L ^= F(R), R of right_bits; odd rounds: R ^= F(L), L of left_bits.
+      const uint32_t in_bits = i % 2 == 0 ? right_bits_ : left_bits;
+      const uint32_t out_bits = i % 2 == 0 ? left_bits : right_bits_;
+      for (uint32_t v = 0; v < (1u << in_bits); ++v) {
+        table_[i][v] = static_cast<uint8_t>(SplitMix64Mix(v ^ round_key) >> (64 - out_bits));
+      }
+    }
+  }
+  uint64_t operator()(uint64_t x) const {
+    if (n_ <= 1) return x;
+    uint32_t y = static_cast<uint32_t>(x);
+    do {
+      uint32_t l = y >> right_bits_, r = y & mask_;
+      for (int i = 0; i < kFeistelRounds; i += 2) {
+        l ^= table_[i][r];
+        r ^= table_[i + 1][l];
+      }
+      y = (l << right_bits_) | r;
+    } while (y >= n_);
+    return y;
+  }
+
+ private:
+  uint64_t n_ = 0;
+  uint32_t right_bits_ = 1;
+  uint32_t mask_ = 1;
+  uint8_t table_[kFeistelRounds][16] = {};
+};
 
 // Largest-remainder apportionment of `total` in proportion to `shares` (ties to the lower index).
 std::vector<uint64_t> Apportion(uint64_t total, const std::vector<double>& shares) {
@@ -117,11 +165,22 @@ Result<MixtureSchedule> MixtureSchedule::Create(const std::vector<MixtureSourceS
   if (m.total_ == 0) return Status::InvalidArgument("mixture: an epoch of 0 samples");
   m.offsets_.assign(1, 0);
   for (uint64_t n : m.sizes_) m.offsets_.push_back(m.offsets_.back() + n);
-  m.rest_.assign(m.sizes_.size(), 0);
+  const size_t count = m.sizes_.size();
+  m.rest_.assign(count, 0);
   uint64_t rest = 0;
-  for (size_t s = m.sizes_.size(); s-- > 0;) {
+  for (size_t s = count; s-- > 0;) {
     rest += m.quotas_[s];
     m.rest_[s] = rest;
+  }
+  m.rest_div_.resize(count);
+  m.level_64_.assign(count, 0);
+  m.size_div_.resize(count);
+  for (size_t s = 0; s < count; ++s) {
+    const uint64_t r = m.rest_[s], c = m.quotas_[s];
+    if (r > 0) m.rest_div_[s] = Divider(r);
+    // x < rest and x c must not wrap: (rest - 1) c <= 2^64 - 1.
+    m.level_64_[s] = r > 0 && (c == 0 || r - 1 <= ~uint64_t{0} / c) ? 1 : 0;
+    m.size_div_[s] = Divider(m.sizes_[s]);
   }
   return m;
 }
@@ -129,14 +188,25 @@ Result<MixtureSchedule> MixtureSchedule::Create(const std::vector<MixtureSourceS
 void MixtureSchedule::Schedule(uint64_t i, uint32_t* source, uint64_t* draw) const {
   // A chain of Bresenham splits: among the rest_[s] positions left for sources s..S-1, source s
   // takes index x when floor((x + 1) c_s / rest) > floor(x c_s / rest), as its draw floor(x c_s /
-  // rest); the others move on with x - floor(x c_s / rest).
+  // rest); the others move on with x - floor(x c_s / rest). With a = floor(x c / rest) and
+  // r = x c - a rest, the test is r + c >= rest: one division per level.
   uint64_t x = i;
   const uint32_t last = static_cast<uint32_t>(sizes_.size() - 1);
   for (uint32_t s = 0; s < last; ++s) {
-    const uint64_t rest = rest_[s], c = quotas_[s];
+    const uint64_t c = quotas_[s];
     if (c == 0) continue;
-    const uint64_t a = MulDiv(x, c, rest);
-    if (MulDiv(x + 1, c, rest) > a) {
+    const uint64_t rest = rest_[s];
+    uint64_t a = 0;
+    bool take = false;
+    if (level_64_[s]) {
+      uint64_t r = 0;
+      rest_div_[s].DivMod(x * c, &a, &r);
+      take = r + c >= rest;  // no wrap: c = 1, or rest <= 2^63 + 1 since (rest - 1) c < 2^64
+    } else {
+      a = MulDiv(x, c, rest);
+      take = MulDiv(x + 1, c, rest) > a;
+    }
+    if (take) {
       *source = s;
       *draw = a;
       return;
@@ -174,49 +244,142 @@ uint64_t MixtureSchedule::Index(uint64_t seed, uint64_t epoch, bool shuffle,
 
 void MixtureSchedule::Apply(uint64_t seed, uint64_t epoch, bool shuffle, uint64_t* positions,
                             size_t count) const {
+  // Draw() per position, restructured so that the Feistel evaluations run through
+  // IndexPermutation::Apply (several values in flight) and no step divides in hardware:
+  // (1) window permutation over runs of positions sharing a window, (2) the chain and the draw's
+  // pass and place, (3) per source and pass, its permutation over all of the piece's draws.
+  // Pieces of kPiece positions keep the scratch on the stack. A position or two (the read-ahead
+  // probes) go through Index(), which builds no batch state.
+  if (count <= 2) {
+    for (size_t k = 0; k < count; ++k) positions[k] = Index(seed, epoch, shuffle, positions[k]);
+    return;
+  }
+  // kTableRun: positions of one window from which tabulating its rounds (96 mixes) beats
+  // evaluating them (6 mixes a position, 8 positions in flight).
+  constexpr size_t kPiece = 256, kSmall = 16, kTableRun = 24;
+  const size_t num_sources = sizes_.size();
+  // The draw number over the run D = e c_s + k as (pass, j) = (D / n_s, D mod n_s), from
+  // e c_s's own quotient and remainder, found once per source: D = e c_s + k with k < c_s.
+  struct EpochBase {
+    bool set = false;
+    bool wide = false;  // rem + k might not fit in 64 bits: divide in 128 bits
+    uint64_t pass = 0, rem = 0;
+  };
+  EpochBase small_bases[kSmall];
+  uint32_t small_first[kSmall + 1];
+  std::vector<EpochBase> big_bases;
+  std::vector<uint32_t> big_first;
+  if (num_sources > kSmall) {
+    big_bases.resize(num_sources);
+    big_first.resize(num_sources + 1);
+  }
+  EpochBase* bases = num_sources > kSmall ? big_bases.data() : small_bases;
+  uint32_t* first = num_sources > kSmall ? big_first.data() : small_first;
   const uint64_t epoch_key = EpochKey(seed, epoch);
   uint64_t window_id = UINT64_MAX;
   IndexPermutation window;
-  // The last pass permutation built per source (a batch draws from few passes).
-  struct PassCache {
-    uint64_t pass = UINT64_MAX;
-    IndexPermutation perm;
-  };
-  std::vector<PassCache> passes(shuffle ? sizes_.size() : 0);
-  for (size_t k = 0; k < count; ++k) {
-    const uint64_t position = positions[k];
-    uint64_t i = position;
+  uint64_t place[kPiece], pass[kPiece], values[kPiece];
+  uint32_t source[kPiece];
+  uint16_t order[kPiece], where[kPiece];
+  for (size_t piece = 0; piece < count; piece += kPiece) {
+    uint64_t* out = positions + piece;
+    const size_t m = std::min(kPiece, count - piece);
+    for (size_t k = 0; k < m; ++k) place[k] = out[k];
     if (shuffle) {
-      const uint64_t w = position / kMixtureWindow, begin = w * kMixtureWindow;
-      if (w != window_id) {
-        window_id = w;
-        window =
-            IndexPermutation(std::min(kMixtureWindow, total_ - begin), WindowKey(epoch_key, w));
+      for (size_t k = 0; k < m;) {
+        const uint64_t w = place[k] / kMixtureWindow, begin = w * kMixtureWindow;
+        size_t end = k + 1;
+        while (end < m && place[end] / kMixtureWindow == w) ++end;
+        const uint64_t len = std::min(kMixtureWindow, total_ - begin);
+        if (end - k >= kTableRun) {
+          // A long run (a rank reading most of a window): tabulate the window's rounds.
+          const WindowTable table(len, WindowKey(epoch_key, w));
+          for (size_t q = k; q < end; ++q) place[q] = begin + table(place[q] - begin);
+        } else {
+          if (w != window_id) {
+            window_id = w;
+            window = IndexPermutation(len, WindowKey(epoch_key, w));
+          }
+          for (size_t q = k; q < end; ++q) place[q] -= begin;
+          window.Apply(place + k, end - k);
+          for (size_t q = k; q < end; ++q) place[q] += begin;
+        }
+        k = end;
       }
-      i = begin + window(position - begin);
     }
-    uint32_t s = 0;
-    uint64_t draw = 0;
-    Schedule(i, &s, &draw);
-    const uint64_t n = sizes_[s];
-    const __uint128_t total_draw = static_cast<__uint128_t>(epoch) * quotas_[s] + draw;
-    const uint64_t pass = static_cast<uint64_t>(total_draw / n);
-    const uint64_t j = static_cast<uint64_t>(total_draw % n);
-    uint64_t sample = j;
+    for (size_t k = 0; k < m; ++k) {
+      uint32_t s = 0;
+      uint64_t draw = 0;
+      Schedule(place[k], &s, &draw);
+      const uint64_t n = sizes_[s];
+      EpochBase& base = bases[s];
+      if (!base.set) {
+        base.set = true;
+        const __uint128_t start = static_cast<__uint128_t>(epoch) * quotas_[s];
+        base.pass = static_cast<uint64_t>(start / n);
+        base.rem = static_cast<uint64_t>(start % n);
+        base.wide = quotas_[s] > ~uint64_t{0} - n;
+      }
+      uint64_t p = 0, j = 0;
+      if (!base.wide) {
+        size_div_[s].DivMod(base.rem + draw, &p, &j);
+        p += base.pass;
+      } else {
+        const __uint128_t total_draw = static_cast<__uint128_t>(epoch) * quotas_[s] + draw;
+        p = static_cast<uint64_t>(total_draw / n);
+        j = static_cast<uint64_t>(total_draw % n);
+      }
+      source[k] = s;
+      place[k] = j;
+      pass[k] = p;
+    }
     if (shuffle) {
-      PassCache& cache = passes[s];
-      if (cache.pass != pass) {
-        cache.pass = pass;
-        cache.perm = IndexPermutation(n, PassKey(seed, s, pass));
+      // Group the piece's draws by source (a counting sort), then each group by pass (a batch
+      // meets one or two passes of a source, more only for a source much smaller than it).
+      std::fill(first, first + num_sources + 1, 0u);
+      for (size_t k = 0; k < m; ++k) ++first[source[k] + 1];
+      for (size_t s = 0; s < num_sources; ++s) first[s + 1] += first[s];
+      for (size_t k = 0; k < m; ++k) order[first[source[k]]++] = static_cast<uint16_t>(k);
+      // first[s] is now the end of source s's group (the start of s + 1's).
+      uint32_t group_begin = 0;
+      for (size_t s = 0; s < num_sources; ++s) {
+        const uint32_t begin = group_begin;
+        uint32_t end = first[s];
+        group_begin = end;
+        while (begin < end) {
+          // Takes the draws of the first one's pass; the rest move to the group's front.
+          const uint64_t p = pass[order[begin]];
+          size_t taken = 0;
+          uint32_t kept = begin;
+          for (uint32_t g = begin; g < end; ++g) {
+            const uint16_t k = order[g];
+            if (pass[k] == p) {
+              values[taken] = place[k];
+              where[taken++] = k;
+            } else {
+              order[kept++] = k;
+            }
+          }
+          IndexPermutation(sizes_[s], PassKey(seed, static_cast<uint32_t>(s), p))
+              .Apply(values, taken);
+          for (size_t v = 0; v < taken; ++v) place[where[v]] = values[v];
+          end = kept;  // the draws of other passes, moved to [begin, kept): go on over them
+        }
       }
-      sample = cache.perm(j);
     }
-    positions[k] = offsets_[s] + sample;
+    for (size_t k = 0; k < m; ++k) out[k] = offsets_[source[k]] + place[k];
   }
 }
 
 uint32_t MixtureSchedule::SourceOfIndex(uint64_t index) const {
-  // offsets_ is non-decreasing from 0; the source is the last offset <= index.
+  // offsets_ is non-decreasing from 0; the source is the last offset <= index (for a few
+  // sources a scan, cheaper than the search, once per sample in Next()).
+  const size_t count = sizes_.size();
+  if (count <= 8) {
+    size_t s = 0;
+    while (s + 1 < count && index >= offsets_[s + 1]) ++s;
+    return static_cast<uint32_t>(s);
+  }
   const auto it = std::upper_bound(offsets_.begin(), offsets_.end(), index);
   return static_cast<uint32_t>(it - offsets_.begin() - 1);
 }

@@ -91,17 +91,43 @@ class MixtureSchedule {
   // The schedule without the window permutation: the source and its within-epoch draw number
   // k (< c_s) of schedule index i (< N). A bijection [0, N) -> {(s, k) : k < c_s}.
   void Schedule(uint64_t i, uint32_t* source, uint64_t* draw) const;
-  // The source a concatenated index belongs to (binary search over the offsets).
+  // The source a concatenated index belongs to (a scan of the offsets, a binary search past 8).
   uint32_t SourceOfIndex(uint64_t index) const;
 
   // XXH3-free fingerprint of the quotas and sizes (SplitMix64 chain), for the reader state.
   uint64_t Fingerprint() const;
+
+  // Exact floor division of 64-bit numerators by a fixed divisor d >= 1 through a precomputed
+  // reciprocal floor((2^64 - 1) / d): one multiply-high and at most one correction, in place of
+  // a hardware divide (which the schedule would pay several times per position). Public for
+  // its test (MixtureScheduleTest.DividerIsExactAtTheEdges); a plain value, thread-safe.
+  struct Divider {
+    uint64_t d = 1;
+    uint64_t reciprocal = ~uint64_t{0};
+    Divider() = default;
+    explicit Divider(uint64_t divisor) : d(divisor), reciprocal(~uint64_t{0} / divisor) {}
+    // Sets *quotient = num / d and *remainder = num % d.
+    void DivMod(uint64_t num, uint64_t* quotient, uint64_t* remainder) const {
+      uint64_t q = static_cast<uint64_t>((static_cast<__uint128_t>(num) * reciprocal) >> 64);
+      uint64_t r = num - q * d;  // q <= num / d <= q + 1 (reader/mixture.md, "Cost")
+      if (r >= d) {
+        ++q;
+        r -= d;
+      }
+      *quotient = q;
+      *remainder = r;
+    }
+  };
 
  private:
   std::vector<uint64_t> sizes_;    // n_s
   std::vector<uint64_t> quotas_;   // c_s
   std::vector<uint64_t> offsets_;  // S + 1 prefix sums of n_s
   std::vector<uint64_t> rest_;     // S: sum of c_t for t >= s (the chain's remaining positions)
+  std::vector<Divider> rest_div_;  // S: division by rest_[s]
+  // S: (rest_[s] - 1) c_s fits in 64 bits, so level s of the chain divides in 64 bits.
+  std::vector<uint8_t> level_64_;
+  std::vector<Divider> size_div_;  // S: division by n_s
   uint64_t total_ = 0;             // N
 };
 

@@ -90,9 +90,31 @@ MixtureDataset::MixtureDataset(std::string dir, Manifest manifest,
 }
 
 uint32_t MixtureDataset::SourceOf(uint64_t index) const {
+  // Called three times per sample read (two prefetches and the read): a few sources are
+  // scanned, more are searched.
+  const size_t count = sources_.size();
+  if (count <= 8) {
+    size_t s = 0;
+    while (s + 1 < count && index >= offsets_[s + 1]) ++s;
+    return static_cast<uint32_t>(s);
+  }
   const auto it = std::upper_bound(offsets_.begin(), offsets_.end(), index);
   const size_t s = static_cast<size_t>(it - offsets_.begin()) - 1;
   return static_cast<uint32_t>(std::min(s, sources_.size() - 1));
+}
+
+std::string MixtureDataset::NoDirectReadsReason() const {
+  if (direct_files_ != 0) return "";
+  for (size_t s = 0; s < sources_.size(); ++s) {
+    const Dataset& src = *sources_[s];
+    const std::string what = "mixture source " + std::to_string(s) + " (" + src.dir() + ")";
+    if (src.file_store() != nullptr) return what + " is at a URL";
+    if (src.data_file_count() == 0) {
+      return what + ": the " + src.manifest().format +
+             " backend has no direct reads (a mixture reads directly only when every source can)";
+    }
+  }
+  return "the mixture has no direct reads";
 }
 
 Status MixtureDataset::ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,

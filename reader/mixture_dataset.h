@@ -40,6 +40,9 @@ class MixtureDataset : public Dataset {
   uint64_t offset(size_t s) const { return offsets_[s]; }
   // The source holding concatenated index `index` (< num_samples()).
   uint32_t SourceOf(uint64_t index) const;
+  // Why data_file_count() is 0 (the mixture has no direct reads), naming the first source that
+  // lacks them and its backend, or the source at a URL; "" when it has direct reads.
+  std::string NoDirectReadsReason() const;
 
   const DataFileStore* file_store() const override { return store_.get(); }
   Status ReadSample(uint64_t index, RecordDecoder* decoder, uint8_t* out,

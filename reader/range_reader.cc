@@ -35,6 +35,8 @@ void RequestStats::Add(const RequestStats& o) {
   bytes += o.bytes;
   retries += o.retries;
   failures += o.failures;
+  hedges += o.hedges;
+  hedge_wins += o.hedge_wins;
   for (size_t b = 0; b < kLatencyBuckets; ++b) latency[b] += o.latency[b];
 }
 
@@ -44,6 +46,8 @@ RequestStats RequestStats::Since(const RequestStats& e) const {
   d.bytes = bytes - e.bytes;
   d.retries = retries - e.retries;
   d.failures = failures - e.failures;
+  d.hedges = hedges - e.hedges;
+  d.hedge_wins = hedge_wins - e.hedge_wins;
   for (size_t b = 0; b < kLatencyBuckets; ++b) d.latency[b] = latency[b] - e.latency[b];
   return d;
 }

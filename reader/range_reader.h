@@ -34,13 +34,19 @@ namespace kiln {
 // Counters of a reader's requests (remote drivers; local readers count none), in constant
 // memory: latencies go to a histogram of quarter-octave buckets (bucket b holds attempts of
 // [2^(b/4), 2^((b+1)/4)) microseconds, the last one everything longer), so a quantile is exact
-// to within 19%. Latency is per attempt, from first byte sent to last byte received.
+// to within 19%. Latency is per attempt that ended, from first byte sent to last byte received
+// (a hedged read's request that lost the race is cancelled and not counted).
 struct RequestStats {
   static constexpr size_t kLatencyBuckets = 112;  // up to 2^28 us (about 4.5 minutes)
   uint64_t requests = 0;                          // attempts sent, retries included
   uint64_t bytes = 0;                             // body bytes received
   uint64_t retries = 0;
   uint64_t failures = 0;  // reads that completed with an error
+  // Hedged requests (reader/remote/remote.md, "Hedged requests"): second requests sent for
+  // reads that ran past the hedging threshold (counted in `requests` too), and of those the
+  // reads that the second request finished first.
+  uint64_t hedges = 0;
+  uint64_t hedge_wins = 0;
   std::array<uint64_t, kLatencyBuckets> latency{};
 
   // Counts one attempt that took `us` microseconds.

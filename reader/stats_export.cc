@@ -184,6 +184,8 @@ std::vector<StatsCounter> StatsCounters(const LoaderStats& s) {
       {"request_retries", s.requests.retries},
       {"request_failures", s.requests.failures},
       {"request_bytes", s.requests.bytes},
+      {"request_hedges", s.requests.hedges},
+      {"request_hedge_wins", s.requests.hedge_wins},
       {"request_latency_p50_ns", LatencyNs(s.requests, 0.5)},
       {"request_latency_p99_ns", LatencyNs(s.requests, 0.99)},
   };
@@ -253,6 +255,11 @@ std::string StatsPrometheusText(const StatsRecord& r) {
   count("kiln_remote_request_failures_total", "Remote reads that completed with an error.",
         s.requests.failures);
   count("kiln_remote_bytes_total", "Body bytes received from remote storage.", s.requests.bytes);
+  count("kiln_remote_request_hedges_total",
+        "Hedged requests: second range GETs sent for reads past the hedging threshold.",
+        s.requests.hedges);
+  count("kiln_remote_request_hedge_wins_total", "Hedged reads whose second request finished first.",
+        s.requests.hedge_wins);
   const char* latency = "kiln_remote_request_latency_seconds";
   out += std::string("# HELP ") + latency +
          " Latency quantile of all remote request attempts so far (histogram bucket bound).\n";

@@ -48,6 +48,15 @@ Result<std::unique_ptr<ShardDataset>> ShardDataset::FromShards(
                                 std::string(DTypeName(m.schema.dtype)))
           .WithLocation({path, -1, 24});  // the header's schema fields (shard_format.md section 2)
     }
+    if (h.jpeg_max_side != m.jpeg_max_side) {
+      const auto describe = [](uint32_t side) {
+        return side == 0 ? std::string("raw or zstd records")
+                         : "JPEG records of max side " + std::to_string(side);
+      };
+      return Status::Corruption(path + ": the shard holds " + describe(h.jpeg_max_side) +
+                                ", the manifest says " + describe(m.jpeg_max_side))
+          .WithLocation({path, -1, 12});  // the header's flags (shard_format.md section 2)
+    }
     if (h.shard_index != s || h.first_sample != next_sample ||
         shard->record_count() != info.samples) {
       return Status::Corruption(

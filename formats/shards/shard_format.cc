@@ -13,7 +13,7 @@ void EncodeShardHeader(const ShardHeader& header, uint8_t* out) {
   std::memcpy(out, kShardMagic, 8);
   StoreLE16(out + 8, kShardVersionMajor);
   StoreLE16(out + 10, kShardVersionMinor);
-  StoreLE32(out + 12, 0);  // flags
+  StoreLE32(out + 12, header.jpeg_records() ? kShardFlagJpegRecords : 0);  // flags
   StoreLE32(out + 16, kShardHeaderBytes);
   StoreLE32(out + 20, header.record_alignment);
   out[24] = static_cast<uint8_t>(header.schema.dtype);
@@ -23,7 +23,9 @@ void EncodeShardHeader(const ShardHeader& header, uint8_t* out) {
   StoreLE32(out + 32, header.schema.width);
   StoreLE32(out + 36, header.shard_index);
   StoreLE64(out + 40, header.first_sample);
-  // Bytes 48..55 are reserved and zero.
+  // Bytes 48..51: the JPEG max side under kShardFlagJpegRecords; otherwise 48..55 are reserved
+  // and zero.
+  if (header.jpeg_records()) StoreLE32(out + 48, header.jpeg_max_side);
   StoreLE64(out + 56, Xxh3(out, 56));
 }
 
@@ -42,7 +44,13 @@ Result<ShardHeader> DecodeShardHeader(const uint8_t* in) {
     return Status::Corruption("header checksum mismatch (stored " + FormatChecksum(stored) +
                               ", computed " + FormatChecksum(computed) + ")");
   }
-  if (LoadLE32(in + 12) != 0) return Status::Corruption("nonzero header flags");
+  const uint32_t flags = LoadLE32(in + 12);
+  if ((flags & ~kShardKnownFlags) != 0) {
+    char hex[16];
+    std::snprintf(hex, sizeof(hex), "0x%08x", flags);
+    return Status::Corruption(std::string("nonzero header flags ") + hex +
+                              " (this kiln knows only bit 0, JPEG records)");
+  }
   if (LoadLE32(in + 16) != kShardHeaderBytes) return Status::Corruption("bad header size");
   ShardHeader header;
   header.record_alignment = LoadLE32(in + 20);
@@ -59,6 +67,22 @@ Result<ShardHeader> DecodeShardHeader(const uint8_t* in) {
   if (!schema_ok.ok()) return Status::Corruption("invalid schema: " + schema_ok.message());
   header.shard_index = LoadLE32(in + 36);
   header.first_sample = LoadLE64(in + 40);
+  if ((flags & kShardFlagJpegRecords) != 0) {
+    const uint32_t side = LoadLE32(in + 48);
+    if (side == 0 || side > kMaxJpegSide) {
+      return Status::Corruption("JPEG records: max side " + std::to_string(side) + " outside [1, " +
+                                std::to_string(kMaxJpegSide) + "]");
+    }
+    const TensorSchema& sc = header.schema;
+    if (sc.dtype != DType::kUint8 || sc.layout != Layout::kHWC || sc.height != side ||
+        sc.width != side) {
+      return Status::Corruption("JPEG records: the schema must be uint8 HWC " +
+                                std::to_string(side) + "x" + std::to_string(side) +
+                                " (the max side), not " + std::string(DTypeName(sc.dtype)) + " " +
+                                std::string(LayoutName(sc.layout)) + " " + sc.ShapeString());
+    }
+    header.jpeg_max_side = side;
+  }
   return header;
 }
 

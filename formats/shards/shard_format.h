@@ -40,6 +40,11 @@ inline constexpr uint16_t kShardVersionMinor = 0;
 inline constexpr size_t kShardHeaderBytes = 64;
 inline constexpr size_t kShardIndexEntryBytes = 40;
 inline constexpr size_t kShardFooterBytes = 64;
+// Section 2 and 6: header flag bits. kShardFlagJpegRecords: every record is one JPEG image
+// (Codec::kJpeg) of at most ShardHeader::jpeg_max_side pixels on each side, stored at header
+// bytes 48..51. A 1.0 reader refuses any nonzero flags, so it refuses such a shard by name.
+inline constexpr uint32_t kShardFlagJpegRecords = 1u << 0;
+inline constexpr uint32_t kShardKnownFlags = kShardFlagJpegRecords;
 // File name suffix of a shard, and the prefix of its name inside a dataset directory.
 inline constexpr std::string_view kShardSuffix = ".kiln";
 
@@ -49,13 +54,20 @@ struct ShardHeader {
   TensorSchema schema;        // every record's decoded tensor has this schema
   uint32_t shard_index = 0;   // position of this shard in its dataset, from 0
   uint64_t first_sample = 0;  // dataset-wide index of this shard's record 0
+  // JPEG records (flag kShardFlagJpegRecords, bytes 48..51): the longest side of any record's
+  // image in pixels, in [1, kMaxJpegSide]; the schema is then uint8 HWC max_side x max_side (an
+  // upper bound: each record is its own size, raw_size = its height x width x channels).
+  // 0 (the default): raw or zstd records of exactly the schema, flags 0, bytes 48..55 zero.
+  uint32_t jpeg_max_side = 0;
+  bool jpeg_records() const { return jpeg_max_side != 0; }
 };
 
 // Section 4: one fixed 40-byte entry of the index, per record, in record order.
 struct ShardIndexEntry {
   uint64_t offset = 0;       // bytes from the start of the file to the record's first byte
   uint32_t stored_size = 0;  // bytes stored (compressed size when codec is zstd)
-  uint32_t raw_size = 0;     // bytes of the decoded tensor; equals schema.sample_bytes()
+  uint32_t raw_size = 0;     // bytes of the decoded tensor; equals schema.sample_bytes(), or
+                             // for a JPEG record its image's height x width x channels
   int64_t label = 0;         // class label
   uint64_t checksum = 0;     // RecordChecksum(stored bytes, label)
   uint32_t key_offset = 0;   // bytes from the start of the keys section
@@ -75,8 +87,9 @@ struct ShardFooter {
 // Encodes into exactly kShardHeaderBytes bytes at `out`, including the header checksum.
 void EncodeShardHeader(const ShardHeader& header, uint8_t* out);
 // Decodes kShardHeaderBytes bytes. Errors: NotSupported ("unsupported shard version 2.0");
-// Corruption ("bad magic", "header checksum mismatch", "nonzero header flags", "invalid schema:
-// ...", "invalid record alignment").
+// Corruption ("bad magic", "header checksum mismatch", "nonzero header flags 0x... (unknown
+// bits)", "invalid schema: ...", "invalid record alignment", "JPEG records: ..." for a max side
+// out of range or a schema other than uint8 HWC max_side x max_side).
 Result<ShardHeader> DecodeShardHeader(const uint8_t* in);
 
 void EncodeShardIndexEntry(const ShardIndexEntry& entry, uint8_t* out);

@@ -59,12 +59,29 @@ std::string ShardReader::EntryProblem(const ShardIndexEntry& e) const {
     return "payload offset " + std::to_string(e.offset) + " not aligned to " +
            std::to_string(header_.record_alignment);
   }
-  if (e.raw_size != header_.schema.sample_bytes()) {
-    return "raw size " + std::to_string(e.raw_size) + " differs from the schema's " +
-           std::to_string(header_.schema.sample_bytes());
-  }
-  if (e.codec != Codec::kNone && e.codec != Codec::kZstd) {
-    return "unknown codec " + std::to_string(static_cast<int>(e.codec));
+  if (header_.jpeg_records()) {
+    // Section 4: a JPEG record decodes to its own image, at most max_side x max_side.
+    if (e.codec != Codec::kJpeg) {
+      return "codec " + std::to_string(static_cast<int>(e.codec)) +
+             " in a shard of JPEG records (codec 2)";
+    }
+    if (e.raw_size == 0 || e.raw_size > header_.schema.sample_bytes() ||
+        e.raw_size % header_.schema.channels != 0) {
+      return "raw size " + std::to_string(e.raw_size) + " of a JPEG record is not a " +
+             std::to_string(header_.schema.channels) + "-channel image of at most " +
+             std::to_string(header_.jpeg_max_side) + "x" + std::to_string(header_.jpeg_max_side) +
+             " pixels";
+    }
+  } else {
+    if (e.raw_size != header_.schema.sample_bytes()) {
+      return "raw size " + std::to_string(e.raw_size) + " differs from the schema's " +
+             std::to_string(header_.schema.sample_bytes());
+    }
+    if (e.codec != Codec::kNone && e.codec != Codec::kZstd) {
+      return e.codec == Codec::kJpeg
+                 ? std::string("JPEG record in a shard without the JPEG-records flag")
+                 : "unknown codec " + std::to_string(static_cast<int>(e.codec));
+    }
   }
   if (e.codec == Codec::kNone && e.stored_size != e.raw_size) {
     return "uncompressed record of " + std::to_string(e.stored_size) + " bytes, expected " +

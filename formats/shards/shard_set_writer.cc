@@ -64,6 +64,7 @@ Status ShardSetWriter::RollShard() {
   ShardHeader header;
   header.record_alignment = options_.record_alignment;
   header.schema = options_.schema;
+  header.jpeg_max_side = options_.jpeg_max_side;
   header.shard_index = static_cast<uint32_t>(files_.size());
   header.first_sample = samples_;
   const std::string path = dir_ + "/" + ShardFileName(header.shard_index);

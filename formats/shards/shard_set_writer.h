@@ -29,6 +29,9 @@ struct ShardSetWriterOptions {
   uint64_t shard_size_bytes = uint64_t{128} << 20;
   // Alignment of each record's first byte, a power of two. Default 64.
   uint32_t record_alignment = kDefaultRecordAlignment;
+  // JPEG records (ShardHeader::jpeg_max_side, formats/shards/shard_format.md section 2): every
+  // shard's header carries the flag and this max side. 0 (default): raw or zstd records.
+  uint32_t jpeg_max_side = 0;
 };
 
 class ShardSetWriter final : public RecordStoreWriter {

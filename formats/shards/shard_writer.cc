@@ -185,7 +185,18 @@ Status ShardWriter::Add(const EncodedRecord& record) {
                                    " bytes exceeds " + std::to_string(kMaxKeyBytes) + ": " +
                                    record.key.substr(0, 200));
   }
-  if (record.raw_size != header_.schema.sample_bytes()) {
+  if (header_.jpeg_records() != (record.codec == Codec::kJpeg)) {
+    return Status::InvalidArgument(header_.jpeg_records()
+                                       ? "a shard of JPEG records takes only JPEG records"
+                                       : "a JPEG record needs a shard of JPEG records");
+  }
+  if (header_.jpeg_records()) {
+    if (record.raw_size == 0 || record.raw_size > header_.schema.sample_bytes()) {
+      return Status::InvalidArgument("JPEG record of " + std::to_string(record.raw_size) +
+                                     " raw bytes exceeds the max side's " +
+                                     std::to_string(header_.schema.sample_bytes()));
+    }
+  } else if (record.raw_size != header_.schema.sample_bytes()) {
     return Status::InvalidArgument("record of " + std::to_string(record.raw_size) +
                                    " raw bytes does not match the schema's " +
                                    std::to_string(header_.schema.sample_bytes()));

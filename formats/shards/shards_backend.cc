@@ -13,6 +13,7 @@ ShardSetWriterOptions ShardOptions(const StoreWriterOptions& options) {
   so.schema = options.schema;
   so.shard_size_bytes = options.shard_size_bytes;
   so.record_alignment = options.record_alignment;
+  so.jpeg_max_side = options.jpeg_max_side;
   return so;
 }
 

@@ -48,7 +48,7 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
          root: Optional[PathLike] = None, exact_decode: bool = False,
          image_ext: Optional[str] = None, label_from: str = "cls",
          feature_image: str = "image/encoded", feature_label: str = "image/class/label",
-         feature_key: str = "") -> Dict[str, Any]:
+         feature_key: str = "", codec: str = "none", max_side: int = 0) -> Dict[str, Any]:
     """Packs an image folder, list file, WebDataset tar shards or TFRecord files into a dataset,
     like ``kiln pack`` (same code).
 
@@ -76,7 +76,11 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     ``train-00000-of-01024``, a directory of them or a pattern such as
     ``"data/train-{00000..01023}-of-01024"``): ``feature_image`` (a bytes feature),
     ``feature_label`` (an int64 feature with one value), ``feature_key`` (a bytes feature for the
-    key, e.g. ``"image/filename"``; default ``""``: ``FILE:RECORD_INDEX``).
+    key, e.g. ``"image/filename"``; default ``""``: ``FILE:RECORD_INDEX``). ``codec``:
+    ``"none"`` (tensors of ``size``) or ``"jpeg"`` / ``"jpeg:QUALITY"`` with ``max_side``: one
+    JPEG per record, each image resized to at most ``max_side`` pixels per side keeping its aspect
+    ratio (``kiln pack --codec jpeg:90 --max-side 256``; read with ``kiln.Loader(...,
+    random_resized_crop=...)`` or ``center_crop=...``); ``size`` does not apply then.
 
     The arguments become one ``kiln::PackOptions`` (``kiln._tools.PackOptions``), checked field by
     field and then by the C++ validator ``kiln pack`` uses, with its messages: a value out of range
@@ -100,6 +104,18 @@ def pack(input: PathLike, output: PathLike, *, size: Union[int, Sequence[int], s
     arguments = dict(locals())  # every parameter, by name (before any other local exists)
     from . import _tools  # lazily: the converter links OpenCV
 
+    if codec != "none":  # JPEG records: the schema is max_side x max_side, as kiln pack's flags
+        if not max_side:
+            raise InvalidArgumentError(f"codec {codec!r} needs max_side: the longest side of "
+                                       "the stored images")
+        if size != 224:
+            raise InvalidArgumentError(f"size does not apply to codec {codec!r}: records keep "
+                                       "their aspect ratio (use max_side), and the reader "
+                                       "resizes them to its output size")
+        arguments["size"] = max_side
+    elif max_side:
+        raise InvalidArgumentError("max_side applies to codec 'jpeg' only")
+
     arguments.update(input=_fspath(input, "input"), output=_fspath(output, "output"),
                      root="" if root is None else _fspath(root, "root"))
     # The fields are the pack option table's names (tools/pack/pack_option_table.h), in its
@@ -120,7 +136,7 @@ def verify(path: PathLike, *, deep: bool = False) -> Dict[str, Any]:
     time) and ``problems``, a list of dicts
     ``{file, record, offset, reason}`` (record and offset None when unknown). An unreadable
     directory or manifest is itself a problem in the report. ``deep=True`` also decompresses
-    every record. The GIL is released while verifying.
+    every record (zstd decompressed, JPEG records decoded). The GIL is released while verifying.
     """
     if not isinstance(deep, bool):
         raise ArgumentTypeError(f"deep must be a bool, got {type(deep).__name__}")

@@ -22,6 +22,9 @@ class LoaderOptions:
     crop_width: int
     flip: bool
     interpolation: str
+    center_crop_height: int
+    center_crop_width: int
+    center_crop_ratio: float
     start_epoch: int
     read_ahead_bytes: int
     io: str

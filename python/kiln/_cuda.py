@@ -66,8 +66,9 @@ def plan(loader, normalize):
     schema (a crop keeps its dtype and layout) is read from a ``_core.Dataset``, which opens the
     files but starts no threads and allocates no batch slots."""
     options = loader._options
-    if options.resize_height or options.resize_width:
-        return (0, 0, False)  # RandomResizedCrop and its flip stay in the CPU loader
+    if (options.resize_height or options.resize_width or options.center_crop_height
+            or options.center_crop_width):
+        return (0, 0, False)  # RandomResizedCrop, the center crop and their flip stay on the CPU
     augment = (options.crop_height, options.crop_width, options.flip)
     if normalize is None or not any(augment):
         return augment

@@ -161,6 +161,8 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
                    scale: Sequence[float] = (0.08, 1.0),
                    ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
                    interpolation: str = "bilinear",
+                   center_crop: Union[None, int, Sequence[int]] = None,
+                   center_crop_ratio: float = 224.0 / 256.0,
                    tail: str = "short", block_bytes: int = 4 << 20, window: int = 16,
                    read_ahead_bytes: int = 16 << 20, io: str = "auto",
                    stats_dir: Optional[PathLike] = None,
@@ -177,6 +179,7 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
             world_size = world["world_size"]
     crop_height, crop_width = _crop_size(crop)
     resize_height, resize_width = _crop_size(random_resized_crop)
+    center_height, center_width = _crop_size(center_crop)
     scale_min, scale_max = _pair(scale, "scale")
     ratio_min, ratio_max = _pair(ratio, "ratio")
     o = _set_options(_core.LoaderOptions(), dict(
@@ -185,7 +188,9 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
         world_size=world_size, crop_height=crop_height, crop_width=crop_width, flip=flip,
         resize_height=resize_height, resize_width=resize_width, scale_min=scale_min,
         scale_max=scale_max, ratio_min=ratio_min, ratio_max=ratio_max,
-        interpolation=interpolation, tail=tail, block_bytes=block_bytes, shuffle_window=window,
+        interpolation=interpolation, center_crop_height=center_height,
+        center_crop_width=center_width, center_crop_ratio=center_crop_ratio, tail=tail,
+        block_bytes=block_bytes, shuffle_window=window,
         read_ahead_bytes=read_ahead_bytes, io=io))
     # Statistics export (kiln.Loader's stats_dir=, stats_interval=): None leaves the C++ default,
     # which reads KILN_STATS_DIR / KILN_STATS_INTERVAL at creation.
@@ -204,8 +209,9 @@ class Loader:
     prefetch=2, pin_memory=True, device=None, rank=None, world_size=None, crop=None, flip=False,
     normalize=None, copy=False, tail="short", backend=None, block_bytes=4 << 20, window=16,
     read_ahead_bytes=16 << 20, dtype=None, io="auto", random_resized_crop=None,
-    scale=(0.08, 1.0), ratio=(3/4, 4/3), interpolation="bilinear", weights=None, repeats=None,
-    samples_per_epoch=None, stats_dir=None, stats_interval=None)``
+    scale=(0.08, 1.0), ratio=(3/4, 4/3), interpolation="bilinear", center_crop=None,
+    center_crop_ratio=224/256, weights=None, repeats=None, samples_per_epoch=None,
+    stats_dir=None, stats_interval=None)``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -351,6 +357,16 @@ class Loader:
             ``torch.nn.functional.interpolate(mode="area")`` on the box (each output pixel the
             mean of the box pixels its window covers), for boxes much larger than the output,
             where bilinear without antialiasing aliases. Default "bilinear".
+        center_crop, center_crop_ratio: the evaluation transform (torchvision's ``Resize(256)``
+            + ``CenterCrop(224)``, FFCV's ``CenterCropRGBImageDecoder``): the largest box of the
+            output's aspect ratio, each side times ``center_crop_ratio``, centred, resized
+            bilinearly to ``center_crop`` (``(height, width)`` or an int). Excludes ``crop`` and
+            ``random_resized_crop``; on the CPU. Default None (off), ratio 224/256.
+            A dataset of JPEG records (``kiln pack --codec jpeg``) needs ``random_resized_crop``
+            or ``center_crop``: its images differ in size, and kiln decodes each one (with
+            libjpeg-turbo, at a reduced IDCT scale when the output is small) straight into the
+            batch at that size; without either, opening it raises kiln.InvalidArgumentError
+            saying so.
         normalize: ``(mean, std)``, each a number or one value per channel, in [0, 1] units as
             in torchvision: yields ``float32`` ``(x / 255 - mean) / std`` for ``uint8`` data
             (``(x - mean) / std`` for float data), computed as ``x * float32(1/255)``, minus
@@ -418,6 +434,8 @@ class Loader:
                  scale: Sequence[float] = (0.08, 1.0),
                  ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
                  interpolation: str = "bilinear",
+                 center_crop: Union[None, int, Sequence[int]] = None,
+                 center_crop_ratio: float = 224.0 / 256.0,
                  weights: Optional[Sequence[float]] = None,
                  repeats: Optional[Sequence[float]] = None,
                  samples_per_epoch: Optional[int] = None,
@@ -439,8 +457,8 @@ class Loader:
             batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last,
             num_threads=num_threads, prefetch=prefetch, pin_memory=pin_memory, rank=rank,
             world_size=world_size, crop=crop, flip=flip, random_resized_crop=random_resized_crop,
-            scale=scale, ratio=ratio, interpolation=interpolation, tail=tail,
-            block_bytes=block_bytes,
+            scale=scale, ratio=ratio, interpolation=interpolation, center_crop=center_crop,
+            center_crop_ratio=center_crop_ratio, tail=tail, block_bytes=block_bytes,
             window=window, read_ahead_bytes=read_ahead_bytes, io=io,
             stats_dir=stats_dir, stats_interval=stats_interval)
         if not isinstance(copy, bool):
@@ -683,6 +701,7 @@ class Loader:
         residency, mmap path); ``direct_reads``, ``direct_read_bytes`` (direct path);
         ``uploads``, ``upload_bytes``, ``upload_wait_ns`` (device batches); for datasets at a URL
         ``requests`` (attempts), ``request_retries``, ``request_failures``, ``request_bytes``,
+        ``request_hedges`` and ``request_hedge_wins`` (hedged requests for the slow tail),
         ``request_latency_p50_ns``, ``request_latency_p99_ns`` (over all attempts so far).
         Derived stage times: ``storage_ns`` (``fetch_ns - fetch_cpu_ns``: off the CPU, reading
         storage) and ``copy_ns`` (``fetch_cpu_ns - decompress_ns - augment_ns``: checks, decode

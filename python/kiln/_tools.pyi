@@ -29,6 +29,8 @@ class PackOptions:
     overwrite: bool
     resume: bool
     exact_decode: bool
+    codec: str
+    max_side: int
     image_ext: str
     label_from: str
     feature_image: str

@@ -162,6 +162,42 @@ def test_resume_at_a_random_point_is_byte_identical(sources):
             assert stream(fresh) == epochs[epoch + 1]   # and the next epoch from its start
 
 
+def take(loader, count):
+    """The next `count` batches of `loader`, across epoch ends (fewer if the loops run dry)."""
+    out = []
+    for _ in range(count + 2):   # a state saved after an epoch's last batch: one empty loop
+        if len(out) == count:
+            break
+        out += stream(loader, steps=count - len(out))
+    return out
+
+
+def test_resume_twice_through_json_with_other_thread_counts(sources):
+    """Stopped and saved, restored with 1 thread, stopped and saved again, restored with 3: the
+    three pieces together are the uninterrupted run's two epochs, byte for byte (crops and
+    flips included), also when a stop falls on an epoch's last batch or the second piece
+    crosses into the next epoch. Each state goes through json, as a checkpoint file would."""
+    import json
+    paths = [sources["a"], sources["b"]]
+    whole = kiln.Loader(paths, num_threads=2, **KW)
+    want = take(whole, 2 * len(whole))
+    steps = len(whole)
+    assert len(want) == 2 * steps
+    for t1, t2 in ((3, 9), (steps - 1, steps + 2), (1, steps), (steps, 2 * steps - 1)):
+        first = kiln.Loader(paths, num_threads=2, **KW)
+        got = take(first, t1)
+        second = kiln.Loader(paths, num_threads=1, prefetch=1, **KW)
+        second.load_state_dict(json.loads(json.dumps(first.state_dict())))
+        got += take(second, t2 - t1)
+        state = json.loads(json.dumps(second.state_dict()))
+        assert state["epoch"] == t2 // steps - (1 if t2 % steps == 0 else 0), (t1, t2, state)
+        third = kiln.Loader(paths, num_threads=3, prefetch=4, **KW)
+        third.load_state_dict(state)
+        got += take(third, 2 * steps - t2)
+        assert len(got) == len(want), (t1, t2)
+        assert got == want, (t1, t2)
+
+
 def test_resume_on_another_world_size(sources):
     paths = [sources["a"], sources["b"]]
     whole = kiln.Loader(paths, num_threads=2, rank=0, world_size=1, **KW)

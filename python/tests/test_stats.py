@@ -18,7 +18,8 @@ COUNTERS = [
     "slot_wait_ns", "decompress_ns", "zstd_records", "augment_ns", "chunks", "read_ahead_bytes",
     "residency_probes", "residency_misses", "direct_reads", "direct_read_bytes", "uploads",
     "upload_bytes", "upload_wait_ns", "requests", "request_retries", "request_failures",
-    "request_bytes", "request_latency_p50_ns", "request_latency_p99_ns"]
+    "request_bytes", "request_hedges", "request_hedge_wins", "request_latency_p50_ns",
+    "request_latency_p99_ns"]
 
 
 def read_epoch(loader):

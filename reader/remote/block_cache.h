@@ -4,8 +4,17 @@
 // In block order the sampler deals runs of consecutive samples (blocks) and shuffles within a
 // window of them, so a window's records are scattered over its blocks and every fetch thread
 // reads from all of them. The Loader passes each record's block extent (RangeReader::QueueWithin);
-// the first read of an extent asks the cache, which fetches the whole extent with one GET on its
-// own client and thread, and every read inside it (of any fetch thread) is copied from there.
+// the first read of an extent asks the cache, which fetches the whole extent with one GET on one
+// of its receivers, and every read inside it (of any fetch thread) is copied from there.
+//
+// Receivers: the cache has one or more threads, each with its own RemoteClient (one curl_multi
+// handle), that send the GETs and receive the bodies; the Loader gives it one per fetch thread,
+// so receiving is spread over as many threads as reading was before the cache. Extents are
+// handed out in the order they were acquired to whichever receiver has room: with
+// `max_in_flight` (per receiver) set, at most that many GETs of one receiver are in flight and
+// the rest wait in order, so that the extent needed next is not slowed by bandwidth shared with
+// every extent read ahead (dataset order); 0 puts every acquired extent in flight at once (block
+// order, where a window's blocks are all read at the same time).
 //
 // Memory: at most `capacity_blocks` extents held (the Loader sizes it for a window of blocks plus
 // the blocks the fetch threads may start ahead; counted in blocks, not bytes, because a block's
@@ -17,7 +26,7 @@
 //
 // Errors: a failed GET (after the client's retries) fails every read waiting on the extent,
 // with the server's answer; the extent is dropped, so a later read fetches it afresh.
-// Thread safety: every member from any thread. Lifetime: the cache's thread stops and joins in
+// Thread safety: every member from any thread. Lifetime: the cache's threads stop and join in
 // the destructor; in a forked child (whose copy has no thread) it must never be destroyed (the
 // readers sharing it leak their reference in RangeReader::Abandon).
 #ifndef KILN_READER_REMOTE_BLOCK_CACHE_H_
@@ -32,6 +41,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "formats/status.h"
@@ -42,20 +52,28 @@ namespace kiln::remote {
 
 class BlockCache {
  public:
+  // An extent's buffer (malloc'd: large ones are aligned for transparent huge pages).
+  struct FreeBytes {
+    void operator()(uint8_t* p) const;
+  };
+  using Bytes = std::unique_ptr<uint8_t[], FreeBytes>;
   // One extent: [offset, offset + length) of object `object`.
   struct Extent {
     uint32_t object = 0;
     uint64_t offset = 0, length = 0;
-    std::unique_ptr<uint8_t[]> bytes;  // length bytes once ready
+    Bytes bytes;  // length bytes once ready
     // Set (release) once bytes, result and error are final; readers load it (acquire) first.
     std::atomic<bool> ready{false};
     int64_t result = 0;  // bytes fetched, or -errno (remote_dataset.cc's mapping) on failure
     std::string error;   // the server's answer on failure
   };
 
-  // `objects`: the store's objects (URLs, sizes, ETags), valid for the cache's life.
-  BlockCache(const std::vector<ObjectInfo>& objects, std::unique_ptr<RemoteClient> client,
-             uint32_t capacity_blocks);
+  // `objects`: the store's objects (URLs, sizes, ETags), valid for the cache's life; one
+  // receiver thread per client in `clients` (at least one); `max_in_flight`: GETs in flight per
+  // receiver, 0 for no limit (see above).
+  BlockCache(const std::vector<ObjectInfo>& objects,
+             std::vector<std::unique_ptr<RemoteClient>> clients, uint32_t capacity_blocks,
+             uint32_t max_in_flight = 0);
   ~BlockCache();
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
@@ -68,31 +86,41 @@ class BlockCache {
   void WaitAny(uint64_t seen, int timeout_ms);
   static bool IsReady(const Extent& extent) { return extent.ready.load(std::memory_order_acquire); }
 
-  // The cache client's counters since the last call (all callers together add up to the whole).
+  // The receivers' clients' counters since the last call (all callers together add up to the
+  // whole).
   RequestStats TakeRequestStats();
-  // Extents fetched (or failed) so far: WaitAny's `seen`.
-  uint64_t fetches() const;
+  // Extents fetched (or failed) so far: WaitAny's `seen`. Takes no lock.
+  uint64_t fetches() const { return fetches_.load(std::memory_order_acquire); }
 
  private:
   using Key = std::pair<uint32_t, uint64_t>;  // (object, offset)
-  void Run();
+  // One receiver: its client and thread; `stats` is a copy of the client's counters, updated by
+  // the thread under mu_.
+  struct Receiver {
+    std::unique_ptr<RemoteClient> client;  // used by its thread only
+    RequestStats stats;
+    std::thread thread;
+  };
+  void Run(Receiver* receiver);
   bool MakeRoomLocked();
+  Bytes TakeBufferLocked(uint64_t length);
   void DropLocked(const Extent& e);
 
   const std::vector<ObjectInfo>& objects_;
   const uint32_t capacity_blocks_;
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;   // the thread: extents to fetch, or stop
+  const uint32_t max_in_flight_;
+  std::condition_variable work_cv_;   // the receivers: extents to fetch, or stop
   std::condition_variable ready_cv_;  // readers: an extent finished
   std::map<Key, std::shared_ptr<Extent>> held_;
-  std::deque<Key> age_;                            // held_ keys, oldest first
-  std::vector<std::shared_ptr<Extent>> to_fetch_;  // acquired, not yet given to the client
-  uint64_t fetches_ = 0;
+  std::deque<Key> age_;  // held_ keys, oldest first
+  // Buffers of evicted extents (bytes, size), reused for new ones; at most capacity_blocks_.
+  std::vector<std::pair<Bytes, uint64_t>> spare_;
+  std::deque<std::shared_ptr<Extent>> to_fetch_;  // acquired, not yet given to a receiver
+  std::atomic<uint64_t> fetches_{0};              // written under mu_, read without it
   RequestStats taken_;
-  RequestStats client_stats_;  // a copy of the client's, updated by the thread under mu_
   bool stop_ = false;
-  std::unique_ptr<RemoteClient> client_;  // used by the thread only
-  std::thread thread_;
+  std::vector<std::unique_ptr<Receiver>> receivers_;
 };
 
 }  // namespace kiln::remote

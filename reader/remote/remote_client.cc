@@ -54,6 +54,13 @@ struct RemoteClient::Request {
   uint64_t offset = 0, length = 0;
   uint8_t* dest = nullptr;
   uint32_t attempt = 0;
+  // Hedging: a hedge reads into `own` and, when it wins, copies into its read's `final_dest`.
+  // While both requests of a hedged read run, each one's `twin` is the other.
+  bool is_hedge = false;
+  bool hedged = false;  // (the read's first request) a hedge was sent
+  Request* twin = nullptr;
+  std::unique_ptr<uint8_t[]> own;
+  uint8_t* final_dest = nullptr;
   // One attempt's state.
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
@@ -170,7 +177,10 @@ RemoteClient::~RemoteClient() {
 
 uint32_t RemoteClient::in_flight() const {
   uint32_t n = 0;
-  for (auto& [easy, r] : running_) n += r->tag < (1ULL << 63) ? 1 : 0;
+  // A hedged read is one read: its hedge counts only once it runs alone.
+  for (auto& [easy, r] : running_) {
+    n += r->tag < (1ULL << 63) && !(r->is_hedge && r->twin != nullptr) ? 1 : 0;
+  }
   for (auto& [due, r] : delayed_) n += r->tag < (1ULL << 63) ? 1 : 0;
   for (auto& c : done_) n += c.tag < (1ULL << 63) ? 1 : 0;
   return n;
@@ -262,11 +272,47 @@ bool RemoteClient::Retryable(const Request& r, int curl_code) const {
   }
 }
 
+// Stops `r`, one request of a hedged read whose other request finished first: no completion,
+// no latency counted (it did not end).
+void RemoteClient::Cancel(Request* r) {
+  curl_multi_remove_handle(multi_, r->easy);
+  auto it = running_.find(r->easy);
+  std::unique_ptr<Request> owned = std::move(it->second);
+  running_.erase(it);
+  owned->Reset();
+}
+
 void RemoteClient::Finish(Request* r, int curl_code) {
-  stats_.AddLatencyUs(NowUs() - r->started_us);
+  const int64_t now_us = NowUs();
+  stats_.AddLatencyUs(now_us - r->started_us);
   curl_multi_remove_handle(multi_, r->easy);
   std::unique_ptr<Request> owned = std::move(running_[r->easy]);
   running_.erase(r->easy);
+  const long http = ResponseCode(r->easy);
+  const bool succeeded = curl_code == CURLE_OK && !r->overflow && http >= 200 && http < 300;
+  if (r->twin != nullptr) {
+    Request* other = r->twin;
+    other->twin = nullptr;
+    r->twin = nullptr;
+    if (!succeeded) {
+      // One request of a hedged read failed while the other still runs: the other carries the
+      // read (with its own retries).
+      r->Reset();
+      return;
+    }
+    Cancel(other);  // this one won
+  }
+  if (succeeded && (r->kind == Request::Kind::kRange || r->kind == Request::Kind::kSuffix)) {
+    read_latency_.AddLatencyUs(now_us - r->started_us);
+    const uint64_t n = read_latency_.attempts();
+    if (n >= HedgePolicy::kHedgeMinSamples && n % HedgePolicy::kHedgeMinSamples == 0 &&
+        options_.hedge.enabled()) {
+      const double p95 = static_cast<double>(read_latency_.LatencyQuantileUs(0.95));
+      hedge_after_us_ = std::max<int64_t>(options_.hedge.min_ms * 1000,
+                                          static_cast<int64_t>(options_.hedge.p95_multiple * p95));
+      next_hedge_look_us_ = 0;  // look again with the new threshold
+    }
+  }
   if (Retryable(*r, curl_code) && r->attempt < options_.max_retries) {
     int64_t cap =
         std::min(options_.backoff_max_ms, options_.backoff_base_ms << std::min(r->attempt, 20u));
@@ -321,6 +367,10 @@ void RemoteClient::Complete(Request* r, Status status) {
     }
   }
   c.etag = r->etag;
+  if (status.ok() && r->is_hedge) {
+    if (r->received > 0) std::memcpy(r->final_dest, r->own.get(), r->received);
+    ++stats_.hedge_wins;
+  }
   if (status.ok()) {
     stats_.bytes += r->received;
   } else {
@@ -329,6 +379,50 @@ void RemoteClient::Complete(Request* r, Status status) {
   c.status = std::move(status);
   r->Reset();
   done_.push_back(std::move(c));
+}
+
+int64_t RemoteClient::Hedge(int64_t now_us) {
+  int64_t next_us = now_us + hedge_after_us_;  // a request started from now on is due no sooner
+  std::vector<Request*> due;
+  for (auto& [easy, r] : running_) {
+    if (r->is_hedge || r->hedged || r->twin != nullptr || r->tag >= (1ULL << 63) ||
+        (r->kind != Request::Kind::kRange && r->kind != Request::Kind::kSuffix)) {
+      continue;
+    }
+    const int64_t at = r->started_us + hedge_after_us_;
+    if (at <= now_us) {
+      due.push_back(r.get());
+    } else {
+      next_us = std::min(next_us, at);
+    }
+  }
+  for (Request* r : due) {
+    // The budget: one hedge per kHedgeBudgetRequests requests sent (hedges included).
+    if ((stats_.hedges + 1) * HedgePolicy::kHedgeBudgetRequests > stats_.requests) break;
+    auto h = std::make_unique<Request>();
+    h->kind = r->kind;
+    h->tag = r->tag;
+    h->name = r->name;
+    h->http_url = r->http_url;
+    h->sign = r->sign;
+    h->if_match = r->if_match;
+    h->offset = r->offset;
+    h->length = r->length;
+    h->own.reset(new uint8_t[r->length]);
+    h->dest = h->own.get();
+    h->final_dest = r->dest;
+    h->is_hedge = true;
+    r->hedged = true;
+    if (!Start(h.get()).ok()) {
+      h->Reset();  // no hedge then; the first request carries on
+      continue;
+    }
+    ++stats_.hedges;
+    h->twin = r;
+    r->twin = h.get();
+    running_[h->easy] = std::move(h);
+  }
+  return next_us;
 }
 
 Status RemoteClient::Drive(int timeout_ms) {
@@ -354,10 +448,19 @@ Status RemoteClient::Drive(int timeout_ms) {
     auto it = running_.find(msg->easy_handle);
     if (it != running_.end()) Finish(it->second.get(), msg->data.result);
   }
+  // Hedges for the requests past the threshold (looked at only when one can be due).
+  if (hedge_after_us_ > 0 && !running_.empty()) {
+    const int64_t now_us = NowUs();
+    if (now_us >= next_hedge_look_us_) next_hedge_look_us_ = Hedge(now_us);
+  }
   if (done_.size() != before) return Status::Ok();
   int wait = timeout_ms;
   if (!delayed_.empty()) {
     wait = static_cast<int>(std::clamp<int64_t>(delayed_.begin()->first - NowUs() / 1000, 0, wait));
+  }
+  if (hedge_after_us_ > 0 && next_hedge_look_us_ > 0) {
+    wait = static_cast<int>(
+        std::clamp<int64_t>((next_hedge_look_us_ - NowUs() + 999) / 1000, 0, wait));
   }
   mc = curl_multi_poll(multi_, nullptr, 0, wait, nullptr);
   if (mc != CURLM_OK)

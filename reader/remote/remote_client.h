@@ -12,6 +12,9 @@
 // Retries: 5xx (503 SlowDown included), 429, timeouts, refused and reset connections, short
 // bodies; up to `max_retries` more attempts, exponential backoff with jitter. Never retried:
 // other 4xx. Every request has a timeout, so nothing waits forever.
+// Hedging: a range read still running past a threshold learnt from this client's own latencies
+// (HedgePolicy) gets a second identical request; the first to finish wins, the other is
+// cancelled (remote.md, "Hedged requests").
 //
 // Errors name the URL as given, the HTTP status and the server's error code and message
 // (e.g. "s3://b/k: HTTP 403 SignatureDoesNotMatch: The request signature ..."); location().file
@@ -38,6 +41,22 @@
 
 namespace kiln::remote {
 
+// Hedged requests for the slow tail: a range read (QueueRange, QueueSuffix) whose request has
+// run for longer than max(min_ms, p95_multiple x the p95 latency of this client's completed
+// reads) gets a second request for the same bytes with the same If-Match (into a buffer of its
+// own); whichever completes first gives the read its bytes and the other is cancelled. A failed
+// request of the two leaves the read to the other; a read is hedged at most once. Not before
+// kHedgeMinSamples reads have completed (no p95 yet), and at most one hedge per
+// kHedgeBudgetRequests requests sent, so a server slow for everyone does not get twice the load.
+// p95_multiple 0 turns hedging off. Counted in RemoteStats::hedges and hedge_wins.
+struct HedgePolicy {
+  double p95_multiple = 3.0;  // 0: off
+  int64_t min_ms = 100;       // the threshold's floor, milliseconds
+  static constexpr uint64_t kHedgeMinSamples = 16;
+  static constexpr uint64_t kHedgeBudgetRequests = 10;
+  bool enabled() const { return p95_multiple > 0; }
+};
+
 // Defaults below; readers of a dataset at a URL take AWS_MAX_ATTEMPTS and the
 // KILN_REMOTE_*_TIMEOUT_MS variables from the environment (remote.md, "Retry policy").
 struct RemoteOptions {
@@ -50,6 +69,10 @@ struct RemoteOptions {
                                        // rides out about 8 s of a server gone (a restart)
   int64_t backoff_base_ms = 50;        // first retry waits in [base/2, base], doubling up to max
   int64_t backoff_max_ms = 2000;
+  HedgePolicy hedge;  // the Loader sets it from LoaderOptions::remote_hedge_*
+  // Dataset order (Loader): whole extents read ahead when the open's fastest request took at
+  // least this long (microseconds; 0: always), else a chunk's records merged into GETs.
+  int64_t extents_from_us = 1000;
 };
 
 // An object as Stat saw it.
@@ -121,6 +144,10 @@ class RemoteClient {
   void Finish(Request* request, int curl_code);
   void Complete(Request* request, Status status);
   bool Retryable(const Request& request, int curl_code) const;
+  // Sends hedges for the reads past the threshold; returns the steady time (us) of the next
+  // look, 0 when hedging is off or not yet possible.
+  int64_t Hedge(int64_t now_us);
+  void Cancel(Request* request);
 
   RemoteOptions options_;
   void* multi_ = nullptr;                                     // CURLM*
@@ -128,6 +155,9 @@ class RemoteClient {
   std::multimap<int64_t, std::unique_ptr<Request>> delayed_;  // by due time (steady ms)
   std::deque<RemoteCompletion> done_;
   RemoteStats stats_;
+  RequestStats read_latency_;   // completed reads' successful requests: the hedging threshold
+  int64_t hedge_after_us_ = 0;  // the threshold (0: not known yet)
+  int64_t next_hedge_look_us_ = 0;
   uint64_t rng_ = 0x9e3779b97f4a7c15ULL;
   uint64_t next_internal_tag_ = 1ULL << 63;
 };

@@ -37,6 +37,22 @@ Status IntegerFromEnvironment(const char* name, int64_t low, int64_t high, int64
   return Status::Ok();
 }
 
+// As IntegerFromEnvironment, for a decimal number.
+Status NumberFromEnvironment(const char* name, double low, double high, double* out) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return Status::Ok();
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text, &end);
+  if (errno != 0 || *end != '\0' || !(value >= low && value <= high)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%g, %g]", low, high);
+    return Status::InvalidArgument(std::string(name) + "=" + text + " is not a number in " + range);
+  }
+  *out = value;
+  return Status::Ok();
+}
+
 Result<RemoteOptions> OptionsFromEnvironment() {
   RemoteOptions options;
   KILN_ASSIGN_OR_RETURN(options.aws, LoadAwsSettings());
@@ -51,6 +67,12 @@ Result<RemoteOptions> OptionsFromEnvironment() {
                                               &options.connect_timeout_ms));
   KILN_RETURN_IF_ERROR(IntegerFromEnvironment("KILN_REMOTE_REQUEST_TIMEOUT_MS", 1, 86400000,
                                               &options.request_timeout_ms));
+  KILN_RETURN_IF_ERROR(
+      IntegerFromEnvironment("KILN_REMOTE_HEDGE_MIN_MS", 0, 3600000, &options.hedge.min_ms));
+  KILN_RETURN_IF_ERROR(
+      IntegerFromEnvironment("KILN_REMOTE_EXTENTS_FROM_US", 0, 60000000, &options.extents_from_us));
+  KILN_RETURN_IF_ERROR(NumberFromEnvironment("KILN_REMOTE_HEDGE_P95_MULTIPLE", 0, 1000,
+                                             &options.hedge.p95_multiple));
   return options;
 }
 
@@ -99,16 +121,27 @@ class RemoteRangeReader final : public RangeReader {
     ++in_flight_;
   }
   // A read inside a block: served from the shared BlockCache (one GET per block for all fetch
-  // threads) when there is one and it can hold the block, else read as Queue reads.
+  // threads) when there is one and it can hold the block, else read as Queue reads. The reader
+  // keeps its own reference (a pin) to each extent its reads wait on, so the reads queued on an
+  // extent while others of it wait (dataset order: up to `depth`) take neither the cache's lock
+  // nor its shared count.
   void QueueWithin(uint32_t buffer, uint32_t object, uint64_t offset, uint32_t length,
                    uint64_t extent_offset, uint64_t extent_length) override {
     if (cache_ != nullptr && extent_offset <= offset &&
         offset + length <= extent_offset + extent_length) {
-      std::shared_ptr<const BlockCache::Extent> e =
-          cache_->Acquire(object, extent_offset, extent_length);
-      if (e != nullptr) {
+      Pin* pin = FindPin(object, extent_offset, extent_length);
+      if (pin == nullptr) {
+        std::shared_ptr<const BlockCache::Extent> e =
+            cache_->Acquire(object, extent_offset, extent_length);
+        if (e != nullptr) {
+          pins_.push_back(Pin{std::move(e), 0});
+          pin = &pins_.back();
+        }
+      }
+      if (pin != nullptr) {
         errors_[buffer].clear();
-        deferred_.push_back(Deferred{buffer, std::move(e), offset - extent_offset, length});
+        ++pin->reads;
+        deferred_.push_back(Deferred{buffer, pin->extent.get(), offset - extent_offset, length});
         ++in_flight_;
         return;
       }
@@ -213,10 +246,39 @@ class RemoteRangeReader final : public RangeReader {
   };
   struct Deferred {  // a read served from a block of the cache
     uint32_t buffer = 0;
-    std::shared_ptr<const BlockCache::Extent> extent;
-    uint64_t skip = 0;  // where the read starts in the extent
+    const BlockCache::Extent* extent = nullptr;  // held by one of pins_
+    uint64_t skip = 0;                           // where the read starts in the extent
     uint32_t length = 0;
   };
+  struct Pin {  // this reader's reference to an extent of the cache
+    std::shared_ptr<const BlockCache::Extent> extent;
+    uint32_t reads = 0;  // deferred_ entries reading it
+  };
+
+  // The pin of the extent [offset, offset + length) of `object`, or nullptr; a failed extent is
+  // not reused (a later read fetches it afresh, as the cache does).
+  Pin* FindPin(uint32_t object, uint64_t offset, uint64_t length) {
+    for (Pin& p : pins_) {
+      const BlockCache::Extent& e = *p.extent;
+      if (e.object == object && e.offset == offset && e.length == length &&
+          !(BlockCache::IsReady(e) && e.result < 0)) {
+        return &p;
+      }
+    }
+    return nullptr;
+  }
+  // One read of `extent` finished; the pin goes with its last read, so that the reader holds
+  // only the extents its reads wait on (the cache evicts those no one holds).
+  void Unpin(const BlockCache::Extent* extent) {
+    for (size_t i = 0; i < pins_.size(); ++i) {
+      if (pins_[i].extent.get() != extent) continue;
+      if (--pins_[i].reads == 0) {
+        pins_[i] = std::move(pins_.back());
+        pins_.pop_back();
+      }
+      return;
+    }
+  }
   struct Group {  // one range GET
     uint32_t object = 0;
     uint64_t offset = 0, length = 0;
@@ -245,7 +307,8 @@ class RemoteRangeReader final : public RangeReader {
         if (got > 0) std::memcpy(buffer(d.buffer), e.bytes.get() + d.skip, got);
         ready_.emplace_back(d.buffer, static_cast<int64_t>(got));
       }
-      deferred_[i] = std::move(deferred_.back());
+      Unpin(d.extent);
+      deferred_[i] = deferred_.back();
       deferred_.pop_back();
       moved = true;
     }
@@ -279,6 +342,7 @@ class RemoteRangeReader final : public RangeReader {
   std::map<uint64_t, Group> groups_;                // GETs in flight, by tag
   std::shared_ptr<BlockCache> cache_;               // block order's shared blocks, or nullptr
   std::vector<Deferred> deferred_;                  // reads waiting on the cache's blocks
+  std::vector<Pin> pins_;                           // the extents deferred_ reads
   std::deque<std::pair<uint32_t, int64_t>> ready_;  // (buffer, result) not yet returned
   uint64_t next_tag_ = 0;
   uint32_t in_flight_ = 0;  // reads queued and not yet returned by Wait
@@ -496,16 +560,29 @@ Status RemoteStore::ReadRange(uint32_t file, uint64_t offset, uint64_t size, uin
   return ReadExactly(client_.get(), objects_[file], offset, size, dest);
 }
 
-Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(
-    uint32_t depth, uint64_t buffer_bytes, std::shared_ptr<BlockCache> blocks) const {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
+Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
+                                                                 uint64_t buffer_bytes,
+                                                                 std::shared_ptr<BlockCache> blocks,
+                                                                 const HedgePolicy& hedge) const {
+  RemoteOptions options = options_;
+  options.hedge = hedge;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
   return std::unique_ptr<RangeReader>(
       new RemoteRangeReader(*this, std::move(client), depth, buffer_bytes, std::move(blocks)));
 }
 
-Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint32_t capacity_blocks) const {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options_));
-  return std::make_shared<BlockCache>(objects_, std::move(client), capacity_blocks);
+Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint32_t capacity_blocks,
+                                                               uint32_t receivers,
+                                                               uint32_t max_in_flight,
+                                                               const HedgePolicy& hedge) const {
+  RemoteOptions options = options_;
+  options.hedge = hedge;
+  std::vector<std::unique_ptr<RemoteClient>> clients;
+  for (uint32_t i = 0; i < std::max<uint32_t>(1, receivers); ++i) {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
+    clients.push_back(std::move(client));
+  }
+  return std::make_shared<BlockCache>(objects_, std::move(clients), capacity_blocks, max_in_flight);
 }
 
 std::string RequestRateWarning(const std::string& url, double gets_per_s) {
@@ -548,7 +625,9 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
     shards.push_back(std::move(shard));
     objects.push_back(std::move(f.object));
   }
-  auto store = std::make_shared<const RemoteStore>(std::move(options), std::move(objects));
+  const int64_t open_latency_us = client->stats().LatencyQuantileUs(0);
+  auto store =
+      std::make_shared<const RemoteStore>(std::move(options), std::move(objects), open_latency_us);
   KILN_ASSIGN_OR_RETURN(
       std::unique_ptr<ShardDataset> dataset,
       ShardDataset::FromShards(base, std::move(manifest), std::move(shards), std::move(store)));

@@ -193,7 +193,7 @@ TEST(ManifestTest, UnknownDTypeOrLayoutIsCorruptionNamingOrigin) {
 }
 
 TEST(ManifestTest, NewerManifestVersionIsNotSupported) {
-  for (int version : {0, 3}) {
+  for (int version : {0, 4}) {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(Sample().ToJson());
     j["kiln_manifest_version"] = version;
     Result<Manifest> m = Manifest::FromJson(Sealed(j), "o");
@@ -202,6 +202,33 @@ TEST(ManifestTest, NewerManifestVersionIsNotSupported) {
               std::string::npos)
         << m.status().message();
   }
+}
+
+// JPEG records: version 3 with `records`, only for such datasets; a version-2 manifest (every
+// other dataset) keeps its bytes and cannot carry `records`, and version 3 needs them.
+TEST(ManifestTest, JpegRecordsAreVersion3) {
+  Manifest m = Sample();
+  const std::string v2 = m.ToJson();
+  EXPECT_NE(v2.find("\"kiln_manifest_version\": 2"), std::string::npos);
+  EXPECT_EQ(v2.find("records"), std::string::npos);
+  m.schema = {DType::kUint8, Layout::kHWC, 256, 256, 3};
+  m.jpeg_max_side = 256;
+  m.jpeg_quality = 85;
+  const std::string v3 = m.ToJson();
+  EXPECT_NE(v3.find("\"kiln_manifest_version\": 3"), std::string::npos);
+  Result<Manifest> back = Manifest::FromJson(v3, "o");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->jpeg_max_side, 256u);
+  EXPECT_EQ(back->jpeg_quality, 85);
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(v3);
+  j["kiln_manifest_version"] = 2;
+  EXPECT_FALSE(Manifest::FromJson(Sealed(j), "o").ok());
+  j = nlohmann::ordered_json::parse(v3);
+  j.erase("records");
+  EXPECT_FALSE(Manifest::FromJson(Sealed(j), "o").ok());
+  j = nlohmann::ordered_json::parse(v3);
+  j["records"]["max_side"] = 128;  // the schema must be max_side x max_side
+  EXPECT_FALSE(Manifest::FromJson(Sealed(j), "o").ok());
 }
 
 // Every change that still parses is caught by manifest_xxh3_64 (a flipped class name

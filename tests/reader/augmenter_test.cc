@@ -55,6 +55,44 @@ TEST(AugmenterTest, SchemaIsTheCropOrTheStoredOne) {
   EXPECT_EQ(cropped->layout, stored.layout);
 }
 
+// The center crop: the largest box of the output's aspect ratio times the ratio, centred; its
+// schema is the output size; it excludes the other crops and the ratio must be in (0, 1].
+TEST(AugmenterTest, CenterCropBoxAndSchema) {
+  AugmentOptions o;
+  o.center_crop_height = o.center_crop_width = 224;  // square output, ratio 224/256
+  const CropBox wide = CenterCropBox(300, 400, o);   // H x W
+  EXPECT_EQ(wide.height, 262u);                      // 300 * 0.875 = 262.5, rounded half to even
+  EXPECT_EQ(wide.width, wide.height);
+  EXPECT_EQ(wide.top, (300 - wide.height) / 2);
+  EXPECT_EQ(wide.left, (400 - wide.width) / 2);
+  o.center_crop_ratio = 1.0;
+  o.center_crop_height = 100;
+  o.center_crop_width = 200;  // a 2:1 output on a tall image spans its width
+  const CropBox tall = CenterCropBox(400, 100, o);
+  EXPECT_EQ(tall.width, 100u);
+  EXPECT_EQ(tall.height, 50u);
+  EXPECT_EQ(tall.top, 175u);
+  EXPECT_EQ(tall.left, 0u);
+  const TensorSchema stored = MakeSchema(40, 50, 3);
+  Result<TensorSchema> s = AugmentedSchema(stored, o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->height, 100u);
+  EXPECT_EQ(s->width, 200u);
+  const AugmentParams p = DrawAugmentParams(stored, o, 1, 2, 3);
+  EXPECT_EQ(p.box_width, 50u);
+  EXPECT_EQ(p.box_height, 25u);
+  AugmentOptions bad = o;
+  bad.resize_height = bad.resize_width = 8;
+  EXPECT_FALSE(AugmentedSchema(stored, bad).ok());
+  bad = o;
+  bad.center_crop_ratio = 0;
+  EXPECT_FALSE(AugmentedSchema(stored, bad).ok());
+  bad = o;
+  bad.center_crop_width = 0;
+  EXPECT_FALSE(AugmentedSchema(stored, bad).ok());
+  EXPECT_NE(CenterCropDigest(o), ResizedCropDigest(o));
+}
+
 TEST(AugmenterTest, SchemaRefusesHalfACropAndACropLargerThanTheSample) {
   const TensorSchema stored = MakeSchema(10, 12, 3);
   AugmentOptions half;

@@ -1,14 +1,16 @@
 // Mixtures of datasets (reader/mixture.h, reader/mixture_dataset.h, Loader::CreateMixture): the
-// schedule's quotas and bijection, proportions within every window and over the epoch,
-// exactly-once within each pass of each source, the loader's batches (each dataset's own bytes
-// and labels, sources named), byte-identical across threads, prefetch, io paths and world
-// sizes, resume at random points (also twice, also elastic) byte-identical to an uninterrupted
-// run, and the refusals by name.
+// schedule's quotas and bijection, proportions within every window, on every rank and over the
+// epoch, exactly-once within each pass of each source, the optimised schedule bit-identical to
+// the reference formulas, the loader's batches (each dataset's own bytes and labels, sources
+// named), byte-identical across threads, prefetch, io paths, world sizes and storage backends
+// (LMDB, HDF5, mixed), resume at random points (also twice, also elastic) byte-identical to an
+// uninterrupted run, and the refusals by name.
 #include "reader/mixture.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -17,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/format_registry.h"
+#include "reader/direct_reader.h"
 #include "reader/loader.h"
 #include "reader/mixture_dataset.h"
 #include "reader/reader_state.h"
@@ -174,6 +178,60 @@ TEST(MixtureScheduleTest, ProportionsHoldInEveryWindowAndOverTheEpoch) {
   }
 }
 
+// Every rank's share of the epoch (positions r, r + W, r + 2W, ... of reader/sampler.h) keeps
+// the mixture's proportions for any world size: over each run of 300 of the rank's draws and
+// over its whole share. The bound per run is the chi-square critical value for 2 degrees of
+// freedom at 0.1% divided over the runs (Bonferroni: 2 ln(runs / 0.001), 23 for 100 runs), and
+// the runs' mean must stay within 3 standard errors of its i.i.d. expectation of 2. Without the
+// window shuffle a pure Bresenham pattern is periodic: with weights 1:1 on 2 ranks each rank
+// reads one source only, which the same statistic must flag (so it can see a skew).
+TEST(MixtureScheduleTest, EveryRanksProportionsHoldForAnyWorldSize) {
+  const auto rank_sources = [](const MixtureSchedule& m, bool shuffle, uint64_t epoch,
+                               uint32_t world, uint32_t rank) {
+    std::vector<uint32_t> src;
+    for (uint64_t p = rank; p < m.samples_per_epoch(); p += world) {
+      src.push_back(m.Draw(5, epoch, shuffle, p).source);
+    }
+    return src;
+  };
+  const auto counts_of = [](const std::vector<uint32_t>& src, size_t begin, size_t end,
+                            size_t sources) {
+    std::vector<uint64_t> c(sources, 0);
+    for (size_t k = begin; k < end; ++k) ++c[src[k]];
+    return c;
+  };
+  MixtureSchedule m = MustSchedule(Weighted({100000, 5000, 300}, {0.6, 0.3, 0.1}), 60000);
+  for (uint32_t world : {2u, 3u, 8u, 64u}) {
+    for (uint32_t rank : {0u, world / 2, world - 1}) {
+      for (uint64_t epoch : {0, 3}) {
+        const std::vector<uint32_t> src = rank_sources(m, true, epoch, world, rank);
+        const size_t runs = src.size() / 300;
+        ASSERT_GE(runs, 3u);
+        const double bound = 2 * std::log(static_cast<double>(runs) / 0.001);
+        double sum = 0, worst = 0;
+        for (size_t w = 0; w < runs; ++w) {
+          const double chi = ChiSquare(counts_of(src, 300 * w, 300 * w + 300, 3), m);
+          sum += chi;
+          worst = std::max(worst, chi);
+        }
+        const std::string what = "world " + std::to_string(world) + " rank " +
+                                 std::to_string(rank) + " epoch " + std::to_string(epoch);
+        EXPECT_LT(worst, bound) << what;
+        // A chi-square with 2 degrees of freedom has variance 4: the mean of `runs` of them has
+        // standard error 2 / sqrt(runs).
+        EXPECT_LT(sum / static_cast<double>(runs), 2 + 3 * 2 / std::sqrt(runs)) << what;
+        EXPECT_LT(ChiSquare(counts_of(src, 0, src.size(), 3), m), 13.8) << what;
+      }
+    }
+  }
+  // The statistic sees a skew: dataset order (no window shuffle), weights 1:1, 2 ranks.
+  MixtureSchedule even = MustSchedule(Weighted({1000, 1000}, {1, 1}), 2000);
+  const std::vector<uint32_t> skewed = rank_sources(even, false, 0, 2, 0);
+  EXPECT_GT(ChiSquare(counts_of(skewed, 0, 300, 2), even), 100.0);
+  const std::vector<uint32_t> mixed = rank_sources(even, true, 0, 2, 0);
+  EXPECT_LT(ChiSquare(counts_of(mixed, 0, mixed.size(), 2), even), 13.8);
+}
+
 // Each pass over a source draws every one of its samples exactly once; a larger source is
 // subsampled without repetition and the next epoch continues with samples not yet seen.
 TEST(MixtureScheduleTest, ExactlyOncePerPassAndLaterEpochsContinue) {
@@ -227,6 +285,183 @@ TEST(MixtureScheduleTest, ApplyEqualsIndexAndDependsOnlyOnSeedEpochPosition) {
   // Another seed or epoch gives another order.
   EXPECT_NE(m.Index(9, 2, true, 5) + m.Index(9, 2, true, 6) * 7,
             m.Index(10, 2, true, 5) + m.Index(10, 2, true, 6) * 7);
+}
+
+// The formulas of reader/mixture.md, "Schedule", written out on their own (128-bit products,
+// hardware division, one position at a time): the reference the optimised Schedule, Draw,
+// Index and Apply must equal bit for bit. Only the quotas come from the schedule under test.
+struct ReferenceMixture {
+  std::vector<uint64_t> sizes, quotas;
+  uint64_t total = 0;
+
+  explicit ReferenceMixture(const MixtureSchedule& m) : total(m.samples_per_epoch()) {
+    for (size_t s = 0; s < m.num_sources(); ++s) {
+      sizes.push_back(m.source_samples(s));
+      quotas.push_back(m.quota(s));
+    }
+  }
+  static uint64_t Floor(uint64_t a, uint64_t b, uint64_t d) {
+    return static_cast<uint64_t>(static_cast<__uint128_t>(a) * b / d);
+  }
+  void Chain(uint64_t i, uint32_t* source, uint64_t* draw) const {
+    uint64_t x = i;
+    for (uint32_t s = 0; s + 1 < sizes.size(); ++s) {
+      uint64_t rest = 0;
+      for (size_t t = s; t < quotas.size(); ++t) rest += quotas[t];
+      if (quotas[s] == 0) continue;
+      const uint64_t k = Floor(x, quotas[s], rest);
+      if (Floor(x + 1, quotas[s], rest) > k) {
+        *source = s;
+        *draw = k;
+        return;
+      }
+      x -= k;
+    }
+    *source = static_cast<uint32_t>(sizes.size() - 1);
+    *draw = x;
+  }
+  uint64_t Index(uint64_t seed, uint64_t epoch, bool shuffle, uint64_t p) const {
+    constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+    uint64_t i = p;
+    if (shuffle) {
+      const uint64_t key = SplitMix64Mix(seed ^ SplitMix64Mix(epoch + kGolden));
+      const uint64_t w = p / 256, len = std::min<uint64_t>(256, total - 256 * w);
+      // "MixWindw" in ASCII.
+      i = 256 * w + IndexPermutation(len, SplitMix64Mix(SplitMix64Mix(key ^ 0x4D697857696E6477ull) +
+                                                        w))(p % 256);
+    }
+    uint32_t s = 0;
+    uint64_t k = 0;
+    Chain(i, &s, &k);
+    const __uint128_t d = static_cast<__uint128_t>(epoch) * quotas[s] + k;
+    const uint64_t pass = static_cast<uint64_t>(d / sizes[s]);
+    const uint64_t j = static_cast<uint64_t>(d % sizes[s]);
+    uint64_t sample = j;
+    if (shuffle) {
+      // "MixPass!" in ASCII.
+      const uint64_t key =
+          SplitMix64Mix(SplitMix64Mix(SplitMix64Mix(seed ^ 0x4D69785061737321ull) + s) + pass);
+      sample = IndexPermutation(sizes[s], key)(j);
+    }
+    uint64_t offset = 0;
+    for (uint32_t t = 0; t < s; ++t) offset += sizes[t];
+    return offset + sample;
+  }
+};
+
+TEST(MixtureScheduleTest, DividerIsExactAtTheEdges) {
+  std::mt19937_64 rng(3);
+  std::vector<uint64_t> divisors = {1,
+                                    2,
+                                    3,
+                                    7,
+                                    255,
+                                    256,
+                                    1ull << 32,
+                                    (1ull << 32) - 1,
+                                    (1ull << 32) + 1,
+                                    1ull << 63,
+                                    (1ull << 63) + 1,
+                                    ~uint64_t{0},
+                                    ~uint64_t{0} - 1};
+  for (int c = 0; c < 200; ++c) divisors.push_back(rng() >> (rng() % 64) | 1);
+  for (const uint64_t d : divisors) {
+    const MixtureSchedule::Divider div(d);
+    std::vector<uint64_t> nums = {
+        0, 1, d - 1, d, d + 1, 2 * d, 2 * d - 1, ~uint64_t{0}, ~uint64_t{0} - 1, ~uint64_t{0} - d};
+    for (int c = 0; c < 200; ++c) nums.push_back(rng() >> (rng() % 64));
+    for (const uint64_t num : nums) {
+      uint64_t q = 0, r = 0;
+      div.DivMod(num, &q, &r);
+      ASSERT_EQ(q, num / d) << num << " / " << d;
+      ASSERT_EQ(r, num % d) << num << " % " << d;
+    }
+  }
+}
+
+// The optimised schedule (one reciprocal multiply per level, batched Feistel evaluations,
+// draws grouped by source and pass) equals the reference formulas over many random mixtures,
+// seeds, epochs (also past 2^32 and 2^60, where e c_s needs 128 bits) and position patterns (a
+// rank's batch: consecutive or strided; padding wrapping round; random), in both orders.
+TEST(MixtureScheduleTest, OptimisedScheduleIsBitIdenticalToTheReferenceFormula) {
+  std::mt19937_64 rng(20261204);
+  uint64_t checked = 0;
+  for (int c = 0; c < 300; ++c) {
+    const size_t sources = 1 + rng() % (c % 10 == 0 ? 40 : 5);
+    std::vector<uint64_t> sizes(sources);
+    std::vector<double> weights(sources);
+    const bool huge = c % 7 == 3;  // sizes and epochs where products exceed 64 bits
+    for (size_t s = 0; s < sources; ++s) {
+      sizes[s] = huge ? (uint64_t{1} << (30 + rng() % 30)) + rng() % 1000 : 1 + rng() % 3000;
+      weights[s] = 0.01 + static_cast<double>(rng() % 1000) / 10.0;
+    }
+    uint64_t n = 0;
+    switch (c % 4) {
+      case 0:
+        n = 0;
+        break;  // the default: the sizes' total
+      case 1:
+        n = 1 + rng() % 100;
+        break;
+      case 2:
+        n = 1 + rng() % 20000;
+        break;
+      case 3:
+        n = huge ? (uint64_t{1} << (33 + rng() % 25)) + rng() : 1 + rng() % 2000;
+        break;
+    }
+    const MixtureSchedule m = MustSchedule(Weighted(sizes, weights), n);
+    ASSERT_GT(m.samples_per_epoch(), 0u);
+    const ReferenceMixture ref(m);
+    const uint64_t total = m.samples_per_epoch();
+    for (int t = 0; t < 6; ++t) {
+      const uint64_t seed = rng() >> (rng() % 64);
+      const uint64_t epochs[] = {
+          0, 1, rng() % 100, rng() % (uint64_t{1} << 33), rng() >> (rng() % 8), ~uint64_t{0}};
+      const uint64_t epoch = epochs[t];
+      const bool shuffle = t % 3 != 2;
+      // A batch of up to 600 positions: consecutive, every W-th, wrapping past N, or random.
+      std::vector<uint64_t> positions;
+      const uint64_t count = 1 + rng() % 600, start = rng() % total, stride = 1 + rng() % 9;
+      for (uint64_t k = 0; k < count; ++k) {
+        switch (t % 4) {
+          case 0:
+            positions.push_back((start + k) % total);
+            break;
+          case 1:
+            positions.push_back((start + k * stride) % total);
+            break;
+          case 2:
+            positions.push_back(k % total);
+            break;
+          default:
+            positions.push_back(rng() % total);
+            break;
+        }
+      }
+      std::vector<uint64_t> applied = positions;
+      m.Apply(seed, epoch, shuffle, applied.data(), applied.size());
+      for (size_t k = 0; k < positions.size(); ++k) {
+        const uint64_t want = ref.Index(seed, epoch, shuffle, positions[k]);
+        ASSERT_EQ(applied[k], want) << "case " << c << " position " << positions[k] << " epoch "
+                                    << epoch << " seed " << seed << " shuffle " << shuffle;
+        if (k < 20) {
+          ASSERT_EQ(m.Index(seed, epoch, shuffle, positions[k]), want) << "case " << c;
+          uint32_t owner = 0;
+          for (uint64_t end = ref.sizes[0]; want >= end;) end += ref.sizes[++owner];
+          ASSERT_EQ(m.SourceOfIndex(want), owner) << "case " << c << " index " << want;
+          uint32_t s0 = 0, s1 = 0;
+          uint64_t k0 = 0, k1 = 0;
+          m.Schedule(positions[k], &s0, &k0);
+          ref.Chain(positions[k], &s1, &k1);
+          ASSERT_EQ(s0, s1) << "case " << c << " index " << positions[k];
+          ASSERT_EQ(k0, k1) << "case " << c << " index " << positions[k];
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 100000u);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -430,6 +665,81 @@ TEST_F(MixtureLoaderTest, ByteIdenticalAcrossThreadsPrefetchIoAndWorldSizes) {
       EXPECT_EQ(j, (203 - r + w - 1) / w);  // tail short: the rank's own share, together all 203
     }
   }
+}
+
+// A mixture over LMDB sources, over HDF5 sources and over one source of each backend, read
+// through the mappings, with direct reads asked and with the automatic choice, gives the batches
+// of the same mixture over shard sources, byte for byte (data, labels, sources, indices,
+// padding) over two epochs; so does the shard mixture read directly. Direct reads need every
+// source to have them: otherwise the loader names the first source that lacks them and its
+// backend, and reads through the mappings.
+TEST_F(MixtureLoaderTest, EveryBackendAndIoPathGivesTheShardMixturesBatches) {
+  std::unique_ptr<Loader> base = Make(Options());
+  ASSERT_NE(base, nullptr);
+  const uint64_t events = 2 * (base->batches_per_epoch() + 1);
+  const std::vector<Event> want = ReadEvents(*base, events);
+  ASSERT_EQ(want.size(), events);
+  {
+    LoaderOptions o = Options();
+    o.io = IoMode::kDirect;
+    o.num_threads = 3;
+    std::unique_ptr<Loader> direct = Make(o);
+    ASSERT_NE(direct, nullptr);
+    if (DirectIoAvailable()) {
+      EXPECT_EQ(direct->io_path(), IoMode::kDirect) << direct->io_reason();
+    }
+    EXPECT_TRUE(ReadEvents(*direct, events) == want) << "shards, " << direct->io_reason();
+  }
+  const std::vector<std::vector<std::string>> mixes = {
+      {"lmdb", "lmdb", "lmdb"}, {"hdf5", "hdf5", "hdf5"}, {"shards", "lmdb", "hdf5"}};
+  int ran = 0;
+  for (const std::vector<std::string>& formats : mixes) {
+    bool compiled = true;
+    for (const std::string& f : formats) {
+      const StorageFormat* format = FindStorageFormat(f);
+      compiled = compiled && format != nullptr && format->compiled_in;
+    }
+    if (!compiled) continue;
+    ++ran;
+    std::vector<std::unique_ptr<TestDataset>> owned;
+    std::vector<std::shared_ptr<const Dataset>> sources;
+    for (size_t s = 0; s < formats.size(); ++s) {
+      TestDatasetOptions d;
+      d.num_samples = (*datasets_)[s]->num_samples();
+      d.schema = MakeSchema(6, 5, 3);
+      d.samples_per_shard = 16;
+      d.format = formats[s];
+      owned.push_back(std::make_unique<TestDataset>(d));
+      ASSERT_TRUE(owned.back()->ok()) << formats[s];
+      sources.push_back(owned.back()->Open());
+      ASSERT_NE(sources.back(), nullptr);
+    }
+    const size_t first_without = formats[0] == "shards" ? 1 : 0;
+    for (IoMode io : {IoMode::kMmap, IoMode::kDirect, IoMode::kAuto}) {
+      LoaderOptions o = Options();
+      o.io = io;
+      o.num_threads = io == IoMode::kDirect ? 3 : 2;
+      o.prefetch = io == IoMode::kAuto ? 1 : 3;
+      Result<std::unique_ptr<Loader>> l = Loader::CreateMixture(sources, Mix(), o);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      const std::string what = formats[0] + "+" + formats[1] + "+" + formats[2] + " io " +
+                               IoModeName(io) + " (" + (*l)->io_reason() + ")";
+      EXPECT_EQ((*l)->io_path(), IoMode::kMmap) << what;
+      if (io == IoMode::kDirect) {
+        EXPECT_NE((*l)->io_reason().find("mixture source " + std::to_string(first_without) + " (" +
+                                         owned[first_without]->dir() + "): the " +
+                                         formats[first_without] + " backend has no direct reads"),
+                  std::string::npos)
+            << what;
+      }
+      const std::vector<Event> got = ReadEvents(**l, events);
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_TRUE(got[i] == want[i]) << what << " event " << i;
+      }
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "neither LMDB nor HDF5 compiled in";
 }
 
 // Stopped at random points, saved through the binary form and restored (with other threads and

@@ -161,6 +161,8 @@ StatsRecord GoldenRecord() {
   s.requests.retries = 2;
   s.requests.failures = 1;
   s.requests.bytes = 33554432;
+  s.requests.hedges = 3;
+  s.requests.hedge_wins = 1;
   s.requests.AddLatencyUs(1000);  // 98 attempts near 1 ms, 2 near 100 ms
   for (int k = 0; k < 97; ++k) s.requests.AddLatencyUs(1000);
   s.requests.AddLatencyUs(100000);
@@ -215,6 +217,8 @@ void CheckLine(const json& j) {
                                           "request_retries",
                                           "request_failures",
                                           "request_bytes",
+                                          "request_hedges",
+                                          "request_hedge_wins",
                                           "request_latency_p50_ns",
                                           "request_latency_p99_ns"};
   const json& c = j.at("counters");
@@ -361,6 +365,8 @@ TEST(StatsExportFormat, PromTextParsesWithTheContractNames) {
                                       "kiln_remote_request_retries_total",
                                       "kiln_remote_request_failures_total",
                                       "kiln_remote_bytes_total",
+                                      "kiln_remote_request_hedges_total",
+                                      "kiln_remote_request_hedge_wins_total",
                                       "kiln_remote_request_latency_seconds",
                                       "kiln_info"};
   std::set<std::string> got;

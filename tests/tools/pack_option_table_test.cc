@@ -47,6 +47,9 @@ const std::map<std::string, std::function<void(PackOptions*)>>& Mutations() {
       {"feature_key", [](PackOptions* o) { o->tfrecord.feature_key = "image/filename"; }},
       {"alpha background", [](PackOptions* o) { o->decode.background = 0; }},
       {"resized max pixels", [](PackOptions* o) { o->preprocess.max_pixels = 1000; }},
+      // JPEG records: both rows appear (and change every list) when either is set.
+      {"codec", [](PackOptions* o) { o->jpeg.max_side = 64; }},
+      {"max_side", [](PackOptions* o) { o->jpeg.max_side = 128; }},
       {"input", [](PackOptions* o) { o->input = "elsewhere"; }},
       {"output", [](PackOptions* o) { o->output = "elsewhere"; }},
       {"root", [](PackOptions* o) { o->root = "elsewhere"; }},
@@ -95,7 +98,25 @@ TEST(PackOptionTableTest, PartOptionsJsonKeysAreThePartKeysInTableOrder) {
             "--format --size --resize --crop --channels --layout --dtype --mean --std --compress "
             "--shard-size --shuffle-seed --max-pixels --on-error --exact-decode --image-ext "
             "--label-from --feature-image --feature-label --feature-key alpha background "
-            "resized max pixels");
+            "resized max pixels --codec --max-side");
+}
+
+// The JPEG-record rows are left out of every JSON object while --codec is none, so that packs
+// without JPEG records keep their bytes; with it they follow the others.
+TEST(PackOptionTableTest, JpegRowsOnlyWhenOn) {
+  PackOptions o = DefaultPackOptions();
+  EXPECT_EQ(PartOptionsJson(o).find("--codec"), std::string::npos);
+  EXPECT_EQ(PreprocessingJson(o).find("max_side"), std::string::npos);
+  o.jpeg.quality = 85;
+  o.jpeg.max_side = 256;
+  const std::string part = PartOptionsJson(o);
+  EXPECT_NE(part.find(R"("resized max pixels":178956970,"--codec":"jpeg:85","--max-side":256})"),
+            std::string::npos)
+      << part;
+  const std::string pre = PreprocessingJson(o);
+  EXPECT_NE(pre.find(R"("max_pixels":178956970,"codec":"jpeg:85","max_side":256})"),
+            std::string::npos)
+      << pre;
 }
 
 // The bytes the manifests and partition records of tests/data hold for kiln pack's defaults.

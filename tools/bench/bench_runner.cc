@@ -270,6 +270,8 @@ void RecordLoaderStats(const LoaderStats& stats, const BenchOptions& options, Be
   r->remote_requests = stats.requests.requests;
   r->remote_retries = stats.requests.retries;
   r->remote_failures = stats.requests.failures;
+  r->remote_hedges = stats.requests.hedges;
+  r->remote_hedge_wins = stats.requests.hedge_wins;
   r->remote_mb = stats.requests.bytes / 1e6;
   r->remote_p50_ms = stats.requests.LatencyQuantileUs(0.5) / 1e3;
   r->remote_p99_ms = stats.requests.LatencyQuantileUs(0.99) / 1e3;
@@ -630,7 +632,8 @@ std::string BenchReportJson(const BenchReport& r) {
   j["direct_max_in_flight"] = r.direct_max_in_flight;
   if (r.io == "remote") {
     j["remote"] = {{"requests", r.remote_requests},     {"retries", r.remote_retries},
-                   {"failures", r.remote_failures},     {"mb", r.remote_mb},
+                   {"failures", r.remote_failures},     {"hedges", r.remote_hedges},
+                   {"hedge_wins", r.remote_hedge_wins}, {"mb", r.remote_mb},
                    {"latency_p50_ms", r.remote_p50_ms}, {"latency_p99_ms", r.remote_p99_ms}};
   }
   j["cpu_seconds"] = r.cpu_seconds;
@@ -707,12 +710,14 @@ std::string BenchReportText(const BenchReport& r) {
   out += line;
   if (r.io == "remote") {
     std::snprintf(line, sizeof(line),
-                  "remote: %llu range GETs (%llu retries, %llu failed), %.1f MB, latency p50 "
-                  "%.1f ms, p99 %.1f ms per request\n",
+                  "remote: %llu range GETs (%llu retries, %llu failed, %llu hedged, %llu hedges "
+                  "won), %.1f MB, latency p50 %.1f ms, p99 %.1f ms per request\n",
                   static_cast<unsigned long long>(r.remote_requests),
                   static_cast<unsigned long long>(r.remote_retries),
-                  static_cast<unsigned long long>(r.remote_failures), r.remote_mb, r.remote_p50_ms,
-                  r.remote_p99_ms);
+                  static_cast<unsigned long long>(r.remote_failures),
+                  static_cast<unsigned long long>(r.remote_hedges),
+                  static_cast<unsigned long long>(r.remote_hedge_wins), r.remote_mb,
+                  r.remote_p50_ms, r.remote_p99_ms);
     out += line;
   }
   std::snprintf(line, sizeof(line),

@@ -116,6 +116,7 @@ struct BenchReport {
   // io remote: range GETs (attempts), retries, failed reads, body bytes (10^6) and per-attempt
   // latency quantiles in milliseconds (LoaderStats::requests).
   uint64_t remote_requests = 0, remote_retries = 0, remote_failures = 0;
+  uint64_t remote_hedges = 0, remote_hedge_wins = 0;
   double remote_mb = 0, remote_p50_ms = 0, remote_p99_ms = 0;
   double cpu_seconds = 0;     // process user + system CPU time during the timed epochs
   uint64_t major_faults = 0;  // page faults that read storage, during open + epochs

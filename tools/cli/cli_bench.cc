@@ -10,6 +10,7 @@
 #include "reader/world.h"
 #include "tools/bench/bench_runner.h"
 #include "tools/cli/cli_commands.h"
+#include "tools/cli/cli_parsing.h"
 
 namespace kiln {
 namespace {
@@ -28,6 +29,7 @@ struct BenchFlags {
   uint64_t block_kib = LoaderOptions{}.block_bytes >> 10;
   uint32_t threads = 0;
   std::string io = "auto";
+  std::string resized_crop, center_crop;  // HxW ("" = off)
   bool json = false;
   bool sweep = false;
   CLI::Option* block_kib_option = nullptr;
@@ -100,6 +102,12 @@ void DeclareBenchFlags(CLI::App* bench, BenchFlags* f) {
                    "The storage's own read rate in MB/s (fio on the same files): reports the "
                    "rate as a share of it")
       ->check(CLI::Range(0.0, 1e7));
+  bench->add_option("--random-resized-crop", f->resized_crop,
+                    "RandomResizedCrop to HxW (scale 0.08-1, ratio 3/4-4/3) while reading");
+  bench->add_option("--center-crop", f->center_crop,
+                    "Center crop (ratio 224/256) resized to HxW while reading");
+  bench->add_flag("--flip", f->options.loader.augment.flip,
+                  "Mirror left-right with probability 1/2 while reading");
   bench->add_flag("--json", f->json, "Print one JSON object on stdout");
   bench->add_flag("--sweep", f->sweep,
                   "Run over thread counts 1, 2, 4, ... (up to 2x cores) and prefetch 1, 2, 4, 8; "
@@ -149,6 +157,17 @@ int RunBenchCommand(const BenchFlags& flags) {
   options.loader.block_bytes = flags.block_kib << 10;
   options.loader.num_threads = flags.threads;
   options.loader.io = *ParseIoMode(flags.io);  // checked by CLI11
+  // Output sizes: what a dataset of JPEG records needs (formats/shards/shard_format.md section 12).
+  AugmentOptions& augment = options.loader.augment;
+  if (!flags.resized_crop.empty()) {
+    Status s = ParseImageSize(flags.resized_crop, &augment.resize_height, &augment.resize_width);
+    if (!s.ok()) return FailCommand(s.WithContext("--random-resized-crop"), flags.json);
+  }
+  if (!flags.center_crop.empty()) {
+    Status s =
+        ParseImageSize(flags.center_crop, &augment.center_crop_height, &augment.center_crop_width);
+    if (!s.ok()) return FailCommand(s.WithContext("--center-crop"), flags.json);
+  }
   const bool mixture_flags = flags.weights_option->count() > 0 ||
                              flags.repeats_option->count() > 0 ||
                              flags.samples_per_epoch_option->count() > 0;

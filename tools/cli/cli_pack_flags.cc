@@ -38,6 +38,11 @@ void DeclareStorageFlags(CLI::App* command, PackFlags* f) {
   command->add_option("--shard-size", f->shard_size,
                       "Maximum shard size, e.g. 64MiB (default 128MiB)");
   command->add_option("--compress", f->compress, "none, zstd or zstd:LEVEL (per record)");
+  command->add_option("--codec", f->codec,
+                      "none (tensors) or jpeg[:QUALITY] (one JPEG per record, decoded and resized "
+                      "by the reader; needs --max-side)");
+  command->add_option("--max-side", f->max_side,
+                      "--codec jpeg: longest image side in pixels (aspect ratio kept)");
   command->add_option("--shuffle-seed", f->shuffle_seed,
                       "Shuffle samples at write time with this seed");
   command
@@ -76,6 +81,8 @@ void ApplyPlanValue(const std::string& flag, const nlohmann::json& v, PackFlags*
   if (flag == "--mean") f->mean = ChannelText(v, defaults.mean);
   if (flag == "--std") f->std_dev = ChannelText(v, defaults.std);
   if (flag == "--compress") f->compress = v.get<std::string>();
+  if (flag == "--codec") f->codec = v.get<std::string>();
+  if (flag == "--max-side") f->max_side = v.get<uint32_t>();
   if (flag == "--shard-size") f->shard_size = FlagText(v);
   if (flag == "--shuffle-seed") f->shuffle_seed = v.is_null() ? -1 : v.get<int64_t>();
   if (flag == "--max-pixels") f->max_pixels = v.get<uint64_t>();
@@ -120,6 +127,22 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
   if (f.shuffle_seed >= 0) o.shuffle_seed = static_cast<uint64_t>(f.shuffle_seed);
   KILN_RETURN_IF_ERROR(ParsePackFlags(f.size, f.resize, f.crop, f.channels, f.layout, f.dtype,
                                       f.mean, f.std_dev, f.shard_size, f.compress, &o));
+  if (f.codec != "none") {
+    KILN_ASSIGN_OR_RETURN(o.jpeg.quality, JpegRecordOptions::ParseQuality(f.codec));
+    if (f.max_side == 0) {
+      return Status::InvalidArgument("--codec " + f.codec +
+                                     " needs --max-side N: the longest side of the stored images");
+    }
+    if (f.size != PackFlags{}.size) {
+      return Status::InvalidArgument("--size does not apply to --codec " + f.codec +
+                                     ": records keep their aspect ratio (use --max-side), and "
+                                     "the reader resizes them to its output size");
+    }
+    o.jpeg.max_side = f.max_side;
+    o.preprocess.schema.height = o.preprocess.schema.width = f.max_side;
+  } else if (f.max_side != 0) {
+    return Status::InvalidArgument("--max-side applies to --codec jpeg only");
+  }
   if (!f.classes_file.empty()) {
     KILN_ASSIGN_OR_RETURN(o.class_map, ReadClassNames(f.classes_file));
     o.class_map_origin = f.classes_file;

@@ -20,6 +20,8 @@ namespace kiln {
 // turns the compound ones into options.
 struct PackFlags {
   std::string input, output, root, size = "224", crop = "center", layout = "hwc", dtype = "uint8";
+  std::string codec = "none";
+  uint32_t max_side = 0;
   std::string compress = "none", shard_size = "128MiB", on_error = "skip", mean, std_dev;
   std::string format = "shards";
   uint32_t channels = 3, resize = 0, threads = 0;

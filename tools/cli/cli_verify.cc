@@ -4,6 +4,7 @@
 #include <string>
 
 #include "formats/verifier.h"
+#include "reader/jpeg_sample_decoder.h"
 #include "tools/cli/cli_commands.h"
 #include "tools/cli/cli_progress.h"
 
@@ -19,6 +20,8 @@ struct VerifyFlags {
 int RunVerify(const VerifyFlags& flags) {
   VerifyOptions vo;
   vo.deep = flags.deep;
+  // JPEG records are decoded whole by the reader's decoder (formats/ has none).
+  vo.image_decoder = std::make_shared<JpegSampleDecoder>(/*channels=*/0);
   const VerifyReport report = [&] {
     ProgressPrinter printer("kiln verify", "records");
     vo.progress = [&](uint64_t done, uint64_t total) { printer.Update(done, total); };
@@ -35,8 +38,8 @@ Subcommand AddVerifyCommand(CLI::App& app) {
   CLI::App* verify = app.add_subcommand("verify", "Check a dataset: structure, checksums, counts");
   verify->add_option("dataset", flags->dataset, "Dataset directory")->required();
   verify->add_flag("--deep", flags->deep,
-                   "Also decompress every zstd record and check that each record holds exactly one "
-                   "sample's bytes");
+                   "Also decompress every zstd record, decode every JPEG record, and check that "
+                   "each record holds exactly one sample's bytes");
   verify->add_flag("--json", flags->json, "Print one JSON object on stdout");
   verify->footer(
       HelpFooter({"0   the dataset is sound",

@@ -21,6 +21,8 @@ uint64_t PackFingerprint(const PackOptions& o, const std::vector<std::string>& c
   j["decode"] = {o.decode.max_pixels, o.decode.background, o.exact_decode};
   j["tar"] = {o.tar.image_exts, o.tar.label_from};
   j["compression"] = o.compression.ToString();
+  // Only when on, so that the fingerprints of packs without JPEG records stay what they were.
+  if (o.jpeg.enabled()) j["jpeg"] = {o.jpeg.quality, o.jpeg.max_side};
   j["shard_size"] = o.shard_size_bytes;
   j["shuffle_seed"] = o.shuffle_seed ? static_cast<int64_t>(*o.shuffle_seed) : -1;
   j["classes"] = classes;

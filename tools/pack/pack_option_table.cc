@@ -17,7 +17,15 @@ struct Row {
   // The manifest's form (null: `value`) and its place among the preprocessing keys (-1: none).
   Json (*manifest_value)(const PackOptions& o);
   int manifest_position;
+  // Rows left out of every JSON object while this returns false (null: always in), so that the
+  // objects of packs that do not use the option keep the bytes they had before it existed.
+  bool (*present)(const PackOptions& o) = nullptr;
 };
+
+bool Present(const Row& row, const PackOptions& o) {
+  return row.present == nullptr || row.present(o);
+}
+bool JpegOn(const PackOptions& o) { return o.jpeg.enabled(); }
 
 const std::vector<Row>& Rows() {
   // The order of the rows is the order of PartOptionsJson's keys, which the partition records
@@ -124,6 +132,17 @@ const std::vector<Row>& Rows() {
        [](const PackOptions& o) { return Json(o.preprocess.max_pixels); },
        nullptr,
        -1},
+      // JPEG records: in the JSON objects only when on.
+      {{"codec", "--codec", "--codec", "codec", true},
+       [](const PackOptions& o) { return Json(o.jpeg.enabled() ? o.jpeg.ToString() : "none"); },
+       nullptr,
+       13,
+       JpegOn},
+      {{"max_side", "--max-side", "--max-side", "max_side", true},
+       [](const PackOptions& o) { return Json(o.jpeg.max_side); },
+       nullptr,
+       14,
+       JpegOn},
       // Options that decide neither the items nor their bytes.
       {{"input", "", "", "", false},
        [](const PackOptions& o) { return Json(o.input); },
@@ -186,6 +205,7 @@ PackOptions DefaultPackOptions() {
 std::string PackOptionValuesJson(const PackOptions& options) {
   Json j = Json::object();
   for (const Row& row : Rows()) {
+    if (!Present(row, options)) continue;
     j[*row.info.name != '\0' ? row.info.name : row.info.part_key] = row.value(options);
   }
   return j.dump();
@@ -194,7 +214,9 @@ std::string PackOptionValuesJson(const PackOptions& options) {
 std::string PartOptionsJson(const PackOptions& options) {
   Json j;
   for (const Row& row : Rows()) {
-    if (*row.info.part_key != '\0') j[row.info.part_key] = row.value(options);
+    if (*row.info.part_key != '\0' && Present(row, options)) {
+      j[row.info.part_key] = row.value(options);
+    }
   }
   return j.dump();
 }
@@ -202,7 +224,7 @@ std::string PartOptionsJson(const PackOptions& options) {
 std::string PreprocessingJson(const PackOptions& options) {
   std::vector<std::pair<int, std::pair<const char*, Json>>> entries;
   for (const Row& row : Rows()) {
-    if (row.manifest_position < 0) continue;
+    if (row.manifest_position < 0 || !Present(row, options)) continue;
     entries.push_back(
         {row.manifest_position,
          {row.info.manifest_key,

@@ -71,7 +71,14 @@ struct PackOptions {
   // reduction that keeps twice the resize target (tools/imaging/shrink_on_load.h). Default false:
   // shrink-on-load, faster on large photos, pixels within what decode_policy.md measures.
   bool exact_decode = false;
-  Compression compression;                          // per-record. Default none.
+  Compression compression;  // per-record. Default none.
+  // JPEG records (`--codec jpeg:QUALITY --max-side N`): each image is resized, keeping its aspect
+  // ratio, so that its longer side is at most max_side (smaller images keep their size; shrinking
+  // uses INTER_AREA), and stored as one JPEG (libjpeg-turbo, 4:2:0 for colour) of that size;
+  // the reader decodes and resizes it at read time (reader/jpeg_sample_decoder.h). Requires the
+  // shards format, compression none, uint8 HWC, no --resize, and preprocess.schema max_side x
+  // max_side (PackOptionsFromFlags sets it; --size does not apply). Default: off (max_side 0).
+  JpegRecordOptions jpeg;
   uint64_t shard_size_bytes = uint64_t{128} << 20;  // Default 128 MiB.
   // "shards", "lmdb" (formats/lmdb/lmdb_format.md) or "hdf5" (formats/hdf5/hdf5_format.md). Default
   // shards.

@@ -31,6 +31,7 @@
 #include "formats/version.h"
 #include "formats/xxh3.h"
 #include "reader/sampler.h"
+#include "tools/imaging/jpeg_encoder.h"
 #include "tools/imaging/shrink_on_load.h"
 #include "tools/pack/pack_journal.h"
 #include "tools/pack/pack_option_table.h"
@@ -442,6 +443,7 @@ Result<OpenedWriter> OpenOrResumeWriter(const PackOptions& options, const PackIn
   wo.shard_size_bytes = options.shard_size_bytes;
   wo.overwrite = options.overwrite;
   wo.format = options.format;
+  wo.jpeg_max_side = options.jpeg.max_side;
   OpenedWriter opened;
   if (options.resume) {
     std::string out = options.output;
@@ -677,6 +679,12 @@ class PackPipeline {
         &full_size);
     if (!image.ok()) {
       w.status = image.status();
+      return w;
+    }
+    if (options_.jpeg.enabled()) {
+      // One JPEG per record, at most max_side per side: the reader resizes it when reading.
+      w.status = EncodeJpegRecord(*image, options_.jpeg, item.label, item.key, item.path, &w.record,
+                                  full_size);
       return w;
     }
     std::vector<uint8_t>& raw = raw_buffers_.local();
@@ -944,6 +952,7 @@ Status FinishPack(const PackOptions& options, const PackInput& input, DatasetWri
   manifest.tool = kToolVersionString;
   manifest.classes = input.classes;
   manifest.compression = options.compression.ToString();
+  if (options.jpeg.enabled()) manifest.jpeg_quality = options.jpeg.quality;
   manifest.shuffle_seed = options.shuffle_seed;
   manifest.preprocessing_json = PreprocessingJson(options);
   manifest.source_json = SourceJson(options, input, *report);
@@ -1067,6 +1076,40 @@ Status ValidatePackOptions(const PackOptions& options) {
         "--resize " + std::to_string(pre.resize_shorter) + " is smaller than the crop " +
         std::to_string(pre.schema.height) + "x" + std::to_string(pre.schema.width) +
         ": no image could fill it (use --resize >= " + std::to_string(min_side) + ")");
+  }
+  if (options.jpeg.enabled()) {
+    const JpegRecordOptions& j = options.jpeg;
+    const std::string codec = "--codec " + j.ToString();
+    if (j.quality < 1 || j.quality > 100) {
+      return Status::InvalidArgument(codec + ": the quality must be in [1, 100]");
+    }
+    if (j.max_side > kMaxJpegSide) {
+      return Status::InvalidArgument("--max-side " + std::to_string(j.max_side) +
+                                     " must be in [1, " + std::to_string(kMaxJpegSide) + "]");
+    }
+    if (options.format != "shards") {
+      return Status::InvalidArgument(
+          codec + " stores records in the shards format only, not --format " + options.format);
+    }
+    if (options.compression.codec != Codec::kNone) {
+      return Status::InvalidArgument(codec + " excludes --compress " +
+                                     options.compression.ToString() + " (a JPEG is compressed)");
+    }
+    if (p.schema.dtype != DType::kUint8 || p.schema.layout != Layout::kHWC) {
+      return Status::InvalidArgument(codec +
+                                     " stores uint8 HWC images: drop --dtype and --layout "
+                                     "(the reader converts and normalises)");
+    }
+    if (p.resize_shorter != 0 || p.crop != CropMode::kCenter) {
+      return Status::InvalidArgument(codec +
+                                     " keeps each image's aspect ratio: --resize and "
+                                     "--crop do not apply (use --max-side)");
+    }
+    if (p.schema.height != j.max_side || p.schema.width != j.max_side) {
+      return Status::InvalidArgument(
+          codec + ": the schema must be --max-side x --max-side (" + std::to_string(j.max_side) +
+          "), not " + std::to_string(p.schema.height) + "x" + std::to_string(p.schema.width));
+    }
   }
   if (options.output.empty()) return Status::InvalidArgument("the output path is empty");
   if (options.threads > kMaxPackThreads) {

@@ -416,6 +416,8 @@ void BuildWholeJob(const std::vector<Part>& parts, bool copy_mode, Manifest* man
   manifest->schema = ref.manifest.schema;
   manifest->classes = ref.manifest.classes;
   manifest->compression = ref.manifest.compression;
+  manifest->jpeg_quality = ref.manifest.jpeg_quality;
+  manifest->jpeg_max_side = ref.manifest.jpeg_max_side;
   manifest->record_alignment = ref.manifest.record_alignment;
   manifest->shuffle_seed = ref.manifest.shuffle_seed;
   manifest->preprocessing_json = ref.manifest.preprocessing_json;
@@ -656,6 +658,14 @@ Status CopyRecords(const std::vector<Part>& parts, const std::string& output, Ma
                    const std::string& rejected_tsv, const std::string& skipped_tsv,
                    const std::function<void(uint64_t samples)>& step, MergeReport* report) {
   const Part& ref = parts.front();
+  if (ref.manifest.jpeg_records()) {
+    // Copying decodes every record into a tensor and encodes it again; JPEG records would need
+    // their stored bytes carried over instead.
+    return Status::NotSupported(
+        ref.name +
+        " holds JPEG records: kiln merge --reshard does not copy them yet; "
+        "merge without --reshard (the parts' shards are moved as they are)");
+  }
   const ordered_json options = ordered_json::parse(ref.record.options_json, nullptr, false);
   DatasetWriterOptions wo;
   wo.schema = ref.manifest.schema;

@@ -20,6 +20,10 @@ Host header the client sent to the proxy, still check) and injects, from a seede
                     must see it happen)
   --hang P          a new connection, with probability P, is accepted and never answered (the
                     client's request timeout must end it)
+  --slow P          each request (a client->server chunk that starts with an HTTP method), with
+                    probability P, reaches the server --slow-ms later (default 3000): a server
+                    that answers a few requests very late, the slow tail hedged requests cut
+  --slow-every K    every K-th request is held so (deterministic, for tests that must see it)
 
 Counts of every fault injected are written as JSON to --stats after each one (a test asserts
 that faults did happen), the listening port to --port-file, and the pid to --pid-file. Stops on
@@ -49,12 +53,13 @@ class Proxy:
         self.args = args
         self.rng = random.Random(args.seed)  # chunk faults
         self.conn_rng = random.Random(args.seed + 1)  # connection faults: their own stream
+        self.slow_rng = random.Random(args.seed + 2)  # slow requests: their own stream
         self.counts = {"connections": 0, "chunks": 0, "delayed": 0, "stalls": 0, "resets": 0,
-                       "slowdowns": 0, "hangs": 0}
+                       "slowdowns": 0, "hangs": 0, "requests": 0, "slowed": 0}
 
     def count(self, what):
         self.counts[what] += 1
-        if what in ("stalls", "resets", "slowdowns", "hangs"):
+        if what in ("stalls", "resets", "slowdowns", "hangs", "slowed"):
             self.write_stats()
 
     def write_stats(self):
@@ -105,6 +110,13 @@ class Proxy:
                 due = time.monotonic() + delay
                 if delay > 0:
                     self.counts["delayed"] += 1
+                if not downstream and chunk[:4] in (b"GET ", b"HEAD"):
+                    self.counts["requests"] += 1
+                    every = self.args.slow_every
+                    if ((self.args.slow > 0 and self.slow_rng.random() < self.args.slow)
+                            or (every > 0 and self.counts["requests"] % every == 0)):
+                        self.count("slowed")
+                        due += self.args.slow_ms / 1000.0
                 if downstream:
                     self.counts["chunks"] += 1
                     if self.rng.random() < self.args.reset:
@@ -197,6 +209,9 @@ if __name__ == "__main__":
     p.add_argument("--slowdown", type=float, default=0.0)
     p.add_argument("--slowdown-every", type=int, default=0)
     p.add_argument("--hang", type=float, default=0.0)
+    p.add_argument("--slow", type=float, default=0.0)
+    p.add_argument("--slow-every", type=int, default=0)
+    p.add_argument("--slow-ms", type=float, default=3000.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--stats")
     p.add_argument("--port-file")

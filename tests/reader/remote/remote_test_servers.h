@@ -93,7 +93,7 @@ class RemoteServers : public ::testing::Environment {
   }
   // fault_proxy.py in front of `target_url`'s server (remote_servers.sh start-proxy): returns the
   // URL to read through it (empty on failure); StopProxy stops it; ProxyCount reads how many
-  // faults of one kind ("resets", "stalls", "slowdowns", "hangs") it injected so far.
+  // faults of one kind ("resets", "stalls", "slowdowns", "hangs", "slowed") it injected so far.
   std::string StartProxy(const std::string& name, const std::string& target_url,
                          const std::string& options) const {
     const std::string command = Script() + " start-proxy " + Quote(dir_) + " " + name + " " +
