@@ -142,7 +142,7 @@ void ResizeCropBilinear(const uint8_t* in, const TensorSchema& stored, const Cro
 // float32 by its height and then its width, rounded half to even (equal to torch's float32
 // result rounded, on every value ResizedCropTest compares); float32: each column of the window
 // summed top to bottom, the column sums left to right. Upsampling repeats pixels (windows of
-// one pixel). Computed separably, not vectorised. Thread safety: none needed (no shared
+// one pixel). Computed separably, without hand-written SIMD. Thread safety: none needed (no shared
 // scratch).
 void ResizeCropArea(const uint8_t* in, const TensorSchema& stored, const CropBox& box,
                     uint32_t out_height, uint32_t out_width, bool flip, uint8_t* out);

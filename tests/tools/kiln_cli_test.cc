@@ -567,6 +567,45 @@ TEST_F(KilnCliTest, ShowDrawsAreTheLoadersAugmentedSamplesEpochByEpoch) {
   fs::remove(png);
 }
 
+// kiln show --interpolation area: the draws are the loader's with area interpolation (tile 0,
+// epoch 0); an unknown interpolation is a usage error.
+TEST_F(KilnCliTest, ShowDrawsWithAreaInterpolationAreTheLoaders) {
+  const std::string png = Fresh("draws_area") + ".png";
+  const CliRun r = Kiln("show " + *dataset_ +
+                        " --index 7 --draws 2 --random-resized-crop 24 --scale 0.3,1 "
+                        "--interpolation area --seed 11 -o " +
+                        png);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const cv::Mat image = cv::imread(png, cv::IMREAD_GRAYSCALE);
+  ASSERT_FALSE(image.empty());
+  const int scale = 4;  // 24-pixel tiles enlarged to 96 pixels
+  kiln::LoaderOptions o;
+  o.batch_size = 1;
+  o.shuffle = kiln::ShuffleMode::kNone;
+  o.num_threads = 1;
+  o.seed = 11;
+  o.augment.resize_height = o.augment.resize_width = 24;
+  o.augment.scale_min = 0.3;
+  o.augment.interpolation = kiln::ResizeInterpolation::kArea;
+  kiln::Result<std::unique_ptr<kiln::Loader>> loader = kiln::Loader::Open(*dataset_, o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  kiln::Batch b;
+  for (int i = 0; i <= 7; ++i) {
+    kiln::Result<bool> more = (*loader)->Next(&b);
+    ASSERT_TRUE(more.ok() && *more);
+  }
+  std::vector<uint8_t> tile(24 * 24);
+  for (int y = 0; y < 24; ++y) {
+    for (int x = 0; x < 24; ++x) tile[y * 24 + x] = image.at<uint8_t>(y * scale, x * scale);
+  }
+  EXPECT_EQ(tile, std::vector<uint8_t>(b.data, b.data + 24 * 24));
+  EXPECT_EQ(Kiln("show " + *dataset_ +
+                 " --index 7 --draws 2 --random-resized-crop 24 --interpolation cubic -o " + png)
+                .exit_code,
+            2);
+  fs::remove(png);
+}
+
 // Runs the shell command `cmd_line` with stderr captured in out too.
 CliRun ShellCapture(const std::string& cmd_line) {
   return ::kiln::testing::RunShell("(" + cmd_line + ") 2>&1");

@@ -25,6 +25,7 @@ struct ShowFlags {
   // --draws: augmented draws of the --index sample, with the loader's augmentation options.
   uint32_t draws = 0;
   std::string crop, resized_crop, scale, ratio;
+  std::string interpolation = "bilinear";
   bool flip = false;
   uint64_t seed = 0;
 };
@@ -64,6 +65,8 @@ Result<AugmentOptions> ParseAugmentFlags(const ShowFlags& flags) {
   if (!flags.ratio.empty()) {
     KILN_RETURN_IF_ERROR(ParseRange("--ratio", flags.ratio, &a.ratio_min, &a.ratio_max));
   }
+  a.interpolation =
+      flags.interpolation == "area" ? ResizeInterpolation::kArea : ResizeInterpolation::kBilinear;
   a.flip = flags.flip;
   return a;
 }
@@ -132,7 +135,7 @@ Subcommand AddShowCommand(CLI::App& app) {
           ->check(CLI::Range(1u, 4096u));
   draws->needs(flags->index_option);
   // The loader's augmentation flags (kiln.Loader crop=, random_resized_crop=, scale=, ratio=,
-  // flip=, seed=); only with --draws.
+  // interpolation=, flip=, seed=); only with --draws.
   for (CLI::Option* option : {
            show->add_option("--crop", flags->crop, "With --draws: random crop HxW"),
            show->add_option("--random-resized-crop", flags->resized_crop,
@@ -141,6 +144,9 @@ Subcommand AddShowCommand(CLI::App& app) {
                             "With --random-resized-crop: area fraction MIN,MAX (0.08,1)"),
            show->add_option("--ratio", flags->ratio,
                             "With --random-resized-crop: aspect ratio MIN,MAX (0.75,1.3333)"),
+           show->add_option("--interpolation", flags->interpolation,
+                            "With --random-resized-crop: bilinear (default) or area")
+               ->check(CLI::IsMember({"bilinear", "area"})),
            show->add_flag("--flip", flags->flip, "With --draws: mirror with probability 1/2"),
            show->add_option("--seed", flags->seed, "With --draws: the loader's seed (0)"),
        }) {
