@@ -29,6 +29,7 @@ class LoaderOptions:
     read_ahead_bytes: int
     io: str
     device: int
+    pin_device: int
     stats_dir: str
     stats_interval_s: float
     resume: Optional[bytes]

@@ -12,11 +12,13 @@ only after its copy is done (so ``break`` and a new loop are safe). kiln makes t
 for each of its calls and restores the caller's, creating nothing on another GPU.
 """
 
+from typing import Any, Dict, Optional, Tuple
+
 from . import _core
 from ._errors import NotSupportedError
 
 
-def check_device(torch, name):
+def check_device(torch: Any, name: str) -> Tuple[Any, int]:
     """Returns (torch.device, index) for ``name`` ("cuda" / "cuda:N"), or raises
     NotSupportedError saying why no GPU can be used."""
     reason = _core.cuda_unavailable_reason()
@@ -37,7 +39,7 @@ def check_device(torch, name):
     return torch.device("cuda", index), index
 
 
-def pin_device(torch):
+def pin_device(torch: Any) -> int:
     """The device to allocate pinned CPU-batch slots on (LoaderOptions.pin_device): torch's
     current device when torch has initialised CUDA (so a DDP rank on cuda:N that called
     torch.cuda.set_device gets no context on GPU 0: kiln's CUDA runtime may keep its own current
@@ -56,7 +58,7 @@ def pin_device(torch):
 _TORCH_DTYPES = {"uint8": "uint8", "float16": "float16", "float32": "float32"}
 
 
-def plan(loader, normalize):
+def plan(loader: Any, normalize: Any) -> Tuple[int, int, bool]:
     """Before the core loader is opened on the device: when the fused kernel will apply
     (normalize on uint8 HWC data), moves the crop and flip out of the CPU loader's options into
     the kernel, so that the core loader is opened once, with the options it keeps. Returns the
@@ -80,11 +82,11 @@ def plan(loader, normalize):
     return augment
 
 
-def _kernel_applies(schema):
-    return schema["dtype"] == "uint8" and schema["layout"] == "hwc"
+def _kernel_applies(schema: Dict[str, Any]) -> bool:
+    return bool(schema["dtype"] == "uint8" and schema["layout"] == "hwc")
 
 
-def setup(loader, normalize, augment, seed):
+def setup(loader: Any, normalize: Any, augment: Tuple[int, int, bool], seed: int) -> None:
     """After the core loader is open on the device: the fused kernel when it applies (normalize
     on uint8 HWC data, with the crop and flip ``augment`` that plan() took from the CPU loader),
     and the shape and dtype of the tensors each step writes."""
@@ -102,7 +104,7 @@ def setup(loader, normalize, augment, seed):
         loader._gpu_dtype = getattr(torch, _TORCH_DTYPES[schema["dtype"]])
 
 
-def next_batch(loader):
+def next_batch(loader: Any) -> Optional[Tuple[Any, Any]]:
     """One step on the device: (images, labels) tensors on loader._device, or None at the end
     of the epoch."""
     torch = loader._torch

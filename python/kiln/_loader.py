@@ -182,7 +182,7 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
     center_height, center_width = _crop_size(center_crop)
     scale_min, scale_max = _pair(scale, "scale")
     ratio_min, ratio_max = _pair(ratio, "ratio")
-    o = _set_options(_core.LoaderOptions(), dict(
+    o: _core.LoaderOptions = _set_options(_core.LoaderOptions(), dict(
         batch_size=batch_size, shuffle=_shuffle_mode(shuffle), seed=seed, drop_last=drop_last,
         num_threads=num_threads, prefetch=prefetch, pin_memory=pin_memory, rank=rank,
         world_size=world_size, crop_height=crop_height, crop_width=crop_width, flip=flip,
