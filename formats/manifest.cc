@@ -163,6 +163,10 @@ Result<Manifest> ParseManifest(const std::string& text) {
       if (m.jpeg_quality < 1 || m.jpeg_max_side == 0) {
         return Status::Corruption("records: quality must be in [1, 100] and max_side >= 1");
       }
+      if (m.format != "shards") {
+        return Status::Corruption("JPEG records are stored in the shards format only, not " +
+                                  m.format);
+      }
       if (m.schema.dtype != DType::kUint8 || m.schema.layout != Layout::kHWC ||
           m.schema.height != m.jpeg_max_side || m.schema.width != m.jpeg_max_side) {
         return Status::Corruption("JPEG records need a uint8 HWC schema of max_side x max_side");

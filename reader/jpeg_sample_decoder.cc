@@ -80,6 +80,10 @@ struct JpegSampleDecoder::Impl {
 
 namespace {
 
+// libjpeg's DSTATE_START (jpegint.h, its internal header): a decompressor ready for
+// jpeg_read_header.
+constexpr int kStartState = 200;
+
 // Runs `body` (returns false with impl->body_error set on a non-libjpeg failure) with the
 // error manager's jump target armed: a libjpeg error or damage warning lands here and becomes a
 // Corruption status. Nothing with a destructor lives in the frames libjpeg can jump out of:
@@ -89,6 +93,9 @@ Status RunGuarded(JpegSampleDecoder::Impl* impl, const uint8_t* stored, size_t s
                   Body body) {
   impl->stored = stored;
   impl->body_error.clear();
+  // A decode left midway (the loader's SIGBUS scope jumps out of libjpeg when a mapped file
+  // shrinks under it) leaves the decompressor in a decoding state: start from a clean one.
+  if (impl->cinfo.global_state != kStartState) jpeg_abort_decompress(&impl->cinfo);
   if (setjmp(impl->err.jump) != 0) {
     const uint64_t at = impl->Position();
     jpeg_abort_decompress(&impl->cinfo);

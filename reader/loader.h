@@ -136,7 +136,12 @@ struct LoaderOptions {
   uint32_t num_threads = 0;  // fetch threads; 0 = the machine's hardware threads. Max 256.
   uint32_t prefetch = 2;     // batches filled ahead of the consumer, [1, 64]. Default 2.
   bool pin_memory = true;    // pinned slots when a CUDA device is present. Default true.
-  AugmentOptions augment;    // random crop and flip. Default off.
+  // Random crop, RandomResizedCrop, center crop and flip. Default off. A dataset of JPEG
+  // records (Dataset::jpeg_records) needs an output size: RandomResizedCrop (resize_height/
+  // resize_width) or the center crop (center_crop_height/center_crop_width); Create refuses it
+  // otherwise (InvalidArgument naming both), and refuses a plain crop (reader/loader.md, "JPEG
+  // records").
+  AugmentOptions augment;
   uint64_t start_epoch = 0;  // the epoch the first Next() serves (resume). Default 0.
   // Read-ahead: stored bytes of upcoming samples that the loader asks the kernel to read into
   // the page cache ahead of time (AdviseWillNeed in formats/mapped_file.h), so that a few

@@ -229,6 +229,9 @@ TEST(ManifestTest, JpegRecordsAreVersion3) {
   j = nlohmann::ordered_json::parse(v3);
   j["records"]["max_side"] = 128;  // the schema must be max_side x max_side
   EXPECT_FALSE(Manifest::FromJson(Sealed(j), "o").ok());
+  j = nlohmann::ordered_json::parse(v3);
+  j["format"] = "lmdb";  // JPEG records are a shards feature
+  EXPECT_FALSE(Manifest::FromJson(Sealed(j), "o").ok());
 }
 
 // Every change that still parses is caught by manifest_xxh3_64 (a flipped class name

@@ -182,6 +182,16 @@ TEST_F(JpegRecordsTest, LoaderNeedsAnOutputSize) {
   // A plain random crop is not an output size either.
   o.augment.crop_height = o.augment.crop_width = 32;
   EXPECT_FALSE(Loader::Open(Dataset(), o).ok());
+  // Mixtures of JPEG-record datasets are refused by name (not supported yet).
+  o.augment = AugmentOptions{};
+  o.augment.resize_height = o.augment.resize_width = 32;
+  MixtureOptions mix;
+  mix.repeats = {1.0, 1.0};
+  Result<std::unique_ptr<Loader>> mixed = Loader::OpenMixture({Dataset(), Dataset()}, mix, o);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(mixed.status().message().find("mixture of JPEG-record datasets"), std::string::npos)
+      << mixed.status().message();
 }
 
 TEST_F(JpegRecordsTest, EveryOrderServesEverySampleOnceAndIsThreadIndependent) {

@@ -143,6 +143,7 @@ void Diagnose(BenchReport* r) {
   t.decompress_seconds = r->decompress_seconds;
   t.augment_seconds = r->augment_seconds;
   t.copy_seconds = r->copy_seconds;
+  t.jpeg_records = r->jpeg_records;
   t.upload_seconds = r->upload_seconds;
   t.read_ahead_seconds = r->read_ahead_seconds;
   t.batches = r->batches;
@@ -363,6 +364,7 @@ Result<BenchReport> RunBench(const std::vector<std::string>& dirs, const BenchOp
   r.batch_size = options.loader.batch_size;
   r.pinned = loader->pinned();
   r.epochs = options.epochs;
+  r.jpeg_records = !mixture && loader->dataset().jpeg_records();
   const uint64_t n = loader->dataset().num_samples();
   // One dataset: whether each sample was seen in epoch 0. A mixture: how often each
   // concatenated index was, and the samples of each source over all epochs.

@@ -94,6 +94,7 @@ struct BenchReport {
   double first_batch_wait_seconds = 0;  // of which for the first batch
   double consumer_seconds = 0;          // consumer's simulated work (--consumer-ms)
   uint64_t zstd_records = 0;            // records decompressed
+  bool jpeg_records = false;            // the dataset holds JPEG records (decoded in "copy")
   // Read-ahead (LoaderOptions::read_ahead_bytes; LoaderStats has the definitions):
   uint64_t read_ahead_window_bytes = 0;  // the option
   uint64_t read_ahead_samples = 0;       // samples advised

@@ -220,6 +220,12 @@ void DiagnoseStage(const StageTimes& r, double fetch, Bottleneck* b) {
   } else if (b->name == "augment") {
     std::snprintf(buf, sizeof(buf), "crop/flip took %s of the fetch time: add threads",
                   Percent(r.augment_seconds, fetch).c_str());
+  } else if (r.jpeg_records) {
+    std::snprintf(buf, sizeof(buf),
+                  "JPEG decoding and the resize into the batch slots (with index lookup and "
+                  "checksum) took %s of the fetch time: add threads, or pack a smaller "
+                  "--max-side",
+                  Percent(r.copy_seconds, fetch).c_str());
   } else {
     std::snprintf(buf, sizeof(buf),
                   "index lookup, checksum and copy into the batch slots took %s of the fetch time "

@@ -56,6 +56,8 @@ struct StageTimes {
   uint64_t batches = 0;
   uint64_t bytes = 0;  // sample bytes delivered
   uint64_t zstd_records = 0;
+  // kBench: the dataset holds JPEG records, whose decode and resize count in copy_seconds.
+  bool jpeg_records = false;
   uint32_t threads = 0;      // fetch threads
   double mb_per_s = 0;       // bytes / seconds, 10^6 bytes per second
   double disk_mb_per_s = 0;  // kBench: the storage's own rate, 0 when unknown
