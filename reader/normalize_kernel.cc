@@ -13,10 +13,11 @@ Result<TensorSchema> NormalizedSchema(const TensorSchema& stored, const AugmentO
   if (stored.dtype != DType::kUint8 || stored.layout != Layout::kHWC) {
     return Status::InvalidArgument("the normalise kernel reads uint8 HWC samples");
   }
-  if (augment.resized_crop()) {
+  if (augment.resized_crop() && augment.interpolation != ResizeInterpolation::kBilinear) {
     return Status::NotSupported(
-        "the normalise kernel does not do RandomResizedCrop yet: let the loader do it on the "
-        "CPU (loader augment options) and give the kernel no crop");
+        "the normalise kernel does RandomResizedCrop with bilinear interpolation only: let the "
+        "loader do the area resize on the CPU (loader augment options) and give the kernel no "
+        "crop");
   }
   if (stored.channels < 1 || stored.channels > kMaxNormalizeChannels) {
     return Status::InvalidArgument("the normalise kernel takes 1 to " +
@@ -104,6 +105,17 @@ void NormalizeSampleOnHost(const uint8_t* in, const TensorSchema& in_schema,
   NormalizeSampleOnHost(in, in_schema, options, tmp.data());
   auto* dst = static_cast<uint16_t*>(out);
   for (size_t i = 0; i < n; ++i) dst[i] = FloatToHalfBits(tmp[i]);
+}
+
+void NormalizeAugmentedSampleOnHost(const uint8_t* in, const TensorSchema& stored,
+                                    const AugmentParams& params, const TensorSchema& out_schema,
+                                    const NormalizeOptions& options, DType out_dtype, void* out) {
+  TensorSchema augmented = out_schema;
+  augmented.dtype = DType::kUint8;
+  augmented.layout = Layout::kHWC;
+  std::vector<uint8_t> tmp(augmented.sample_bytes());
+  ApplyAugment(in, stored, params, augmented, tmp.data());
+  NormalizeSampleOnHost(tmp.data(), augmented, options, out_dtype, out);
 }
 
 #ifndef KILN_HAVE_CUDA_KERNELS

@@ -17,6 +17,21 @@
 // AugmentOptions followed by NormalizeSampleOnHost: bit-identical for float32 and for float16
 // (gpu_upload_test compares the bytes).
 //
+// RandomResizedCrop and the center crop (AugmentOptions::resize_height / center_crop_height,
+// bilinear interpolation only; kArea is NotSupported): the box (top, left, box_height,
+// box_width) comes from the same DrawAugmentParams on the host and is staged with the other
+// per-sample parameters. Each output pixel is then ResizeCropBilinear's value, recomputed per
+// thread with the CPU's float32 operations in the CPU's order (tap: scale = box / out, src =
+// scale * (d + 0.5) - 0.5 clamped to >= 0, w1 = src - floor(src), w0 = 1 - w1; horizontal
+// w0 * a + w1 * b on the two box rows, vertical likewise, each product and sum rounded to
+// nearest even through __fmul_rn / __fadd_rn so nvcc never contracts them into an FMA), rounded
+// half to even to uint8 as the CPU stores it, mirrored (output column x takes tap out_width -
+// 1 - x) when flip, and normalised by the formula above. So the kernel's bytes equal
+// NormalizeAugmentedSampleOnHost's (ApplyAugment, then NormalizeSampleOnHost) bit for bit, for
+// float32 and float16; gpu_upload_test (FusedKernelResizedCropBitExact) asserts this on a GPU.
+// Cost: each thread reads 4 pixels of the box instead of 1 and recomputes its two taps (a
+// float division each); no shared memory.
+//
 // Build: the kernel is compiled when CMake found nvcc (KILN_HAVE_CUDA_KERNELS); otherwise
 // Create returns NotSupported. NormalizedSchema, NormalizeSampleOnHost (the CPU reference) and
 // FloatToHalfBits are always built.
@@ -77,6 +92,17 @@ void NormalizeSampleOnHost(const uint8_t* in, const TensorSchema& in_schema,
 void NormalizeSampleOnHost(const uint8_t* in, const TensorSchema& in_schema,
                            const NormalizeOptions& options, DType out_dtype, void* out);
 
+// The CPU reference of the whole fused step on one stored sample: ApplyAugment(in, stored,
+// params) into a uint8 HWC sample of out_schema's height and width (the plain crop and flip,
+// or the bilinear RandomResizedCrop / center crop resize with its uint8 rounding), then
+// NormalizeSampleOnHost into `out_dtype`. `stored` is uint8 HWC; `out_schema` is
+// NormalizedSchema's (only its height, width and channels are used); `out` holds
+// out_schema.sample_bytes() bytes. Equal byte for byte to what the kernel writes for a sample
+// with these params. Allocates one scratch sample per call. Thread safety: reentrant.
+void NormalizeAugmentedSampleOnHost(const uint8_t* in, const TensorSchema& stored,
+                                    const AugmentParams& params, const TensorSchema& out_schema,
+                                    const NormalizeOptions& options, DType out_dtype, void* out);
+
 class NormalizeKernel {
  public:
   // Prepares the kernel for device batches of `stored` samples (the loader's sample_schema(),
@@ -131,8 +157,8 @@ class NormalizeKernel {
   uint32_t max_batch_size_ = 0;
   uint64_t seed_ = 0;
   static constexpr uint32_t kParamSlots = 2;
-  DeviceBuffer params_;  // max_batch_size_ x {top, left, flip} uint32
-  // Staging for the parameter copy: kParamSlots slots of max_batch_size_ x 3 uint32, pinned
+  DeviceBuffer params_;  // max_batch_size_ x {top, left, flip, box_height, box_width} uint32
+  // Staging for the parameter copy: kParamSlots slots of max_batch_size_ x 5 uint32, pinned
   // when a device is usable; slot i is rewritten only after params_copied_[i] completed.
   std::unique_ptr<HostBuffer> host_params_;
   CudaEvent params_copied_[kParamSlots];
