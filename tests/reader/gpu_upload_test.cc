@@ -461,6 +461,92 @@ TEST(GpuUploadTest, FusedKernelFullSizeBitExact) {
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
 }
 
+// RandomResizedCrop (bilinear) and the center crop in the kernel: 160 samples of 61x83x3, boxes
+// drawn by DrawAugmentParams (many sizes, so both down- and upsampling taps), output 48x56
+// (RandomResizedCrop, scale [0.05, 1]) and 40x40 (center crop), flip drawn per sample (both
+// seen), fp32 and fp16: the kernel's bytes equal NormalizeAugmentedSampleOnHost's (the CPU
+// augmenter's ResizeCropBilinear, then the CPU normalisation) exactly, for Run on loader
+// batches' parameters and RunRaw alike. A box outside the sample is refused before a launch.
+TEST(GpuUploadTest, FusedKernelResizedCropBitExact) {
+  KILN_SKIP_WITHOUT_DEVICE();
+  const uint32_t n = 160;
+  const TensorSchema stored = MakeSchema(61, 83, 3);
+  std::vector<uint8_t> host(uint64_t{n} * stored.sample_bytes());
+  uint64_t x = 0x243f6a8885a308d3ull;
+  for (uint8_t& v : host) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v = static_cast<uint8_t>(x >> 32);
+  }
+  Result<CudaStream> stream = CudaStream::Create(0);
+  ASSERT_TRUE(stream.ok());
+  Result<DeviceBuffer> in = DeviceBuffer::Allocate(host.size());
+  ASSERT_TRUE(in.ok());
+  ASSERT_EQ(cudaMemcpy(in->data(), host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  AugmentOptions rrc;
+  rrc.resize_height = 48;
+  rrc.resize_width = 56;
+  rrc.scale_min = 0.05;
+  rrc.flip = true;
+  AugmentOptions center;
+  center.center_crop_height = 40;
+  center.center_crop_width = 40;
+  center.flip = true;
+  for (const AugmentOptions& aug : {rrc, center}) {
+    SCOPED_TRACE(aug.resized_crop() ? "RandomResizedCrop" : "center crop");
+    std::vector<AugmentParams> params(n);
+    uint32_t flips = 0, upsampled = 0;
+    for (uint32_t k = 0; k < n; ++k) {
+      params[k] = DrawAugmentParams(stored, aug, 7, 2, k);
+      ASSERT_NE(params[k].box_height, 0u);
+      flips += params[k].flip ? 1 : 0;
+      upsampled += params[k].box_height < (aug.resized_crop() ? 48u : 40u) ? 1 : 0;
+    }
+    ASSERT_GT(flips, 0u);
+    ASSERT_LT(flips, n);
+    if (aug.resized_crop()) {
+      ASSERT_GT(upsampled, 0u);
+    }
+    for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+      SCOPED_TRACE(dtype == DType::kFloat16 ? "fp16" : "fp32");
+      NormalizeOptions no = ImageNetNormalize();
+      no.out_dtype = dtype;
+      Result<std::unique_ptr<NormalizeKernel>> nk = NormalizeKernel::Create(stored, aug, no, n, 7);
+      ASSERT_TRUE(nk.ok()) << nk.status().ToString();
+      const TensorSchema out_schema = (*nk)->output_schema();
+      Result<DeviceBuffer> out = DeviceBuffer::Allocate((*nk)->output_bytes(n));
+      ASSERT_TRUE(out.ok());
+      ASSERT_OK((*nk)->RunRaw(in->data(), n, params.data(), out->data(), stream->get()));
+      std::vector<uint8_t> got((*nk)->output_bytes(n));
+      ASSERT_OK(CudaCopyToHostAsync(got.data(), out->data(), got.size(), stream->get()));
+      ASSERT_OK(stream->Synchronize());
+      std::vector<uint8_t> ref(got.size());
+      for (uint32_t k = 0; k < n; ++k) {
+        NormalizeAugmentedSampleOnHost(host.data() + uint64_t{k} * stored.sample_bytes(), stored,
+                                       params[k], out_schema, no, dtype,
+                                       ref.data() + uint64_t{k} * out_schema.sample_bytes());
+      }
+      const int64_t at = FirstDifference(got, ref, DTypeSize(dtype));
+      ASSERT_EQ(at, -1) << "first differing element " << at << " (sample "
+                        << at / (out_schema.sample_bytes() / DTypeSize(dtype)) << ")";
+    }
+  }
+  NormalizeOptions no = ImageNetNormalize();
+  Result<std::unique_ptr<NormalizeKernel>> nk = NormalizeKernel::Create(stored, rrc, no, n, 7);
+  ASSERT_TRUE(nk.ok());
+  Result<DeviceBuffer> out = DeviceBuffer::Allocate((*nk)->output_bytes(1));
+  ASSERT_TRUE(out.ok());
+  AugmentParams bad;
+  bad.top = 10;
+  bad.box_height = 52;  // 10 + 52 > 61
+  bad.box_width = 20;
+  const Status refused = (*nk)->RunRaw(in->data(), 1, &bad, out->data(), stream->get());
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+  bad.box_height = 40;
+  bad.area = true;  // the kernel does not do the area resize
+  const Status area = (*nk)->RunRaw(in->data(), 1, &bad, out->data(), stream->get());
+  EXPECT_EQ(area.code(), StatusCode::kInvalidArgument) << area.ToString();
+}
+
 // Successive calls reuse the pinned parameter staging slots: four batches in a row on one
 // stream, each with its own crops and flips, synchronised only at the end, each equal to its own
 // host reference (a slot refilled under an in-flight copy would give a batch another's crops).
@@ -584,6 +670,11 @@ TEST(GpuUploadTest, DeviceBatchesEqualHostBatches) {
 
 #ifndef KILN_HAVE_CUDA_KERNELS
 TEST(GpuUploadTest, FusedKernelMatchesCpuNormalisation) {
+  KILN_SKIP_WITHOUT_DEVICE();
+  KILN_SKIP_OR_FAIL(
+      std::string("no CUDA kernels in this build (nvcc was not found at configure time)"));
+}
+TEST(GpuUploadTest, FusedKernelResizedCropBitExact) {
   KILN_SKIP_WITHOUT_DEVICE();
   KILN_SKIP_OR_FAIL(
       std::string("no CUDA kernels in this build (nvcc was not found at configure time)"));

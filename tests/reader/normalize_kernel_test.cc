@@ -133,5 +133,129 @@ TEST(NormalizedSchemaTest, RefusesWhatTheKernelCannotDo) {
   EXPECT_FALSE(NormalizedSchema(MakeSchema(8, 6, 3), AugmentOptions{}, fine).ok());
 }
 
+TEST(NormalizedSchemaTest, TakesBilinearResizedCropRefusesArea) {
+  AugmentOptions rrc;
+  rrc.resize_height = 48;
+  rrc.resize_width = 56;
+  Result<TensorSchema> out = NormalizedSchema(MakeSchema(61, 83, 3), rrc, NormalizeOptions{});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->height, 48u);
+  EXPECT_EQ(out->width, 56u);
+  EXPECT_EQ(out->layout, Layout::kCHW);
+  rrc.interpolation = ResizeInterpolation::kArea;
+  EXPECT_EQ(NormalizedSchema(MakeSchema(61, 83, 3), rrc, NormalizeOptions{}).status().code(),
+            StatusCode::kNotSupported);
+}
+
+// The kernel's per-pixel bilinear value (normalize_kernel.cu: BilinearTap, Lerp, StoreU8), one
+// output pixel at a time with every float operation forced to its own rounding (volatile), as
+// the GPU thread computes it with the _rn intrinsics: no row cache, no SIMD, the flip as a tap
+// index.
+struct TestTap {
+  uint32_t i0, i1;
+  float w0, w1;
+};
+TestTap KernelTap(uint32_t in_size, uint32_t out_size, uint32_t d) {
+  volatile float scale = static_cast<float>(in_size) / static_cast<float>(out_size);
+  volatile float centre = static_cast<float>(d) + 0.5f;
+  volatile float prod = scale * centre;
+  volatile float src = prod - 0.5f;
+  float s = src;
+  if (s < 0.f) s = 0.f;
+  TestTap t;
+  t.i0 = static_cast<uint32_t>(s);
+  t.i1 = t.i0 + (t.i0 < in_size - 1 ? 1u : 0u);
+  volatile float w1 = s - static_cast<float>(t.i0);
+  volatile float w0 = 1.0f - w1;
+  t.w0 = w0;
+  t.w1 = w1;
+  return t;
+}
+float KernelLerp(float w0, float a, float w1, float b) {
+  volatile float p0 = w0 * a;
+  volatile float p1 = w1 * b;
+  volatile float sum = p0 + p1;
+  return sum;
+}
+void KernelEmulation(const uint8_t* in, const TensorSchema& stored, const AugmentParams& p,
+                     uint32_t oh, uint32_t ow, const NormalizeOptions& no, float* out) {
+  const uint32_t c = stored.channels;
+  for (uint32_t y = 0; y < oh; ++y) {
+    for (uint32_t x = 0; x < ow; ++x) {
+      const uint32_t sx = p.flip ? ow - 1 - x : x;
+      const TestTap tx = KernelTap(p.box_width, ow, sx), ty = KernelTap(p.box_height, oh, y);
+      const uint8_t* r0 = in + ((size_t{p.top} + ty.i0) * stored.width + p.left) * c;
+      const uint8_t* r1 = in + ((size_t{p.top} + ty.i1) * stored.width + p.left) * c;
+      for (uint32_t ch = 0; ch < c; ++ch) {
+        const float h0 = KernelLerp(tx.w0, r0[tx.i0 * c + ch], tx.w1, r0[tx.i1 * c + ch]);
+        const float h1 = KernelLerp(tx.w0, r1[tx.i0 * c + ch], tx.w1, r1[tx.i1 * c + ch]);
+        volatile float v = KernelLerp(ty.w0, h0, ty.w1, h1);
+        volatile float up = v + 8388608.0f;
+        volatile float r = up - 8388608.0f;
+        const float u8 = static_cast<float>(static_cast<uint8_t>(static_cast<int>(r)));
+        volatile float scaled = u8 * kNormalizeScale;
+        volatile float centred = scaled - no.mean[ch];
+        out[(size_t{ch} * oh + y) * ow + x] = centred / no.std[ch];
+      }
+    }
+  }
+}
+
+// The CPU reference of the fused RandomResizedCrop (ApplyAugment's ResizeCropBilinear, then the
+// normalisation) equals the kernel's per-pixel formula, bit for bit, on 200 samples per setting
+// (RandomResizedCrop with down- and upsampled boxes, the center crop), flip on and off; float16
+// is FloatToHalfBits of float32. This is what lets gpu_upload_test compare the GPU's bytes with
+// NormalizeAugmentedSampleOnHost.
+TEST(NormalizeAugmentedSampleOnHostTest, ResizedCropEqualsKernelFormula) {
+  const TensorSchema stored = MakeSchema(61, 83, 3);
+  const uint32_t n = 200;
+  std::vector<uint8_t> host(size_t{n} * stored.sample_bytes());
+  uint64_t x = 0x243f6a8885a308d3ull;
+  for (uint8_t& v : host) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    v = static_cast<uint8_t>(x >> 32);
+  }
+  AugmentOptions rrc;
+  rrc.resize_height = 48;
+  rrc.resize_width = 56;
+  rrc.scale_min = 0.05;
+  rrc.flip = true;
+  AugmentOptions center;
+  center.center_crop_height = 40;
+  center.center_crop_width = 40;
+  center.flip = true;
+  const NormalizeOptions no = ImageNetNormalize();
+  for (const AugmentOptions& aug : {rrc, center}) {
+    SCOPED_TRACE(aug.resized_crop() ? "RandomResizedCrop" : "center crop");
+    Result<TensorSchema> out_schema = NormalizedSchema(stored, aug, no);
+    ASSERT_TRUE(out_schema.ok()) << out_schema.status().ToString();
+    const uint32_t oh = out_schema->height, ow = out_schema->width;
+    const size_t elems = size_t{oh} * ow * stored.channels;
+    std::vector<float> got(elems), want(elems);
+    std::vector<uint16_t> half(elems);
+    uint32_t flips = 0, upsampled = 0;
+    for (uint32_t k = 0; k < n; ++k) {
+      const AugmentParams p = DrawAugmentParams(stored, aug, 7, 2, k);
+      ASSERT_NE(p.box_height, 0u);
+      flips += p.flip ? 1 : 0;
+      upsampled += p.box_height < oh ? 1 : 0;
+      const uint8_t* in = host.data() + size_t{k} * stored.sample_bytes();
+      NormalizeAugmentedSampleOnHost(in, stored, p, *out_schema, no, DType::kFloat32, got.data());
+      KernelEmulation(in, stored, p, oh, ow, no, want.data());
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), elems * sizeof(float)), 0)
+          << "sample " << k << " box " << p.box_height << "x" << p.box_width << " flip " << p.flip;
+      NormalizeAugmentedSampleOnHost(in, stored, p, *out_schema, no, DType::kFloat16, half.data());
+      for (size_t i = 0; i < elems; ++i) {
+        ASSERT_EQ(half[i], FloatToHalfBits(want[i])) << "sample " << k << " element " << i;
+      }
+    }
+    EXPECT_GT(flips, 0u);
+    EXPECT_LT(flips, n);
+    if (aug.resized_crop()) {
+      EXPECT_GT(upsampled, 0u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln
