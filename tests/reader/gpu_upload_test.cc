@@ -392,6 +392,65 @@ TEST(GpuUploadTest, FusedKernelMatchesCpuNormalisation) {
   }
 }
 
+// RandomResizedCrop through Run: loader without augment + GPU RRC/flip/normalise == loader with
+// the same RRC on the CPU + CPU normalise, two epochs (Run draws each sample's box from the
+// loader's seed, the batch's epoch and sample indices, as the CPU loader does).
+TEST(GpuUploadTest, FusedKernelResizedCropMatchesCpuLoader) {
+  KILN_SKIP_WITHOUT_DEVICE();
+  TestDataset ds(Dataset());
+  ASSERT_TRUE(ds.ok());
+  Result<CudaStream> consumer = CudaStream::Create(0);
+  ASSERT_TRUE(consumer.ok());
+  for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+    SCOPED_TRACE(dtype == DType::kFloat16 ? "fp16" : "fp32");
+    LoaderOptions cpu_aug = Opts(-1, 2, true);
+    cpu_aug.augment = AugmentOptions{};
+    cpu_aug.augment.resize_height = 20;  // stored 16x14: upsampling and downsampling boxes
+    cpu_aug.augment.resize_width = 11;
+    cpu_aug.augment.scale_min = 0.1;
+    cpu_aug.augment.flip = true;
+    const std::vector<HostCopy> want = HostReference(ds.dir(), cpu_aug, 2);
+    LoaderOptions gpu = Opts(0, 2, false);
+    NormalizeOptions no = ImageNetNormalize();
+    no.out_dtype = dtype;
+    Result<std::unique_ptr<Loader>> l = Loader::Open(ds.dir(), gpu);
+    ASSERT_TRUE(l.ok());
+    Result<std::unique_ptr<NormalizeKernel>> nk = NormalizeKernel::Create(
+        (*l)->sample_schema(), cpu_aug.augment, no, gpu.batch_size, gpu.seed);
+    ASSERT_TRUE(nk.ok()) << nk.status().ToString();
+    const TensorSchema out_schema = (*nk)->output_schema();
+    ASSERT_EQ(out_schema.height, 20u);
+    ASSERT_EQ(out_schema.width, 11u);
+    const TensorSchema resized = MakeSchema(20, 11, 3);
+    Result<DeviceBuffer> out = DeviceBuffer::Allocate((*nk)->output_bytes(gpu.batch_size));
+    ASSERT_TRUE(out.ok());
+    size_t k = 0;
+    for (uint64_t e = 0; e < 2; ++e) {
+      Batch b;
+      while (true) {
+        Result<bool> r = (*l)->Next(&b);
+        ASSERT_TRUE(r.ok()) << r.status().ToString();
+        if (!*r) break;
+        ASSERT_LT(k, want.size());
+        ASSERT_EQ(std::vector<uint64_t>(b.sample_indices, b.sample_indices + b.size), want[k].ids);
+        ASSERT_OK((*nk)->Run(b, out->data(), consumer->get()));
+        std::vector<uint8_t> got((*nk)->output_bytes(b.size));
+        ASSERT_OK(CudaCopyToHostAsync(got.data(), out->data(), got.size(), consumer->get()));
+        ASSERT_OK(consumer->Synchronize());
+        std::vector<uint8_t> ref(got.size());
+        for (uint32_t s = 0; s < b.size; ++s) {
+          NormalizeSampleOnHost(want[k].data.data() + s * resized.sample_bytes(), resized, no,
+                                dtype, ref.data() + s * out_schema.sample_bytes());
+        }
+        const int64_t at = FirstDifference(got, ref, DTypeSize(dtype));
+        ASSERT_EQ(at, -1) << "batch " << k << ": first differing element " << at;
+        ++k;
+      }
+    }
+    EXPECT_EQ(k, want.size());
+  }
+}
+
 // Full size: 256 samples of 256x256x3, crop 224x224 and flip drawn per sample (38.5M output
 // elements: the grid-stride loop runs, blocks capped at 65535), fp32 and fp16 bit-exact against
 // the host reference (ApplyAugment + NormalizeSampleOnHost, FloatToHalfBits for fp16).
@@ -465,8 +524,8 @@ TEST(GpuUploadTest, FusedKernelFullSizeBitExact) {
 // drawn by DrawAugmentParams (many sizes, so both down- and upsampling taps), output 48x56
 // (RandomResizedCrop, scale [0.05, 1]) and 40x40 (center crop), flip drawn per sample (both
 // seen), fp32 and fp16: the kernel's bytes equal NormalizeAugmentedSampleOnHost's (the CPU
-// augmenter's ResizeCropBilinear, then the CPU normalisation) exactly, for Run on loader
-// batches' parameters and RunRaw alike. A box outside the sample is refused before a launch.
+// augmenter's ResizeCropBilinear, then the CPU normalisation) exactly (RunRaw). A box outside
+// the sample, or an area-resize parameter, is refused before a launch.
 TEST(GpuUploadTest, FusedKernelResizedCropBitExact) {
   KILN_SKIP_WITHOUT_DEVICE();
   const uint32_t n = 160;
@@ -670,6 +729,11 @@ TEST(GpuUploadTest, DeviceBatchesEqualHostBatches) {
 
 #ifndef KILN_HAVE_CUDA_KERNELS
 TEST(GpuUploadTest, FusedKernelMatchesCpuNormalisation) {
+  KILN_SKIP_WITHOUT_DEVICE();
+  KILN_SKIP_OR_FAIL(
+      std::string("no CUDA kernels in this build (nvcc was not found at configure time)"));
+}
+TEST(GpuUploadTest, FusedKernelResizedCropMatchesCpuLoader) {
   KILN_SKIP_WITHOUT_DEVICE();
   KILN_SKIP_OR_FAIL(
       std::string("no CUDA kernels in this build (nvcc was not found at configure time)"));
