@@ -34,7 +34,8 @@ __device__ __forceinline__ __half FromFloat<__half>(float v) {
 // channels consecutive bytes) and writes 32 consecutive elements of each channel plane, so both
 // sides are coalesced; each input byte is loaded once. Per pixel: one 64-bit division (row to
 // sample and y) and 32-bit offsets inside the row; the row bases are 64-bit, so batches over
-// 2^32 elements index correctly.
+// 2^32 elements index correctly. With a resize box (box_height != 0) each thread reads the four
+// neighbours of its source point in the box instead (rows ty.i0 and ty.i1, columns tx.i0/i1).
 // params: [n][kParamWords] uint32 {top, left, flip, box_height, box_width}, or null for no crop
 // and no flip. box_height != 0: the box (top, left, box_height, box_width) is resized bilinearly
 // to out_h x out_w first (RandomResizedCrop / center crop), as ResizeCropBilinear.

@@ -1,6 +1,7 @@
 // kiln::NormalizeKernel: the optional fused GPU step after upload. Turns a device batch of
 // uint8 HWC samples into normalised float32 or float16 CHW samples, applying the random crop and
-// horizontal flip of reader/augmenter.h on the GPU:
+// horizontal flip of reader/augmenter.h (and its bilinear RandomResizedCrop / center crop, below)
+// on the GPU:
 //
 //   out[b, c, y, x] = round((in[b, top + y, left + x', c] * s - mean[c]) / std[c]),
 //   x' = flip ? out_width - 1 - x : x,   s = 1/255 rounded to float (0x3b808081),
@@ -78,7 +79,8 @@ uint16_t FloatToHalfBits(float v);
 
 // Returns the schema of normalised samples: out_dtype, CHW, the crop size of `augment` (or the
 // stored size). Errors: InvalidArgument when `stored` is not uint8 HWC with 1 to 4 channels, a
-// std is zero, out_dtype is not a float type, or AugmentedSchema rejects the crop.
+// std is zero, out_dtype is not a float type, or AugmentedSchema rejects the crop; NotSupported
+// for RandomResizedCrop with ResizeInterpolation::kArea (the loader does it on the CPU).
 Result<TensorSchema> NormalizedSchema(const TensorSchema& stored, const AugmentOptions& augment,
                                       const NormalizeOptions& options);
 
@@ -106,7 +108,8 @@ void NormalizeAugmentedSampleOnHost(const uint8_t* in, const TensorSchema& store
 class NormalizeKernel {
  public:
   // Prepares the kernel for device batches of `stored` samples (the loader's sample_schema(),
-  // uint8 HWC) of up to `max_batch_size` samples, with crop/flip `augment` drawn from `seed`
+  // uint8 HWC) of up to `max_batch_size` samples, with crop/flip or bilinear RandomResizedCrop /
+  // center crop `augment` drawn from `seed`
   // (pass the loader's seed and give the loader AugmentOptions{} so the crop happens here).
   // Allocates on the current device. Errors: those of NormalizedSchema; NotSupported when kiln
   // was built without nvcc; CudaStatus errors (cudaMalloc).
@@ -141,10 +144,13 @@ class NormalizeKernel {
   Status Run(const Batch& batch, void* device_out, cudaStream_t stream);
 
   // Same as Run on a raw device batch `device_in` of `size` stored samples, with explicit
-  // per-sample parameters (host memory, `size` entries); no WaitOn, on the current device.
-  // Errors: InvalidArgument when size > max_batch_size or a parameter puts the crop outside
-  // the stored sample (top + crop height > height, left + crop width > width), naming the
-  // sample; CudaStatus errors naming the call.
+  // per-sample parameters (host memory, `size` entries); no WaitOn, on the current device. A
+  // parameter with box_height != 0 is resized (its box to the output size, bilinear), any
+  // other is cropped at (top, left) to the output size.
+  // Errors: InvalidArgument when size > max_batch_size, a parameter puts the crop outside the
+  // stored sample (top + crop height > height, left + crop width > width), or its resize box
+  // is empty, outside the stored sample or marked `area`, naming the sample; CudaStatus errors
+  // naming the call.
   Status RunRaw(const void* device_in, uint32_t size, const AugmentParams* params, void* device_out,
                 cudaStream_t stream);
 

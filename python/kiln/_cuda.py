@@ -70,7 +70,10 @@ def plan(loader: Any, normalize: Any) -> Tuple[int, int, bool]:
     options = loader._options
     if (options.resize_height or options.resize_width or options.center_crop_height
             or options.center_crop_width):
-        return (0, 0, False)  # RandomResizedCrop, the center crop and their flip stay on the CPU
+        # RandomResizedCrop, the center crop and their flip stay on the CPU loader. The C++ kernel
+        # can resize bilinearly (reader/normalize_kernel.h), but set_normalize does not pass a
+        # resize yet, and JPEG-record datasets (records of differing sizes) need the CPU path.
+        return (0, 0, False)
     augment = (options.crop_height, options.crop_width, options.flip)
     if normalize is None or not any(augment):
         return augment
