@@ -5,11 +5,13 @@
 set(KILN_STATIC_ZSTD "/usr/lib/x86_64-linux-gnu/libzstd.a" CACHE FILEPATH "static zstd")
 set(KILN_STATIC_XXHASH "/usr/lib/x86_64-linux-gnu/libxxhash.a" CACHE FILEPATH "static xxHash")
 set(KILN_STATIC_URING "/usr/lib/x86_64-linux-gnu/liburing.a" CACHE FILEPATH "static liburing")
+set(KILN_STATIC_JPEG "/usr/lib/x86_64-linux-gnu/libjpeg.a" CACHE FILEPATH "static libjpeg-turbo")
 
 function(kiln_gpu_check_static_deps)
-  foreach(lib IN ITEMS "${KILN_STATIC_ZSTD}" "${KILN_STATIC_XXHASH}")
+  foreach(lib IN ITEMS "${KILN_STATIC_ZSTD}" "${KILN_STATIC_XXHASH}" "${KILN_STATIC_JPEG}")
     if(NOT EXISTS "${lib}")
-      message(FATAL_ERROR "gpu-check: ${lib} is missing (Debian: libzstd-dev, libxxhash-dev)")
+      message(FATAL_ERROR
+        "gpu-check: ${lib} is missing (Debian: libzstd-dev, libxxhash-dev, libjpeg62-turbo-dev)")
     endif()
   endforeach()
   # zstd's package config imports the shared library for configuration NONE (Debian).
@@ -22,6 +24,15 @@ function(kiln_gpu_check_static_deps)
   endforeach()
   set_property(TARGET zstd::libzstd_shared PROPERTY IMPORTED_LOCATION "${KILN_STATIC_ZSTD}")
   set_property(TARGET xxHash::xxhash PROPERTY IMPORTED_LOCATION "${KILN_STATIC_XXHASH}")
+  # libjpeg-turbo (the reader's JPEG records, reader/jpeg_sample_decoder.h): FindJPEG's imported
+  # target names the shared library, per configuration when it found several.
+  get_target_property(_jpeg_cfgs JPEG::JPEG IMPORTED_CONFIGURATIONS)
+  foreach(cfg IN LISTS _jpeg_cfgs)
+    if(cfg)
+      set_property(TARGET JPEG::JPEG PROPERTY IMPORTED_LOCATION_${cfg} "${KILN_STATIC_JPEG}")
+    endif()
+  endforeach()
+  set_property(TARGET JPEG::JPEG PROPERTY IMPORTED_LOCATION "${KILN_STATIC_JPEG}")
   # liburing (io_uring direct reads) where the build found it: pkg-config's target names the
   # shared library, which a bare GPU node does not have.
   if(TARGET PkgConfig::KILN_LIBURING)
@@ -39,7 +50,7 @@ function(kiln_gpu_check_static_deps)
     set_property(TARGET CUDA::cudart APPEND PROPERTY INTERFACE_LINK_LIBRARIES
       Threads::Threads ${CMAKE_DL_LIBS} rt)
   endif()
-  message(STATUS "gpu-check: zstd, xxHash, liburing and the CUDA runtime linked statically")
+  message(STATUS "gpu-check: zstd, xxHash, libjpeg-turbo, liburing and the CUDA runtime linked statically")
 endfunction()
 
 cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL kiln_gpu_check_static_deps)
