@@ -275,18 +275,41 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
                "replaced while open, or its storage failed")
         .WithLocation(dataset_->SampleErrorLocation(index), dataset_->SampleLocation(index));
   }
+  // A mixture's sample k is read from its source directly: each index is resolved to (source,
+  // index in the source) once here, instead of MixtureDataset finding the source again for
+  // each of the sample's two prefetches and its read (6 virtual calls and 3 source searches a
+  // sample, now 3 and 1). The source's own errors name its file and record either way.
+  const Dataset* const* sources = nullptr;  // per sample k, or null: every sample in dataset_
+  const uint64_t* local = slot.indices.data();
+  if (mixture_ != nullptr) {
+    const auto& joined = static_cast<const MixtureDataset&>(*dataset_);
+    thread_local std::vector<const Dataset*> source_of;
+    thread_local std::vector<uint64_t> index_in_source;
+    source_of.resize(end);
+    index_in_source.resize(end);
+    for (uint32_t k = begin; k < end; ++k) {
+      const uint32_t s = joined.SourceOf(slot.indices[k]);
+      source_of[k] = &joined.source(s);
+      index_in_source[k] = slot.indices[k] - joined.offset(s);
+    }
+    sources = source_of.data();
+    local = index_in_source.data();
+  }
+  const auto dataset_of = [&](uint32_t k) { return sources ? sources[k] : dataset_.get(); };
   for (uint32_t k = begin; k < std::min(end, begin + kEntryAhead); ++k) {
-    dataset_->Prefetch(slot.indices[k], k < begin + kPayloadAhead);
+    dataset_of(k)->Prefetch(local[k], k < begin + kPayloadAhead);
   }
   for (uint32_t k = begin; k < end; ++k) {
     current = k;
-    if (k + kEntryAhead < end) dataset_->Prefetch(slot.indices[k + kEntryAhead], false);
-    if (k + kPayloadAhead < end) dataset_->Prefetch(slot.indices[k + kPayloadAhead], true);
+    if (k + kEntryAhead < end) dataset_of(k + kEntryAhead)->Prefetch(local[k + kEntryAhead], false);
+    if (k + kPayloadAhead < end) {
+      dataset_of(k + kPayloadAhead)->Prefetch(local[k + kPayloadAhead], true);
+    }
     const uint64_t index = slot.indices[k];
     uint8_t* out = slot.data + k * out_bytes;
     NameSample(decoder, index);
-    KILN_RETURN_IF_ERROR(
-        dataset_->ReadSample(index, decoder, augment ? scratch->data() : out, &slot.labels[k]));
+    KILN_RETURN_IF_ERROR(dataset_of(k)->ReadSample(
+        local[k], decoder, augment ? scratch->data() : out, &slot.labels[k]));
     if (augment) AugmentIntoSlot(slot, k, scratch->data(), augment_ns);
   }
   return Status::Ok();
