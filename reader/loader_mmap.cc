@@ -276,10 +276,10 @@ Status Loader::FillChunk(Slot& slot, uint64_t batch, uint32_t chunk, RecordDecod
         .WithLocation(dataset_->SampleErrorLocation(index), dataset_->SampleLocation(index));
   }
   // A mixture's sample k is read from its source directly: each index is resolved to (source,
-  // index in the source) once here, into the slot's lists that Next() hands out, instead of
-  // MixtureDataset finding the source again for each of the sample's two prefetches and its
-  // read (6 virtual calls and 3 source searches a sample, now 3 and 1), and Next() once more.
-  // The source's own errors name its file and record either way.
+  // index in the source) once here, into the slot's lists that Next() hands out. Through
+  // MixtureDataset, the sample's two prefetches and its read each found the source again, and
+  // Next() once more: 6 virtual calls and 4 source searches a sample, now 3 and 1. The source's
+  // own errors name its file and record either way.
   const MixtureDataset* joined = nullptr;
   const uint64_t* local = slot.indices.data();
   if (mixture_ != nullptr) {
