@@ -1107,8 +1107,9 @@ Result<bool> Loader::Next(Batch* batch, const std::function<bool()>& interrupted
   batch->is_padding = slot.is_padding.data();
   batch->sources = nullptr;
   if (mixture_) {
-    // Concatenated indices (what the fetch threads read) to (source, index within it).
-    for (uint32_t k = 0; k < slot.size; ++k) {
+    // Concatenated indices (what the fetch threads read) to (source, index within it): done by
+    // the mapped path's fetch threads as they read (FillChunk), here for the direct path.
+    for (uint32_t k = 0; !range_readers_.empty() && k < slot.size; ++k) {
       const uint32_t src = mixture_->SourceOfIndex(slot.indices[k]);
       slot.sources[k] = src;
       slot.source_indices[k] = slot.indices[k] - mixture_->offset(src);

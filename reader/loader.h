@@ -484,7 +484,8 @@ class Loader {
     int64_t* labels = nullptr;
     std::vector<uint64_t> indices;
     std::vector<uint8_t> is_padding;
-    // A mixture: each sample's source and index within it, filled from `indices` by Next().
+    // A mixture: each sample's source and index within it, filled from `indices` by the fetch
+    // threads of the mapped path (FillChunk) or, on the direct path, by Next().
     std::vector<uint32_t> sources;
     std::vector<uint64_t> source_indices;
   };
