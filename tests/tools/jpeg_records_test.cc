@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <set>
 #include <string>
@@ -562,6 +563,67 @@ TEST_F(JpegRecordsTest, CliPacksVerifiesAndRefusesBadFlags) {
 }
 
 // Grey records: one-component JPEGs, read as 1-channel batches.
+// `kiln show` on JPEG records: the whole images (each at the top left of a max side tile), and
+// `--draws` tiles equal to the loader's samples epoch by epoch (its own JPEG decoder draws them);
+// --draws without --random-resized-crop is a usage error naming the option.
+TEST_F(JpegRecordsTest, ShowDrawsWholeImagesAndTheLoadersDraws) {
+  TempDir tmp;
+  const std::string grid = tmp / "grid.png", draws_png = tmp / "draws.png";
+  testing::ShellRun r = Kiln("show " + Dataset() + " -o " + grid);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const cv::Mat whole = cv::imread(grid, cv::IMREAD_COLOR);
+  ASSERT_FALSE(whole.empty());
+  EXPECT_GE(whole.cols, static_cast<int>(kMaxSide));
+  const uint64_t index = 3;
+  const uint32_t draws = 4, side = 48;
+  r = Kiln("show " + Dataset() + " --index " + std::to_string(index) + " --draws " +
+           std::to_string(draws) + " --random-resized-crop " + std::to_string(side) +
+           " --flip --seed 11 -o " + draws_png);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const cv::Mat image = cv::imread(draws_png, cv::IMREAD_COLOR);  // BGR
+  ASSERT_FALSE(image.empty());
+  const int scale = 2;            // 48-pixel tiles are enlarged to at least 96 pixels
+  const int tile_w = 48 * scale;  // 96 >= the 80-pixel minimum
+  ASSERT_EQ(image.cols, static_cast<int>(draws) * tile_w);
+  std::set<std::vector<uint8_t>> distinct;
+  for (uint32_t e = 0; e < draws; ++e) {
+    LoaderOptions o;
+    o.batch_size = 1;
+    o.shuffle = ShuffleMode::kNone;
+    o.num_threads = 1;
+    o.seed = 11;
+    o.start_epoch = e;
+    o.augment.resize_height = o.augment.resize_width = side;
+    o.augment.flip = true;
+    Result<std::unique_ptr<Loader>> loader = Loader::Open(Dataset(), o);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    Batch b;
+    for (uint64_t i = 0; i <= index; ++i) {
+      Result<bool> more = (*loader)->Next(&b);
+      ASSERT_TRUE(more.ok() && *more);
+    }
+    ASSERT_EQ(b.sample_indices[0], index);
+    std::vector<uint8_t> tile(size_t(side) * side * 3);
+    for (uint32_t y = 0; y < side; ++y) {
+      for (uint32_t x = 0; x < side; ++x) {
+        const cv::Vec3b bgr =
+            image.at<cv::Vec3b>(static_cast<int>(y) * scale,
+                                static_cast<int>(e) * tile_w + static_cast<int>(x) * scale);
+        uint8_t* rgb = &tile[(size_t(y) * side + x) * 3];
+        rgb[0] = bgr[2];
+        rgb[1] = bgr[1];
+        rgb[2] = bgr[0];
+      }
+    }
+    EXPECT_EQ(tile, std::vector<uint8_t>(b.data, b.data + tile.size())) << "epoch " << e;
+    distinct.insert(tile);
+  }
+  EXPECT_EQ(distinct.size(), draws) << "two epochs drew alike";
+  r = Kiln("show " + Dataset() + " --index 3 --draws 2 --flip -o " + draws_png);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--random-resized-crop"), std::string::npos) << r.err;
+}
+
 TEST_F(JpegRecordsTest, GreyRecordsReadAsOneChannel) {
   TempDir tmp;
   PackOptions o = JpegPackOptions(kPhotos, tmp / "grey");

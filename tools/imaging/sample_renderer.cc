@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -9,6 +11,7 @@
 
 #include "formats/dataset.h"
 #include "reader/augmenter.h"
+#include "reader/jpeg_sample_decoder.h"
 #include "reader/loader.h"
 
 namespace kiln {
@@ -127,6 +130,38 @@ Status WriteGrid(const std::vector<Tile>& tiles, const TensorSchema& s, uint32_t
   return Status::Ok();
 }
 
+// A JPEG record (`kiln pack --codec jpeg`) shown whole: records keep their own sizes (at most
+// the max side), so each is decoded at full scale and placed at the top left of a tile of the
+// dataset's max side x max side schema, the rest dark grey.
+class WholeJpegTile final : public ImageRecordDecoder {
+ public:
+  WholeJpegTile(const TensorSchema& s, uint32_t max_side) : s_(s), jpeg_(s.channels, max_side) {}
+  Status DecodeImage(const uint8_t* stored, size_t stored_size, uint32_t /*raw_size*/,
+                     uint8_t* out) override {
+    KILN_ASSIGN_OR_RETURN(JpegInfo info, jpeg_.DecodeFull(stored, stored_size, &pixels_));
+    if (info.height > s_.height || info.width > s_.width) {
+      return Status::Corruption("JPEG image " + std::to_string(info.width) + "x" +
+                                std::to_string(info.height) + " exceeds the max side " +
+                                std::to_string(s_.height));
+    }
+    std::memset(out, 32, s_.sample_bytes());
+    const size_t row = size_t(info.width) * s_.channels;
+    for (uint32_t y = 0; y < info.height; ++y) {
+      std::memcpy(out + size_t(y) * s_.width * s_.channels, pixels_.data() + y * row, row);
+    }
+    return Status::Ok();
+  }
+  Status ValidateImage(const uint8_t* stored, size_t stored_size, uint32_t raw_size,
+                       uint8_t* scratch) override {
+    return jpeg_.ValidateImage(stored, stored_size, raw_size, scratch);
+  }
+
+ private:
+  TensorSchema s_;
+  JpegSampleDecoder jpeg_;
+  std::vector<uint8_t> pixels_;
+};
+
 }  // namespace
 
 Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indices, uint32_t columns,
@@ -138,6 +173,11 @@ Status RenderSamples(const std::string& dir, const std::vector<uint64_t>& indice
   std::array<float, 3> mean, std_dev;
   RecordedNormalisation(*dataset, &mean, &std_dev);
   RecordDecoder decoder;
+  std::unique_ptr<WholeJpegTile> whole;
+  if (dataset->jpeg_records()) {
+    whole = std::make_unique<WholeJpegTile>(s, dataset->jpeg_max_side());
+    decoder.set_image_decoder(whole.get());
+  }
   std::vector<Tile> tiles(indices.size());
   for (size_t i = 0; i < indices.size(); ++i) {
     int64_t label = 0;
@@ -168,6 +208,27 @@ Status RenderAugmentedDraws(const std::string& dir, uint64_t index, const Augmen
   std::array<float, 3> mean, std_dev;
   RecordedNormalisation(*dataset, &mean, &std_dev);
   RecordDecoder decoder;
+  if (dataset->jpeg_records()) {
+    // JPEG records: each epoch's draw is made on the record's own image size by the loader's
+    // own decoder (reader/jpeg_sample_decoder.h), so the tiles are what training sees.
+    if (!augment.resamples()) {
+      return Status::InvalidArgument(
+          dir + " holds JPEG records of different sizes: --draws needs --random-resized-crop");
+    }
+    std::vector<Tile> tiles(draws);
+    for (uint32_t e = 0; e < draws; ++e) {
+      JpegSampleDecoder jpeg(stored.channels, augment, out.height, out.width, seed,
+                             dataset->jpeg_max_side());
+      jpeg.SetSample(e, index);
+      decoder.set_image_decoder(&jpeg);
+      int64_t label = 0;
+      tiles[e].bytes.resize(out.sample_bytes());
+      KILN_RETURN_IF_ERROR(dataset->ReadSample(index, &decoder, tiles[e].bytes.data(), &label));
+      decoder.set_image_decoder(nullptr);
+      tiles[e].caption = "epoch " + std::to_string(e);
+    }
+    return WriteGrid(tiles, out, columns, mean, std_dev, png_path);
+  }
   std::vector<uint8_t> sample(stored.sample_bytes());
   int64_t label = 0;
   KILN_RETURN_IF_ERROR(dataset->ReadSample(index, &decoder, sample.data(), &label));
