@@ -120,28 +120,15 @@ void Store(uint8_t* p, size_t i, float v) {
   }
 }
 
-// One plane-or-interleaved resize: `in` rows of `stride` elements, `c` interleaved channels
-// (kC: the channel count known at compile time, so the per-pixel loop unrolls; 0: `c` at run
-// time).
-template <typename T, uint32_t kC>
-void Resize(const uint8_t* in, size_t stride, uint32_t runtime_c, const CropBox& box, uint32_t oh,
-            uint32_t ow, bool flip, uint8_t* out, float* rows) {
-  const uint32_t c = kC != 0 ? kC : runtime_c;
-  const Taps ty = MakeTaps(box.height, oh), tx = MakeTaps(box.width, ow);
-  const size_t row = size_t{ow} * c;
-  float* r0 = rows;
-  float* r1 = rows + row;
+// The bilinear resize's rows: output row y blends box rows ty.i0[y] and ty.i1[y], which never
+// decrease with y, so each box row is resampled horizontally once, into one of the two row
+// buffers r0 and r1, and kept (or swapped into place) while later output rows need it.
+// `horizontal(sy, dst)` resamples box row sy into dst; `vertical(y, r0, r1)` writes output row y
+// from the two resampled rows.
+template <typename Horizontal, typename Vertical>
+inline void ForEachOutputRow(const Taps& ty, uint32_t oh, float* r0, float* r1,
+                             Horizontal&& horizontal, Vertical&& vertical) {
   int64_t have0 = -1, have1 = -1;
-  auto horizontal = [&](uint32_t sy, float* dst) {
-    const size_t base = (size_t{box.top} + sy) * stride + size_t{box.left} * c;
-    for (uint32_t x = 0; x < ow; ++x) {
-      const size_t a = base + size_t{tx.i0[x]} * c, b = base + size_t{tx.i1[x]} * c;
-      const uint32_t dx = flip ? ow - 1 - x : x;
-      for (uint32_t ch = 0; ch < c; ++ch) {
-        dst[size_t{dx} * c + ch] = tx.w0[x] * Load<T>(in, a + ch) + tx.w1[x] * Load<T>(in, b + ch);
-      }
-    }
-  };
   for (uint32_t y = 0; y < oh; ++y) {
     const int64_t y0 = ty.i0[y], y1 = ty.i1[y];
     if (have0 != y0) {
@@ -157,10 +144,35 @@ void Resize(const uint8_t* in, size_t stride, uint32_t runtime_c, const CropBox&
       horizontal(static_cast<uint32_t>(y1), r1);
       have1 = y1;
     }
-    const float w0 = ty.w0[y], w1 = ty.w1[y];
-    uint8_t* dst = out + size_t{y} * row * sizeof(T);
-    for (size_t i = 0; i < row; ++i) Store<T>(dst, i, w0 * r0[i] + w1 * r1[i]);
+    vertical(y, static_cast<const float*>(r0), static_cast<const float*>(r1));
   }
+}
+
+// One plane-or-interleaved resize: `in` rows of `stride` elements, `c` interleaved channels
+// (kC: the channel count known at compile time, so the per-pixel loop unrolls; 0: `c` at run
+// time).
+template <typename T, uint32_t kC>
+void Resize(const uint8_t* in, size_t stride, uint32_t runtime_c, const CropBox& box, uint32_t oh,
+            uint32_t ow, bool flip, uint8_t* out, float* rows) {
+  const uint32_t c = kC != 0 ? kC : runtime_c;
+  const Taps ty = MakeTaps(box.height, oh), tx = MakeTaps(box.width, ow);
+  const size_t row = size_t{ow} * c;
+  auto horizontal = [&](uint32_t sy, float* dst) {
+    const size_t base = (size_t{box.top} + sy) * stride + size_t{box.left} * c;
+    for (uint32_t x = 0; x < ow; ++x) {
+      const size_t a = base + size_t{tx.i0[x]} * c, b = base + size_t{tx.i1[x]} * c;
+      const uint32_t dx = flip ? ow - 1 - x : x;
+      for (uint32_t ch = 0; ch < c; ++ch) {
+        dst[size_t{dx} * c + ch] = tx.w0[x] * Load<T>(in, a + ch) + tx.w1[x] * Load<T>(in, b + ch);
+      }
+    }
+  };
+  ForEachOutputRow(ty, oh, rows, rows + row, horizontal,
+                   [&](uint32_t y, const float* r0, const float* r1) {
+                     const float w0 = ty.w0[y], w1 = ty.w1[y];
+                     uint8_t* dst = out + size_t{y} * row * sizeof(T);
+                     for (size_t i = 0; i < row; ++i) Store<T>(dst, i, w0 * r0[i] + w1 * r1[i]);
+                   });
 }
 
 #ifdef KILN_AUGMENT_AVX2
@@ -320,30 +332,14 @@ __attribute__((target("avx2"))) void ResizeU8Avx2(const uint8_t* in, size_t stri
   thread_local HorizontalPlan plan;
   MakeHorizontalPlan(tx, box.width, ow, c, flip, &plan);
   const size_t row = size_t{ow} * c;
-  float* r0 = rows;
-  float* r1 = rows + row;
-  int64_t have0 = -1, have1 = -1;
   auto horizontal = [&](uint32_t sy, float* dst) {
     const uint8_t* src = in + (size_t{box.top} + sy) * stride + size_t{box.left} * c;
     HorizontalU8Avx2(src, plan, row, dst);
   };
-  for (uint32_t y = 0; y < oh; ++y) {
-    const int64_t y0 = ty.i0[y], y1 = ty.i1[y];
-    if (have0 != y0) {
-      if (have1 == y0) {
-        std::swap(r0, r1);
-        std::swap(have0, have1);
-      } else {
-        horizontal(static_cast<uint32_t>(y0), r0);
-        have0 = y0;
-      }
-    }
-    if (have1 != y1) {
-      horizontal(static_cast<uint32_t>(y1), r1);
-      have1 = y1;
-    }
-    VerticalU8Avx2(r0, r1, ty.w0[y], ty.w1[y], row, out + size_t{y} * row);
-  }
+  ForEachOutputRow(ty, oh, rows, rows + row, horizontal,
+                   [&](uint32_t y, const float* r0, const float* r1) {
+                     VerticalU8Avx2(r0, r1, ty.w0[y], ty.w1[y], row, out + size_t{y} * row);
+                   });
 }
 
 bool HaveAvx2() {
