@@ -30,6 +30,22 @@ bench_tmpdir() {
   printf -v "$1" '%s' "$d"
 }
 
+# bench_remote_servers VAR: starts the remote tests' nginx and Swift (s3api)
+# (tests/reader/remote/remote_servers.sh) under a new temporary folder, stopped by pid at exit,
+# also when the script fails; sources their environment (HTTP_URL, WWW_DIR, S3 settings) and
+# sets VAR to the folder (the servers' state is in VAR/servers).
+bench_remote_servers() {
+  local dir
+  bench_tmpdir dir
+  chmod 755 "$dir"  # Swift's daemons run as user swift and must reach their files
+  _bench_servers=$dir/servers
+  trap '"$repo/tests/reader/remote/remote_servers.sh" stop "$_bench_servers" > /dev/null 2>&1 || true; _bench_cleanup' EXIT
+  "$repo/tests/reader/remote/remote_servers.sh" start "$_bench_servers" $$ > /dev/null
+  # shellcheck disable=SC1091
+  source "$_bench_servers/env"
+  printf -v "$1" '%s' "$dir"
+}
+
 bench_fashion_mnist() {
   mkdir -p "$1"
   if [[ ! -f $1/fashion-mnist/.complete ]]; then

@@ -26,14 +26,8 @@ epochs=${EPOCHS:-1}
 inflight=${INFLIGHT:-512}  # kiln: 256 per fetch thread, 2 threads by default
 rtts=${RTTS:-0 20}
 s3_samples=${S3_SAMPLES:-4000}
-bench_tmpdir work
-chmod 755 "$work"  # Swift's daemons run as user swift and must reach their files
+bench_remote_servers work
 servers=$work/servers
-stop_servers() { "$repo/tests/reader/remote/remote_servers.sh" stop "$servers" > /dev/null 2>&1 || true; }
-trap 'stop_servers; _bench_cleanup' EXIT
-"$repo/tests/reader/remote/remote_servers.sh" start "$servers" $$ > /dev/null
-# shellcheck disable=SC1091
-source "$servers/env"
 
 "$synth" "$work/ds" "$samples" "$shape" shards > /dev/null
 "$synth" "$work/s3ds" "$s3_samples" "$shape" shards > /dev/null

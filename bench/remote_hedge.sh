@@ -8,14 +8,8 @@
 #   SAMPLES=5000 ROUNDS=5 SLOW_EVERY=50 SLOW_MS=2000 bench/remote_hedge.sh
 source "$(dirname "$0")/bench_lib.sh"
 samples=${SAMPLES:-2000}
-bench_tmpdir work
-chmod 755 "$work"
+bench_remote_servers work
 servers=$work/servers
-stop_servers() { "$repo/tests/reader/remote/remote_servers.sh" stop "$servers" > /dev/null 2>&1 || true; }
-trap 'stop_servers; _bench_cleanup' EXIT
-"$repo/tests/reader/remote/remote_servers.sh" start "$servers" $$ > /dev/null
-# shellcheck disable=SC1091
-source "$servers/env"
 "$synth" "$WWW_DIR/ds" "$samples" 28x28x1 shards > /dev/null
 url=$("$repo/tests/reader/remote/remote_servers.sh" start-proxy "$servers" slow "$HTTP_URL" \
   --slow-every "${SLOW_EVERY:-25}" --slow-ms "${SLOW_MS:-3000}")

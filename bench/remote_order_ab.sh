@@ -8,14 +8,8 @@
 source "$(dirname "$0")/bench_lib.sh"
 old=${OLD_KILN:?OLD_KILN: the kiln CLI to compare against}
 samples=${SAMPLES:-60000}
-bench_tmpdir work
-chmod 755 "$work"
+bench_remote_servers work
 servers=$work/servers
-stop_servers() { "$repo/tests/reader/remote/remote_servers.sh" stop "$servers" > /dev/null 2>&1 || true; }
-trap 'stop_servers; _bench_cleanup' EXIT
-"$repo/tests/reader/remote/remote_servers.sh" start "$servers" $$ > /dev/null
-# shellcheck disable=SC1091
-source "$servers/env"
 "$synth" "$WWW_DIR/ds" "$samples" 28x28x1 shards > /dev/null
 p20=$("$repo/tests/reader/remote/remote_servers.sh" start-proxy "$servers" http20 "$HTTP_URL" --delay-ms 10)
 bench_machine
