@@ -624,6 +624,60 @@ TEST_F(JpegRecordsTest, ShowDrawsWholeImagesAndTheLoadersDraws) {
   EXPECT_NE(r.err.find("--random-resized-crop"), std::string::npos) << r.err;
 }
 
+// Field case B06 in the encoded storage mode: a grey (single-component) JPEG among colour ones,
+// packed as JPEG records of a colour dataset, reads as three equal channels of its value, in one
+// batch of 4 samples of uniform shape.
+TEST(JpegRecordsFieldCases, FieldCase_B06_GreyJpegAmongColourRecordsHasThreeEqualChannels) {
+  TempDir tmp;
+  const std::string input = tmp / "in", output = tmp / "ds";
+  std::filesystem::create_directories(input + "/c");
+  ASSERT_TRUE(cv::imwrite(input + "/c/a.jpg", cv::Mat(8, 8, CV_8UC3, cv::Scalar(10, 120, 230))));
+  ASSERT_TRUE(cv::imwrite(input + "/c/b.jpg", cv::Mat(8, 8, CV_8UC3, cv::Scalar(200, 30, 90))));
+  ASSERT_TRUE(cv::imwrite(input + "/c/c.jpg", cv::Mat(8, 8, CV_8UC3, cv::Scalar(60, 60, 180))));
+  ASSERT_TRUE(cv::imwrite(input + "/c/d.jpg", cv::Mat(8, 8, CV_8UC1, cv::Scalar(100))));
+  const std::vector<uint8_t> grey = testing::ReadFileBytes(input + "/c/d.jpg");
+  const std::string grey_jpeg(grey.begin(), grey.end());
+  const size_t sof = grey_jpeg.find("\xFF\xC0");
+  ASSERT_NE(sof, std::string::npos);
+  ASSERT_EQ(grey_jpeg[sof + 9], 1) << "d.jpg is not a single-component JPEG";
+
+  PackOptions po = JpegPackOptions(input, output);
+  po.jpeg.max_side = 8;
+  po.preprocess.schema = {DType::kUint8, Layout::kHWC, 8, 8, 3};
+  Result<PackReport> packed = Pack(po);
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  ASSERT_EQ(packed->packed, 4u);
+
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.shuffle = ShuffleMode::kNone;
+  o.num_threads = 1;
+  o.augment.center_crop_height = o.augment.center_crop_width = 8;
+  o.augment.center_crop_ratio = 1.0;  // the whole 8x8 image
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(output, o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Batch b;
+  Result<bool> more = (*loader)->Next(&b);
+  ASSERT_TRUE(more.ok() && *more) << more.status().ToString();
+  ASSERT_EQ(b.size, 4u);
+  ASSERT_EQ(b.bytes(), 4u * 8 * 8 * 3);
+  ASSERT_EQ(b.sample_indices[3], 3u);
+  Result<std::string> key = (*loader)->dataset().Key(3);
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  EXPECT_EQ(*key, "c/d.jpg");
+  const uint8_t* d = b.data + 3 * 8 * 8 * 3;
+  for (int px = 0; px < 64; ++px) {
+    EXPECT_EQ(d[px * 3], d[px * 3 + 1]) << "pixel " << px;
+    EXPECT_EQ(d[px * 3], d[px * 3 + 2]) << "pixel " << px;
+    EXPECT_NEAR(d[px * 3], 100, 1) << "pixel " << px;
+  }
+  // The colour records keep colour: a.jpg (BGR 10, 120, 230) is red-dominant in RGB.
+  EXPECT_GT(b.data[0], b.data[2] + 100);
+  more = (*loader)->Next(&b);
+  ASSERT_TRUE(more.ok());
+  EXPECT_FALSE(*more);
+}
+
 TEST_F(JpegRecordsTest, GreyRecordsReadAsOneChannel) {
   TempDir tmp;
   PackOptions o = JpegPackOptions(kPhotos, tmp / "grey");
