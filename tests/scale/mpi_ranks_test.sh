@@ -36,11 +36,17 @@ samples=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['sampl
 PYTHONPATH=$build/python mpi_run -np 4 -x PYTHONPATH /usr/bin/python3 "$here/read_rank.py" "$work/ds" "$work/readers"
 check_ranks "$work/readers" 4 "$samples" "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE \(Open MPI\)"
 # kiln bench under mpirun: each rank reads its own share, every sample of it once.
-mpi_run -np 2 "$kiln" bench "$work/ds" --epochs 1 --threads 1 --json > "$work/bench.out" 2> "$work/bench.err" ||
+# Each rank writes its JSON to its own file: mpirun forwards the ranks' stdout through one pipe,
+# where two reports of several KiB can interleave mid-line.
+mpi_run -np 2 bash -c 'exec "$0" bench "$1" --epochs 1 --threads 1 --json > "$2.$OMPI_COMM_WORLD_RANK"' \
+  "$kiln" "$work/ds" "$work/bench.out" 2> "$work/bench.err" ||
   { cat "$work/bench.err"; echo "FAIL: kiln bench under mpirun"; exit 1; }
 for r in 0 1; do
   grep -q "kiln bench: rank $r of 2 (from OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI))" "$work/bench.err" ||
     { cat "$work/bench.err"; echo "FAIL: bench rank $r"; exit 1; }
 done
-[[ $(grep -c '"every_sample_once":true' "$work/bench.out") -eq 2 ]] || { cat "$work/bench.out"; echo "FAIL: bench shares"; exit 1; }
+for r in 0 1; do
+  grep -q '"every_sample_once":true' "$work/bench.out.$r" ||
+    { cat "$work/bench.out.$r"; echo "FAIL: bench share of rank $r"; exit 1; }
+done
 echo "mpirun: 4 ranks read as documented; readers exactly once; kiln bench per rank"
