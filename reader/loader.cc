@@ -20,6 +20,7 @@
 #include "reader/stats_export.h"
 #if KILN_HAVE_REMOTE
 #include "reader/remote/block_cache.h"
+#include "reader/remote/disk_cache.h"
 #include "reader/remote/remote_dataset.h"
 #endif
 
@@ -79,7 +80,7 @@ Result<IoMode> ParseIoMode(const std::string& name) {
   return Status::InvalidArgument("io \"" + name + "\" must be auto, mmap or direct");
 }
 
-void Loader::ChooseRemotePath(uint32_t threads) {
+Status Loader::ChooseRemotePath(uint32_t threads) {
 #if KILN_HAVE_REMOTE
   const auto* store = dynamic_cast<const remote::RemoteStore*>(dataset_->file_store());
 #else
@@ -89,7 +90,7 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   if (store == nullptr) {
     // A store of another kind: records are read one at a time through Dataset::ReadSample.
     io_reason_ = "the dataset's files are read through its store, one record at a time";
-    return;
+    return Status::Ok();
   }
 #if KILN_HAVE_REMOTE
   // A staging buffer holds one record (stored bytes never exceed the raw sample bytes); each
@@ -110,6 +111,14 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   remote::HedgePolicy hedge = store->options().hedge;
   if (options_.remote_hedge_p95_multiple) hedge.p95_multiple = *options_.remote_hedge_p95_multiple;
   if (options_.remote_hedge_min_ms) hedge.min_ms = *options_.remote_hedge_min_ms;
+  // The local cache: the options' directory, else the environment's (read at open).
+  const std::string cache_dir =
+      options_.remote_cache_dir.empty() ? store->options().cache_dir : options_.remote_cache_dir;
+  std::shared_ptr<remote::DiskCache> disk;
+  if (!cache_dir.empty()) {
+    const uint64_t cache_bytes = options_.remote_cache_bytes.value_or(store->options().cache_bytes);
+    KILN_ASSIGN_OR_RETURN(disk, store->OpenDiskCache(cache_dir, cache_bytes));
+  }
   const uint64_t sample_bytes = std::max<uint64_t>(1, dataset_->schema().sample_bytes());
   uint64_t extent_samples = 0;
   uint32_t ahead = 0, capacity = 0, receivers = 0, in_flight = 0;
@@ -149,7 +158,7 @@ void Loader::ChooseRemotePath(uint32_t threads) {
     receivers = std::max<uint32_t>(1, threads);
     in_flight = ahead == 0 ? 0 : kExtentsInFlight;
     Result<std::shared_ptr<remote::BlockCache>> made =
-        store->NewBlockCache(capacity, receivers, in_flight, hedge);
+        store->NewBlockCache(capacity, receivers, in_flight, hedge, disk);
     if (made.ok()) {
       blocks = std::move(*made);
     } else {
@@ -160,11 +169,11 @@ void Loader::ChooseRemotePath(uint32_t threads) {
   std::vector<std::unique_ptr<RangeReader>> readers;
   for (uint32_t t = 0; t < threads; ++t) {
     Result<std::unique_ptr<RangeReader>> r =
-        store->NewRangeReader(depth, buffer_bytes, blocks, hedge);
+        store->NewRangeReader(depth, buffer_bytes, blocks, hedge, disk);
     if (!r.ok()) {
       io_reason_ = "the dataset is at a URL, but " + r.status().message() +
                    ": records are read one at a time";
-      return;
+      return Status::Ok();
     }
     readers.push_back(std::move(*r));
   }
@@ -183,10 +192,20 @@ void Loader::ChooseRemotePath(uint32_t threads) {
                (receivers == 1 ? "" : "s") +
                (in_flight == 0 ? "" : ", " + std::to_string(in_flight) + " GETs in flight each");
   }
+  std::string cache_note;
+  if (disk != nullptr) {
+    remote::RemoteOptions fill_options = store->options();
+    fill_options.hedge = hedge;
+    disk->StartFill(fill_options);
+    disk_cache_ = disk;
+    cache_note = "; local cache " + disk->entry_dir() + " (pieces of " +
+                 std::to_string(disk->piece_bytes() >> 10) + " KiB, filled in dataset order)";
+  }
   io_reason_ = std::string("the dataset is at a URL: range GETs, ") + std::to_string(depth) +
-               " in flight per thread" + extents + order_note +
+               " in flight per thread" + extents + order_note + cache_note +
                (options_.io == IoMode::kMmap ? " (io mmap asked, but a URL has no mapping)" : "");
 #endif
+  return Status::Ok();
 }
 
 void Loader::CheckRequestRateLocked(uint64_t now_ns) {
@@ -213,16 +232,17 @@ void Loader::CheckRequestRateLocked(uint64_t now_ns) {
 #endif
 }
 
-void Loader::ChooseIoPath(uint32_t threads) {
+Status Loader::ChooseIoPath(uint32_t threads) {
   if (dataset_->file_store() != nullptr) return ChooseRemotePath(threads);
   if (options_.io == IoMode::kMmap) {
     io_reason_ = "io mmap asked";
-    return;
+    return Status::Ok();
   }
   const bool asked = options_.io == IoMode::kDirect;
   const auto fall_back = [&](const std::string& why) {
     io_reason_ = why;
     if (asked) WarnOnce("io direct asked but " + why + "; reading through the file mappings");
+    return Status::Ok();
   };
   if (dataset_->data_file_count() == 0) {
     if (mixture_ != nullptr) {
@@ -241,7 +261,7 @@ void Loader::ChooseIoPath(uint32_t threads) {
   } else if (memory != 0 && dataset_bytes <= memory / 2) {
     io_reason_ = "dataset of " + std::to_string(dataset_bytes >> 20) +
                  " MiB fits in half the memory limit of " + std::to_string(memory >> 20) + " MiB";
-    return;
+    return Status::Ok();
   } else {
     reason = "dataset of " + std::to_string(dataset_bytes >> 20) +
              " MiB > half the memory limit of " + std::to_string(memory >> 20) + " MiB";
@@ -251,7 +271,7 @@ void Loader::ChooseIoPath(uint32_t threads) {
   if (!(*files)->all_direct()) {
     if (!asked) {
       io_reason_ = "the filesystem refuses O_DIRECT (" + reason + ")";
-      return;
+      return Status::Ok();
     }
     reason += "; the filesystem refuses O_DIRECT: buffered io_uring reads";
   }
@@ -272,6 +292,7 @@ void Loader::ChooseIoPath(uint32_t threads) {
   range_readers_ = std::move(readers);
   direct_depth_ = depth;
   io_reason_ = reason;
+  return Status::Ok();
 }
 
 Status Loader::UploadSlot(size_t slot_index, uint64_t batch, uint32_t size) {
@@ -555,7 +576,7 @@ Result<std::unique_ptr<Loader>> Loader::CreateImpl(std::shared_ptr<const Dataset
   const uint32_t threads = options.num_threads != 0
                                ? options.num_threads
                                : std::max(1u, std::thread::hardware_concurrency());
-  loader->SetUpIo(threads, layout);
+  KILN_RETURN_IF_ERROR(loader->SetUpIo(threads, layout));
   {
     std::unique_lock<std::mutex> lock(loader->mu_);
     loader->StartEpochLocked(start_epoch, lock, start_consumed);
@@ -643,12 +664,12 @@ Status Loader::SetUpDevice(std::shared_ptr<DeviceOps> ops, const SlotLayout& lay
   return Status::Ok();
 }
 
-void Loader::SetUpIo(uint32_t threads, const SlotLayout& layout) {
+Status Loader::SetUpIo(uint32_t threads, const SlotLayout& layout) {
   // Split each batch into one chunk per thread so that even prefetch 1 keeps every thread busy.
   chunks_per_batch_ = std::min(threads, options_.batch_size);
   chunk_samples_ = (options_.batch_size + chunks_per_batch_ - 1) / chunks_per_batch_;
   schedule_.Configure(slots_.size(), chunks_per_batch_);
-  ChooseIoPath(threads);
+  KILN_RETURN_IF_ERROR(ChooseIoPath(threads));
   if (options_.shuffle == ShuffleMode::kBlock && range_readers_.empty()) {
     BlockMemoryFit fit;
     fit.block_bytes = sampler_.block_samples() * dataset_->schema().sample_bytes();
@@ -664,6 +685,7 @@ void Loader::SetUpIo(uint32_t threads, const SlotLayout& layout) {
     read_ahead_samples_window_ = std::max<uint64_t>(
         1, options_.read_ahead_bytes / std::max<uint64_t>(1, dataset_->schema().sample_bytes()));
   }
+  return Status::Ok();
 }
 
 Status Loader::StartThreads(uint32_t threads) {
@@ -721,6 +743,8 @@ Loader::~Loader() {
     // The direct queues' reads in flight were issued by the parent's threads: waiting for them
     // here could wait forever.
     for (std::unique_ptr<RangeReader>& reader : range_readers_) reader->Abandon();
+    // The local cache's fill thread is the parent's too.
+    if (disk_cache_ != nullptr) (void)new std::shared_ptr<remote::DiskCache>(std::move(disk_cache_));
     return;
   }
   {

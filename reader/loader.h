@@ -70,6 +70,9 @@ namespace kiln {
 bool EnableRemoteDatasets();
 
 class StatsExporter;  // reader/stats_export.h
+namespace remote {
+class DiskCache;  // reader/remote/disk_cache.h
+}
 
 // How fetch threads read stored records (LoaderOptions::io).
 enum class IoMode {
@@ -198,6 +201,17 @@ struct LoaderOptions {
   // local datasets.
   std::optional<double> remote_hedge_p95_multiple;
   std::optional<int64_t> remote_hedge_min_ms;
+  // A dataset at a URL: a local cache of its shards' bytes (reader/remote/disk_cache.md) in
+  // directory remote_cache_dir (created if missing; several processes may share it), at most
+  // remote_cache_bytes bytes of it used (0: as much as the file system allows, always leaving
+  // min(1 GiB, 5%) free). A thread downloads the shards' pieces in dataset order until the cache
+  // is full; reads of pieces it holds are served from local disk (LoaderStats::requests'
+  // cache_reads, cache_bytes) and once full it keeps what it holds (for an epoch's scan LRU would
+  // keep nothing). Empty: the environment's KILN_REMOTE_CACHE_DIR (and KILN_REMOTE_CACHE_BYTES),
+  // else no cache. Ignored for local datasets. Errors (Create): IOError naming the directory
+  // when it cannot be made or written.
+  std::string remote_cache_dir;
+  std::optional<uint64_t> remote_cache_bytes;
   // A state saved by Loader::state() ("Checkpoint and resume" in reader/loader.md): Create
   // refuses, naming what differs, InvalidArgument for a state of another dataset (fingerprint
   // or sample count), seed, shuffle mode, block size or window, augmentation, a kBlock state
@@ -505,7 +519,7 @@ class Loader {
   // (ChooseIoPath, the block memory fit, the read-ahead window); the fetch threads.
   Result<SlotLayout> AllocateSlots();
   Status SetUpDevice(std::shared_ptr<DeviceOps> ops, const SlotLayout& layout);
-  void SetUpIo(uint32_t threads, const SlotLayout& layout);
+  Status SetUpIo(uint32_t threads, const SlotLayout& layout);
   Status StartThreads(uint32_t threads);
   // Starts `epoch` after `consumed` global positions (validated by the caller).
   void StartEpochLocked(uint64_t epoch, std::unique_lock<std::mutex>& lock, uint64_t consumed = 0);
@@ -551,10 +565,11 @@ class Loader {
   void DirectWorkerLoop(RangeReader* reader);
   class DirectWorker;
   // Chooses the io path (options_.io) and sets up direct_files_ and range_readers_.
-  void ChooseIoPath(uint32_t threads);
+  Status ChooseIoPath(uint32_t threads);
   // The io path of a dataset opened from a URL (dataset_->file_store() set): one remote
   // RangeReader per fetch thread.
-  void ChooseRemotePath(uint32_t threads);
+  // Errors: the local cache's (remote_cache_dir) when it cannot be opened.
+  Status ChooseRemotePath(uint32_t threads);
   // Writes the dataset indices at this rank's epoch positions [begin, end) to `indices`.
   void PositionIndices(uint64_t begin, uint64_t end, std::vector<uint64_t>* indices,
                        std::vector<uint8_t>* padding) const;
@@ -603,6 +618,8 @@ class Loader {
   std::unique_ptr<DirectFiles> direct_files_;
   std::vector<std::unique_ptr<RangeReader>> range_readers_;  // one per fetch thread, or none
   bool remote_ = false;  // range_readers_ read a dataset at a URL
+  // The local cache of a dataset at a URL (remote_cache_dir), filling; null without one.
+  std::shared_ptr<remote::DiskCache> disk_cache_;
   // At a URL, whole extents of consecutive samples read with one GET each, shared by the fetch
   // threads through a BlockCache (reader/remote/block_cache.h): the direct workers pass each
   // record's extent (QueueWithin). Block order: the sampler's blocks (extent_samples_ =

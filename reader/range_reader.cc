@@ -37,6 +37,8 @@ void RequestStats::Add(const RequestStats& o) {
   failures += o.failures;
   hedges += o.hedges;
   hedge_wins += o.hedge_wins;
+  cache_reads += o.cache_reads;
+  cache_bytes += o.cache_bytes;
   for (size_t b = 0; b < kLatencyBuckets; ++b) latency[b] += o.latency[b];
 }
 
@@ -48,6 +50,8 @@ RequestStats RequestStats::Since(const RequestStats& e) const {
   d.failures = failures - e.failures;
   d.hedges = hedges - e.hedges;
   d.hedge_wins = hedge_wins - e.hedge_wins;
+  d.cache_reads = cache_reads - e.cache_reads;
+  d.cache_bytes = cache_bytes - e.cache_bytes;
   for (size_t b = 0; b < kLatencyBuckets; ++b) d.latency[b] = latency[b] - e.latency[b];
   return d;
 }

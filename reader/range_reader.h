@@ -47,6 +47,10 @@ struct RequestStats {
   // reads that the second request finished first.
   uint64_t hedges = 0;
   uint64_t hedge_wins = 0;
+  // Reads served from the local cache of a remote dataset (reader/remote/disk_cache.h) instead
+  // of a request, and their bytes (in neither `requests` nor `bytes`).
+  uint64_t cache_reads = 0;
+  uint64_t cache_bytes = 0;
   std::array<uint64_t, kLatencyBuckets> latency{};
 
   // Counts one attempt that took `us` microseconds.

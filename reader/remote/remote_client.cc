@@ -7,6 +7,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "reader/remote/disk_cache.h"
+
 namespace kiln::remote {
 namespace {
 
@@ -515,6 +517,18 @@ std::unique_ptr<RemoteClient::Request> ReadRequest(RemoteClient::Request::Kind k
 
 void RemoteClient::QueueRange(uint64_t tag, const ObjectInfo& object, uint64_t offset,
                               uint64_t length, uint8_t* dest) {
+  if (options_.cache != nullptr && options_.cache->Read(object, offset, length, dest)) {
+    RemoteCompletion c;
+    c.tag = tag;
+    c.bytes = length;
+    c.object_size = object.size;
+    c.http_status = 206;
+    c.etag = object.etag;
+    ++stats_.cache_reads;
+    stats_.cache_bytes += length;
+    done_.push_back(std::move(c));
+    return;
+  }
   Enqueue(ReadRequest(Request::Kind::kRange, tag, object, offset, length, dest));
 }
 

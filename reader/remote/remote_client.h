@@ -41,6 +41,8 @@
 
 namespace kiln::remote {
 
+class DiskCache;
+
 // Hedged requests for the slow tail: a range read (QueueRange, QueueSuffix) whose request has
 // run for longer than max(min_ms, p95_multiple x the p95 latency of this client's completed
 // reads) gets a second request for the same bytes with the same If-Match (into a buffer of its
@@ -73,6 +75,14 @@ struct RemoteOptions {
   // Dataset order (Loader): whole extents read ahead when the open's fastest request took at
   // least this long (microseconds; 0: always), else a chunk's records merged into GETs.
   int64_t extents_from_us = 1000;
+  // A local cache of the objects' bytes (disk_cache.h): a range it holds whole is copied from
+  // local disk and completes at once (counted in RequestStats::cache_reads / cache_bytes, not as
+  // a request). Null: every read goes to the network. The Loader sets it.
+  std::shared_ptr<DiskCache> cache;
+  // The cache's directory and size limit from KILN_REMOTE_CACHE_DIR / KILN_REMOTE_CACHE_BYTES
+  // (read at open); LoaderOptions::remote_cache_dir / remote_cache_bytes win when set.
+  std::string cache_dir;
+  uint64_t cache_bytes = 0;  // 0: as much as the file system allows (disk_cache.h)
 };
 
 // An object as Stat saw it.

@@ -16,6 +16,7 @@
 #include "formats/shards/shard_format.h"
 #include "formats/shards/shard_reader.h"
 #include "reader/remote/block_cache.h"
+#include "reader/remote/disk_cache.h"
 
 namespace kiln::remote {
 
@@ -53,6 +54,33 @@ Status NumberFromEnvironment(const char* name, double low, double high, double* 
   return Status::Ok();
 }
 
+// A byte count from the environment variable `name`: a whole number with an optional suffix K,
+// M, G or T (powers of 1024), at most 2^50; unset or empty leaves `*out` as it is.
+Status BytesFromEnvironment(const char* name, uint64_t* out) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return Status::Ok();
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  int shift = 0;
+  if (end != text && *end != '\0' && end[1] == '\0') {
+    const char* units = "KMGT";
+    const char* u = std::strchr(units, *end);
+    if (u != nullptr && *u != '\0') {
+      shift = 10 * static_cast<int>(u - units + 1);
+      ++end;
+    }
+  }
+  if (errno != 0 || end == text || *end != '\0' || text[0] == '-' ||
+      value > ((uint64_t{1} << 50) >> shift)) {
+    return Status::InvalidArgument(std::string(name) + "=" + text +
+                                   " is not a byte count (a whole number, optionally with K, M, "
+                                   "G or T for powers of 1024, at most 1 PiB)");
+  }
+  *out = static_cast<uint64_t>(value) << shift;
+  return Status::Ok();
+}
+
 Result<RemoteOptions> OptionsFromEnvironment() {
   RemoteOptions options;
   KILN_ASSIGN_OR_RETURN(options.aws, LoadAwsSettings());
@@ -73,6 +101,10 @@ Result<RemoteOptions> OptionsFromEnvironment() {
       IntegerFromEnvironment("KILN_REMOTE_EXTENTS_FROM_US", 0, 60000000, &options.extents_from_us));
   KILN_RETURN_IF_ERROR(NumberFromEnvironment("KILN_REMOTE_HEDGE_P95_MULTIPLE", 0, 1000,
                                              &options.hedge.p95_multiple));
+  if (const char* dir = std::getenv("KILN_REMOTE_CACHE_DIR"); dir != nullptr) {
+    options.cache_dir = dir;
+  }
+  KILN_RETURN_IF_ERROR(BytesFromEnvironment("KILN_REMOTE_CACHE_BYTES", &options.cache_bytes));
   return options;
 }
 
@@ -563,9 +595,11 @@ Status RemoteStore::ReadRange(uint32_t file, uint64_t offset, uint64_t size, uin
 Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
                                                                  uint64_t buffer_bytes,
                                                                  std::shared_ptr<BlockCache> blocks,
-                                                                 const HedgePolicy& hedge) const {
+                                                                 const HedgePolicy& hedge,
+                                                                 std::shared_ptr<DiskCache> disk) const {
   RemoteOptions options = options_;
   options.hedge = hedge;
+  options.cache = std::move(disk);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
   return std::unique_ptr<RangeReader>(
       new RemoteRangeReader(*this, std::move(client), depth, buffer_bytes, std::move(blocks)));
@@ -574,15 +608,25 @@ Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
 Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint32_t capacity_blocks,
                                                                uint32_t receivers,
                                                                uint32_t max_in_flight,
-                                                               const HedgePolicy& hedge) const {
+                                                               const HedgePolicy& hedge,
+                                                               std::shared_ptr<DiskCache> disk) const {
   RemoteOptions options = options_;
   options.hedge = hedge;
+  options.cache = std::move(disk);
   std::vector<std::unique_ptr<RemoteClient>> clients;
   for (uint32_t i = 0; i < std::max<uint32_t>(1, receivers); ++i) {
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
     clients.push_back(std::move(client));
   }
   return std::make_shared<BlockCache>(objects_, std::move(clients), capacity_blocks, max_in_flight);
+}
+
+Result<std::shared_ptr<DiskCache>> RemoteStore::OpenDiskCache(const std::string& dir,
+                                                              uint64_t capacity_bytes) const {
+  DiskCache::Options o;
+  o.dir = dir;
+  o.capacity_bytes = capacity_bytes;
+  return DiskCache::Open(o, url_, objects_);
 }
 
 std::string RequestRateWarning(const std::string& url, double gets_per_s) {
@@ -627,7 +671,8 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
   }
   const int64_t open_latency_us = client->stats().LatencyQuantileUs(0);
   auto store =
-      std::make_shared<const RemoteStore>(std::move(options), std::move(objects), open_latency_us);
+      std::make_shared<const RemoteStore>(std::move(options), std::move(objects), open_latency_us,
+                                          base);
   KILN_ASSIGN_OR_RETURN(
       std::unique_ptr<ShardDataset> dataset,
       ShardDataset::FromShards(base, std::move(manifest), std::move(shards), std::move(store)));

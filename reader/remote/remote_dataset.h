@@ -42,16 +42,20 @@
 namespace kiln::remote {
 
 class BlockCache;
+class DiskCache;
 
 // The objects of one remote dataset (its data files, each with the size and ETag seen at open)
 // and the settings to reach them.
 class RemoteStore final : public DataFileStore {
  public:
-  // `open_latency_us`: the fastest request of the open (open_latency_us() below).
-  RemoteStore(RemoteOptions options, std::vector<ObjectInfo> objects, int64_t open_latency_us = 0)
+  // `open_latency_us`: the fastest request of the open (open_latency_us() below); `url`: the
+  // dataset's (its local cache is named after it).
+  RemoteStore(RemoteOptions options, std::vector<ObjectInfo> objects, int64_t open_latency_us = 0,
+              std::string url = std::string())
       : options_(std::move(options)),
         objects_(std::move(objects)),
-        open_latency_us_(open_latency_us) {}
+        open_latency_us_(open_latency_us),
+        url_(std::move(url)) {}
 
   const std::vector<ObjectInfo>& objects() const { return objects_; }
   const RemoteOptions& options() const { return options_; }
@@ -67,22 +71,30 @@ class RemoteStore final : public DataFileStore {
   // `buffer_bytes` each, any alignment (1). With `blocks` (shared by the loader's readers), reads
   // queued with QueueWithin are served from whole blocks fetched once (block order). Errors:
   // Internal when libcurl cannot start.
-  // `hedge`: the hedged requests of its client (remote_client.h).
+  // `hedge`: the hedged requests of its client (remote_client.h); `disk`: a local cache its
+  // client reads first (null: none).
   Result<std::unique_ptr<RangeReader>> NewRangeReader(uint32_t depth, uint64_t buffer_bytes,
                                                       std::shared_ptr<BlockCache> blocks = nullptr,
-                                                      const HedgePolicy& hedge = {}) const;
+                                                      const HedgePolicy& hedge = {},
+                                                      std::shared_ptr<DiskCache> disk = nullptr) const;
   // A BlockCache over this store's objects holding at most `capacity_blocks`, with `receivers`
   // threads (at least one) of at most `max_in_flight` GETs each (0: no limit) (block_cache.h);
   // it must not outlive the store. Errors: Internal when libcurl cannot start.
   Result<std::shared_ptr<BlockCache>> NewBlockCache(uint32_t capacity_blocks,
                                                     uint32_t receivers = 1,
                                                     uint32_t max_in_flight = 0,
-                                                    const HedgePolicy& hedge = {}) const;
+                                                    const HedgePolicy& hedge = {},
+                                                    std::shared_ptr<DiskCache> disk = nullptr) const;
+  // The local cache of this dataset in `dir`, at most `capacity_bytes` (0: as the file system
+  // allows) (disk_cache.h); not filling yet (DiskCache::StartFill). Errors: as DiskCache::Open.
+  Result<std::shared_ptr<DiskCache>> OpenDiskCache(const std::string& dir,
+                                                   uint64_t capacity_bytes) const;
 
  private:
   RemoteOptions options_;
   std::vector<ObjectInfo> objects_;
   int64_t open_latency_us_ = 0;
+  std::string url_;
   mutable std::mutex mu_;                         // guards client_
   mutable std::unique_ptr<RemoteClient> client_;  // for ReadRange, made on first use
 };

@@ -274,6 +274,8 @@ void RecordLoaderStats(const LoaderStats& stats, const BenchOptions& options, Be
   r->remote_hedges = stats.requests.hedges;
   r->remote_hedge_wins = stats.requests.hedge_wins;
   r->remote_mb = stats.requests.bytes / 1e6;
+  r->remote_cache_reads = stats.requests.cache_reads;
+  r->remote_cache_mb = stats.requests.cache_bytes / 1e6;
   r->remote_p50_ms = stats.requests.LatencyQuantileUs(0.5) / 1e3;
   r->remote_p99_ms = stats.requests.LatencyQuantileUs(0.99) / 1e3;
   // The parts add up to the fetch time by construction, all wall time: zstd and crop/flip are
@@ -636,7 +638,8 @@ std::string BenchReportJson(const BenchReport& r) {
     j["remote"] = {{"requests", r.remote_requests},     {"retries", r.remote_retries},
                    {"failures", r.remote_failures},     {"hedges", r.remote_hedges},
                    {"hedge_wins", r.remote_hedge_wins}, {"mb", r.remote_mb},
-                   {"latency_p50_ms", r.remote_p50_ms}, {"latency_p99_ms", r.remote_p99_ms}};
+                   {"latency_p50_ms", r.remote_p50_ms}, {"latency_p99_ms", r.remote_p99_ms},
+                   {"cache_reads", r.remote_cache_reads}, {"cache_mb", r.remote_cache_mb}};
   }
   j["cpu_seconds"] = r.cpu_seconds;
   j["major_faults"] = r.major_faults;
@@ -721,6 +724,11 @@ std::string BenchReportText(const BenchReport& r) {
                   static_cast<unsigned long long>(r.remote_hedge_wins), r.remote_mb,
                   r.remote_p50_ms, r.remote_p99_ms);
     out += line;
+    if (r.remote_cache_reads > 0) {
+      std::snprintf(line, sizeof(line), "local cache: %llu reads, %.1f MB (no request)\n",
+                    static_cast<unsigned long long>(r.remote_cache_reads), r.remote_cache_mb);
+      out += line;
+    }
   }
   std::snprintf(line, sizeof(line),
                 "%s order, %s cache (%.0f%% of the files resident at open%s); stages (s, fetch "

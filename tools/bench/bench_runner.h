@@ -119,6 +119,9 @@ struct BenchReport {
   uint64_t remote_requests = 0, remote_retries = 0, remote_failures = 0;
   uint64_t remote_hedges = 0, remote_hedge_wins = 0;
   double remote_mb = 0, remote_p50_ms = 0, remote_p99_ms = 0;
+  // Reads served from the local cache (KILN_REMOTE_CACHE_DIR) instead of a request, and MB.
+  uint64_t remote_cache_reads = 0;
+  double remote_cache_mb = 0;
   double cpu_seconds = 0;     // process user + system CPU time during the timed epochs
   uint64_t major_faults = 0;  // page faults that read storage, during open + epochs
   double peak_rss_mb = 0;     // process peak resident set (getrusage), 10^6 bytes
