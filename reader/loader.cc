@@ -1071,6 +1071,13 @@ LoaderStats Loader::stats() const {
     st.epoch = epoch_;
   }
   st.io_path = io_path();
+  if (disk_cache_ != nullptr && !Forked()) {
+    const remote::DiskCache::Stats c = disk_cache_->stats();
+    st.remote_cache_pieces_held = c.pieces_held;
+    st.remote_cache_pieces_total = c.pieces_total;
+    st.remote_cache_fill_done = c.fill_done;
+    st.remote_cache_fill_error = c.fill_error;
+  }
   if (device_ != nullptr) {
     st.uploads = device_->uploads();
     st.upload_bytes = device_->upload_bytes();

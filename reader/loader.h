@@ -340,6 +340,14 @@ struct LoaderStats {
   // Remote reads (io_path() kRemote): the range GETs behind them, retries, failures, body bytes
   // and per-attempt latency (RequestStats, reader/range_reader.h), all fetch threads summed.
   RequestStats requests;
+  // The local cache of a dataset at a URL (LoaderOptions::remote_cache_dir), not counters: its
+  // pieces held now (stored by any process sharing the directory) of the dataset's pieces, and
+  // whether this process's fill has ended (every piece held, the directory full, another
+  // process filling, or an error: remote_cache_fill_error, "" otherwise). All zero without one.
+  uint64_t remote_cache_pieces_held = 0;
+  uint64_t remote_cache_pieces_total = 0;
+  bool remote_cache_fill_done = false;
+  std::string remote_cache_fill_error;
   // Device batches (LoaderOptions::device >= 0), counted on the consumer thread:
   uint64_t uploads = 0;         // host-to-device uploads issued (data + labels of one batch)
   uint64_t upload_bytes = 0;    // sample bytes in them

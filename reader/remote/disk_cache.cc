@@ -462,7 +462,15 @@ void DiskCache::Fill(RemoteOptions options, uint32_t in_flight) {
   // One process at a time fills an entry; the others look again every second, so one takes
   // over when the filler exits.
   while (!TryLockFill()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fill_waits_ = true;
+    }
     if (stopping(1000)) return finish("");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fill_waits_ = false;
   }
   Result<std::unique_ptr<RemoteClient>> made = RemoteClient::Create(options);
   if (!made.ok()) return finish(made.status().ToString());
@@ -514,6 +522,10 @@ void DiskCache::Fill(RemoteOptions options, uint32_t in_flight) {
       error = got.status().ToString();
       break;
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      fill_requests_ = client->stats();
+    }
     if (!*got) continue;
     --running;
     const uint32_t s = static_cast<uint32_t>(done.tag);
@@ -542,6 +554,13 @@ void DiskCache::Fill(RemoteOptions options, uint32_t in_flight) {
   finish(error);
 }
 
+RequestStats DiskCache::TakeRequestStats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  RequestStats delta = fill_requests_.Since(taken_requests_);
+  taken_requests_ = fill_requests_;
+  return delta;
+}
+
 DiskCache::Stats DiskCache::stats() const {
   Stats s;
   s.reads = reads_.load(std::memory_order_relaxed);
@@ -556,6 +575,7 @@ DiskCache::Stats DiskCache::stats() const {
   s.fill_bytes = fill_bytes_;
   s.evicted_entries = evicted_entries_;
   s.fill_error = fill_error_;
+  s.fill_done = fill_done_ || fill_waits_;
   return s;
 }
 

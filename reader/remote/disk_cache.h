@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "formats/status.h"
+#include "reader/range_reader.h"
 
 namespace kiln::remote {
 
@@ -76,6 +77,7 @@ class DiskCache {
     uint64_t fill_pieces = 0;   // pieces this process downloaded and stored
     uint64_t fill_bytes = 0;
     uint64_t evicted_entries = 0;  // other datasets' entries removed to make room
+    bool fill_done = false;        // the fill thread has ended (or waits: another process fills)
     std::string fill_error;        // why the fill stopped early ("" if it did not)
   };
 
@@ -115,6 +117,9 @@ class DiskCache {
   bool TryLockFill();
 
   Stats stats() const;
+  // The fill thread's request counters since the last call (its GETs are network traffic of
+  // this process too: the Loader adds them to LoaderStats::requests).
+  RequestStats TakeRequestStats();
   uint64_t read_errors() const { return read_errors_.load(std::memory_order_relaxed); }
   // The entry's directory (DIR/kiln-remote-cache/ENTRY).
   const std::string& entry_dir() const { return entry_dir_; }
@@ -138,13 +143,15 @@ class DiskCache {
   std::unordered_map<std::string, uint32_t> by_url_;
   int use_fd_ = -1;   // use.lock, held shared while open
   int fill_fd_ = -1;  // fill.lock, held exclusive by the filling process
-  bool fill_locked_ = false;
+  std::atomic<bool> fill_locked_{false};
   std::atomic<uint64_t> reads_{0}, bytes_{0}, read_errors_{0};
   mutable std::mutex mu_;  // guards the fill counters and state below
   std::condition_variable cv_;
   uint64_t fill_pieces_ = 0, fill_bytes_ = 0, evicted_entries_ = 0;
   std::string fill_error_;
+  RequestStats fill_requests_, taken_requests_;
   bool fill_started_ = false, fill_done_ = false, stop_ = false;
+  bool fill_waits_ = false;  // another process holds fill.lock
   std::thread fill_thread_;
 };
 

@@ -126,8 +126,10 @@ class RemoteRangeReader final : public RangeReader {
   static constexpr uint64_t kMaxRangeBytes = 8 << 20;
 
   RemoteRangeReader(const RemoteStore& store, std::unique_ptr<RemoteClient> client, uint32_t depth,
-                    uint64_t buffer_bytes, std::shared_ptr<BlockCache> cache)
-      : store_(store),
+                    uint64_t buffer_bytes, std::shared_ptr<BlockCache> cache,
+                    std::shared_ptr<DiskCache> disk)
+      : disk_(std::move(disk)),
+        store_(store),
         client_(std::move(client)),
         depth_(depth),
         buffer_bytes_(buffer_bytes),
@@ -261,12 +263,14 @@ class RemoteRangeReader final : public RangeReader {
   void Abandon() override {
     (void)client_.release();
     if (cache_ != nullptr) (void)new std::shared_ptr<BlockCache>(std::move(cache_));
+    if (disk_ != nullptr) (void)new std::shared_ptr<DiskCache>(std::move(disk_));
   }
   RequestStats TakeRequestStats() override {
     const RequestStats now = client_->stats();
     RequestStats delta = now.Since(taken_);
     taken_ = now;
     if (cache_ != nullptr) delta.Add(cache_->TakeRequestStats());
+    if (disk_ != nullptr) delta.Add(disk_->TakeRequestStats());
     return delta;
   }
 
@@ -363,6 +367,7 @@ class RemoteRangeReader final : public RangeReader {
     }
   }
 
+  std::shared_ptr<DiskCache> disk_;  // the local cache (its fill's counters), or nullptr
   const RemoteStore& store_;
   std::unique_ptr<RemoteClient> client_;
   uint32_t depth_;
@@ -599,10 +604,10 @@ Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
                                                                  std::shared_ptr<DiskCache> disk) const {
   RemoteOptions options = options_;
   options.hedge = hedge;
-  options.cache = std::move(disk);
+  options.cache = disk;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
-  return std::unique_ptr<RangeReader>(
-      new RemoteRangeReader(*this, std::move(client), depth, buffer_bytes, std::move(blocks)));
+  return std::unique_ptr<RangeReader>(new RemoteRangeReader(
+      *this, std::move(client), depth, buffer_bytes, std::move(blocks), std::move(disk)));
 }
 
 Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint32_t capacity_blocks,
