@@ -1077,6 +1077,7 @@ LoaderStats Loader::stats() const {
     st.remote_cache_pieces_total = c.pieces_total;
     st.remote_cache_fill_done = c.fill_done;
     st.remote_cache_fill_error = c.fill_error;
+    st.requests.Add(disk_cache_->fill_requests());
   }
   if (device_ != nullptr) {
     st.uploads = device_->uploads();

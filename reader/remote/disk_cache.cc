@@ -492,6 +492,7 @@ void DiskCache::Fill(RemoteOptions options, uint32_t in_flight) {
   for (uint32_t s = 0; s < in_flight; ++s) idle.push_back(s);
   size_t next = 0;
   uint32_t running = 0;
+  uint64_t running_bytes = 0;  // of the pieces in flight: room they will take
   std::string error;
   bool full = false;
   while (error.empty()) {
@@ -503,7 +504,7 @@ void DiskCache::Fill(RemoteOptions options, uint32_t in_flight) {
         continue;
       }
       const uint64_t length = o.PieceLength(w.piece, piece_bytes_);
-      if (!MakeRoom(length + uint64_t{running} * piece_bytes_)) {
+      if (!MakeRoom(length + running_bytes)) {
         full = true;
         break;
       }
@@ -513,6 +514,7 @@ void DiskCache::Fill(RemoteOptions options, uint32_t in_flight) {
       slot[s] = w;
       client->QueueRange(s, o.info, w.piece * piece_bytes_, length, buffers[s].get());
       ++running;
+      running_bytes += length;
       ++next;
     }
     if (running == 0 || stopping(0)) break;
@@ -533,6 +535,7 @@ void DiskCache::Fill(RemoteOptions options, uint32_t in_flight) {
     const Want w = slot[s];
     Object& o = *objects_[w.object];
     const uint64_t length = o.PieceLength(w.piece, piece_bytes_);
+    running_bytes -= length;
     if (!done.status.ok()) {
       error = done.status.ToString();
       break;
@@ -551,14 +554,16 @@ void DiskCache::Fill(RemoteOptions options, uint32_t in_flight) {
     ++fill_pieces_;
     fill_bytes_ += length;
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fill_requests_ = client->stats();
+  }
   finish(error);
 }
 
-RequestStats DiskCache::TakeRequestStats() {
+RequestStats DiskCache::fill_requests() const {
   std::lock_guard<std::mutex> lock(mu_);
-  RequestStats delta = fill_requests_.Since(taken_requests_);
-  taken_requests_ = fill_requests_;
-  return delta;
+  return fill_requests_;
 }
 
 DiskCache::Stats DiskCache::stats() const {

@@ -117,9 +117,9 @@ class DiskCache {
   bool TryLockFill();
 
   Stats stats() const;
-  // The fill thread's request counters since the last call (its GETs are network traffic of
-  // this process too: the Loader adds them to LoaderStats::requests).
-  RequestStats TakeRequestStats();
+  // The fill thread's request counters since StartFill (its GETs are network traffic of this
+  // process too: the Loader adds them to LoaderStats::requests).
+  RequestStats fill_requests() const;
   uint64_t read_errors() const { return read_errors_.load(std::memory_order_relaxed); }
   // The entry's directory (DIR/kiln-remote-cache/ENTRY).
   const std::string& entry_dir() const { return entry_dir_; }
@@ -149,7 +149,7 @@ class DiskCache {
   std::condition_variable cv_;
   uint64_t fill_pieces_ = 0, fill_bytes_ = 0, evicted_entries_ = 0;
   std::string fill_error_;
-  RequestStats fill_requests_, taken_requests_;
+  RequestStats fill_requests_;
   bool fill_started_ = false, fill_done_ = false, stop_ = false;
   bool fill_waits_ = false;  // another process holds fill.lock
   std::thread fill_thread_;

@@ -270,7 +270,6 @@ class RemoteRangeReader final : public RangeReader {
     RequestStats delta = now.Since(taken_);
     taken_ = now;
     if (cache_ != nullptr) delta.Add(cache_->TakeRequestStats());
-    if (disk_ != nullptr) delta.Add(disk_->TakeRequestStats());
     return delta;
   }
 
@@ -367,7 +366,7 @@ class RemoteRangeReader final : public RangeReader {
     }
   }
 
-  std::shared_ptr<DiskCache> disk_;  // the local cache (its fill's counters), or nullptr
+  std::shared_ptr<DiskCache> disk_;  // the local cache its client reads, or nullptr
   const RemoteStore& store_;
   std::unique_ptr<RemoteClient> client_;
   uint32_t depth_;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +23,7 @@
 
 #include "formats/dataset.h"
 #include "reader/loader.h"
+#include "reader/remote/disk_cache.h"
 #include "reader/stats_export.h"
 #include "tests/reader/remote/remote_test_servers.h"
 
@@ -802,6 +804,164 @@ TEST_F(RemoteDatasetTest, ExactOrderFetchesAtMostTwiceTheBytesItNeeds) {
   EXPECT_GE(r.bytes, needed);
   EXPECT_LE(r.bytes, 2 * needed) << r.requests << " GETs";
   EXPECT_EQ(r.failures, 0u);
+}
+
+// The local cache (reader/remote/disk_cache.md), against nginx.
+
+// Waits (up to 60 s) until the loader's local cache has ended its fill; its stats then.
+LoaderStats WaitCacheFilled(Loader& loader) {
+  LoaderStats s = loader.stats();
+  for (int i = 0; i < 3000 && !s.remote_cache_fill_done; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    s = loader.stats();
+  }
+  return s;
+}
+
+// Reads every batch of the loader's epoch `epoch` into `*out`.
+void TakeEpoch(Loader& loader, uint64_t epoch, RemoteDatasetTest::Stream* out,
+               bool (*take)(Loader&, RemoteDatasetTest::Stream*)) {
+  loader.SetEpoch(epoch);
+  while (take(loader, out)) {
+  }
+}
+
+// Batches equal the local read in every order, while the cache fills (epoch 0) and once it is
+// full (epochs 1, 2: no request at all); a second job on the same directory sends none either.
+TEST_F(RemoteDatasetTest, LocalCacheServesLaterEpochsWithoutRequestsAndBatchesEqualLocal) {
+  for (ShuffleMode order : {ShuffleMode::kExact, ShuffleMode::kBlock, ShuffleMode::kNone}) {
+    const std::string what = "order " + std::to_string(static_cast<int>(order));
+    const LoaderOptions plain = Options(order, 0, 1, 5);
+    const Stream local = ReadAll(Local("raw"), plain, 3);
+    LoaderOptions o = plain;
+    o.remote_cache_dir = servers->dir() + "/cache-" + std::to_string(static_cast<int>(order));
+    const std::string url = servers->var("HTTP_URL") + "/raw";
+    Stream remote;
+    {
+      Result<std::unique_ptr<Loader>> loader = Loader::Open(url, o);
+      ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+      EXPECT_NE((*loader)->io_reason().find("local cache"), std::string::npos)
+          << (*loader)->io_reason();
+      TakeEpoch(**loader, 0, &remote, &Take);
+      const LoaderStats filled = WaitCacheFilled(**loader);
+      ASSERT_TRUE(filled.remote_cache_fill_done) << what;
+      EXPECT_EQ(filled.remote_cache_fill_error, "") << what;
+      EXPECT_EQ(filled.remote_cache_pieces_held, 14u) << what << ": one piece per 64 KiB shard";
+      EXPECT_EQ(filled.remote_cache_pieces_total, 14u) << what;
+      TakeEpoch(**loader, 1, &remote, &Take);
+      TakeEpoch(**loader, 2, &remote, &Take);
+      const RequestStats later = (*loader)->stats().requests.Since(filled.requests);
+      EXPECT_EQ(later.requests, 0u) << what << ": requests once the cache held everything";
+      EXPECT_GE(later.cache_bytes, 2u * 1000 * 28 * 28) << what;
+    }
+    ExpectSameStream(local, remote, what + ", first job");
+    // A new job (a restart) on the same directory: every read local from its first batch.
+    const Stream again = ReadAll(url, o, 3);
+    ExpectSameStream(local, again, what + ", second job");
+    Result<std::unique_ptr<Loader>> second = Loader::Open(url, o);
+    ASSERT_TRUE(second.ok());
+    Stream one;
+    TakeEpoch(**second, 0, &one, &Take);
+    EXPECT_EQ((*second)->stats().requests.requests, 0u) << what;
+  }
+}
+
+// A cache of about half the dataset: the fill stops at the limit and keeps what it has, in
+// dataset order; every later epoch reads the same pieces locally and the rest from the network
+// (an LRU cache would hit nothing in this cyclic scan), and the batches are the local read's.
+TEST_F(RemoteDatasetTest, LocalCacheOfHalfTheDatasetHitsTheSameHalfEveryEpoch) {
+  const LoaderOptions plain = Options(ShuffleMode::kExact, 0, 1, 9);
+  const Stream local = ReadAll(Local("raw"), plain, 4);
+  LoaderOptions o = plain;
+  o.remote_cache_dir = servers->dir() + "/cache-half";
+  uint64_t dataset_bytes = 0;
+  for (const auto& f : fs::directory_iterator(Local("raw"))) {
+    if (f.path().extension() == ".kiln") dataset_bytes += fs::file_size(f.path());
+  }
+  o.remote_cache_bytes = dataset_bytes / 2 + 14 * 8192;  // half the shards, and the file headers
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(servers->var("HTTP_URL") + "/raw", o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Stream remote;
+  TakeEpoch(**loader, 0, &remote, &Take);
+  const LoaderStats filled = WaitCacheFilled(**loader);
+  ASSERT_TRUE(filled.remote_cache_fill_done);
+  EXPECT_EQ(filled.remote_cache_fill_error, "") << "a full cache is not an error";
+  const uint64_t held = filled.remote_cache_pieces_held;
+  EXPECT_GT(held, 3u);
+  EXPECT_LT(held, 11u);
+  std::vector<RequestStats> epochs;
+  RequestStats mark = filled.requests;
+  for (uint64_t e = 1; e < 4; ++e) {
+    TakeEpoch(**loader, e, &remote, &Take);
+    const LoaderStats now = (*loader)->stats();
+    epochs.push_back(now.requests.Since(mark));
+    mark = now.requests;
+    EXPECT_EQ(now.remote_cache_pieces_held, held) << "epoch " << e << ": pieces were evicted";
+  }
+  ExpectSameStream(local, remote, "half cache");
+  const double share = static_cast<double>(held) / 14;
+  for (size_t i = 0; i < epochs.size(); ++i) {
+    const RequestStats& r = epochs[i];
+    EXPECT_GT(r.requests, 0u) << "epoch " << i + 1;
+    const double local_share =
+        static_cast<double>(r.cache_bytes) / static_cast<double>(r.cache_bytes + r.bytes);
+    EXPECT_NEAR(local_share, share, 0.15) << "epoch " << i + 1 << ": " << r.cache_bytes
+                                          << " bytes local, " << r.bytes << " fetched";
+  }
+  // Within the limit, counted over the whole directory.
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(servers->var("HTTP_URL") + "/raw");
+  ASSERT_TRUE(ds.ok());
+  const auto* store = dynamic_cast<const RemoteStore*>((*ds)->file_store());
+  ASSERT_NE(store, nullptr);
+  Result<std::shared_ptr<DiskCache>> view = store->OpenDiskCache(o.remote_cache_dir, 0);
+  ASSERT_TRUE(view.ok());
+  EXPECT_LE((*view)->DirectoryUsage(), *o.remote_cache_bytes);
+}
+
+// The dataset at the URL replaced between two jobs (other shards, sizes and ETags): the second
+// job reads the new bytes, never the cached old ones, and its fill replaces the old pieces.
+TEST_F(RemoteDatasetTest, LocalCacheOfADatasetReplacedOnTheServerReadsTheNewBytes) {
+  const std::string www = servers->var("WWW_DIR") + "/cache-swap";
+  const std::string url = servers->var("HTTP_URL") + "/cache-swap";
+  ASSERT_EQ(Shell("rm -rf " + Quote(www) + " && cp -r " + Quote(Local("raw")) + " " + Quote(www)),
+            0);
+  LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 3);
+  o.remote_cache_dir = servers->dir() + "/cache-swap";
+  {
+    Result<std::unique_ptr<Loader>> loader = Loader::Open(url, o);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    Stream first;
+    TakeEpoch(**loader, 0, &first, &Take);
+    EXPECT_EQ(WaitCacheFilled(**loader).remote_cache_pieces_held, 14u);
+  }
+  ASSERT_EQ(Shell("rm -rf " + Quote(www) + " && cp -r " + Quote(Local("zstd")) + " " + Quote(www)),
+            0);
+  const Stream want = ReadAll(Local("zstd"), Options(ShuffleMode::kExact, 0, 1, 3), 2);
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(url, o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Stream got;
+  TakeEpoch(**loader, 0, &got, &Take);
+  const LoaderStats filled = WaitCacheFilled(**loader);
+  EXPECT_GT(filled.requests.requests, 0u);
+  EXPECT_EQ(filled.remote_cache_fill_error, "");
+  EXPECT_EQ(filled.remote_cache_pieces_held, filled.remote_cache_pieces_total);
+  TakeEpoch(**loader, 1, &got, &Take);
+  ExpectSameStream(want, got, "replaced dataset");
+}
+
+TEST_F(RemoteDatasetTest, LocalCacheInADirectoryThatCannotBeMadeIsRefusedByName) {
+  LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 3);
+  o.remote_cache_dir = "/etc/passwd/kiln-cache";
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(servers->var("HTTP_URL") + "/raw", o);
+  ASSERT_FALSE(loader.ok());
+  EXPECT_NE(loader.status().message().find("/etc/passwd/kiln-cache"), std::string::npos)
+      << loader.status().ToString();
+  setenv("KILN_REMOTE_CACHE_BYTES", "12X", 1);
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(servers->var("HTTP_URL") + "/raw");
+  unsetenv("KILN_REMOTE_CACHE_BYTES");
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(ds.status().message().find("KILN_REMOTE_CACHE_BYTES=12X"), std::string::npos)
+      << ds.status().ToString();
 }
 
 }  // namespace
