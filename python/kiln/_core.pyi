@@ -32,6 +32,10 @@ class LoaderOptions:
     pin_device: int
     stats_dir: str
     stats_interval_s: float
+    remote_cache_dir: str
+    remote_cache_bytes: Optional[int]
+    remote_hedge_p95_multiple: Optional[float]
+    remote_hedge_min_ms: Optional[int]
     resume: Optional[bytes]
     def __init__(self) -> None: ...
     def validate(self) -> None: ...

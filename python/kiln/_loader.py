@@ -166,7 +166,10 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
                    tail: str = "short", block_bytes: int = 4 << 20, window: int = 16,
                    read_ahead_bytes: int = 16 << 20, io: str = "auto",
                    stats_dir: Optional[PathLike] = None,
-                   stats_interval: Optional[float] = None) -> "_core.LoaderOptions":
+                   stats_interval: Optional[float] = None,
+                   cache_dir: Optional[PathLike] = None, cache_bytes: Optional[int] = None,
+                   hedge_p95_multiple: Optional[float] = None,
+                   hedge_min_ms: Optional[int] = None) -> "_core.LoaderOptions":
     """Returns the ``kiln::LoaderOptions`` of ``kiln.Loader``'s keyword arguments (same names
     and defaults), checked field by field and then as a whole (``ValidateLoaderOptions``, the
     messages of ``kiln bench``). ``rank``/``world_size`` None: from the launcher's environment.
@@ -198,6 +201,13 @@ def loader_options(*, batch_size: int = 256, shuffle: Union[bool, str] = True, s
         o.stats_dir = _fspath(stats_dir, "stats_dir")
     if stats_interval is not None:
         o.stats_interval_s = stats_interval
+    # A dataset at a URL (kiln.Loader's cache_dir=, cache_bytes=, hedge_*=): None leaves the
+    # environment's KILN_REMOTE_* settings.
+    if cache_dir is not None:
+        o.remote_cache_dir = _fspath(cache_dir, "cache_dir")
+    o.remote_cache_bytes = cache_bytes
+    o.remote_hedge_p95_multiple = hedge_p95_multiple
+    o.remote_hedge_min_ms = hedge_min_ms
     o.validate()
     return o
 
@@ -211,7 +221,8 @@ class Loader:
     read_ahead_bytes=16 << 20, dtype=None, io="auto", random_resized_crop=None,
     scale=(0.08, 1.0), ratio=(3/4, 4/3), interpolation="bilinear", center_crop=None,
     center_crop_ratio=224/256, weights=None, repeats=None, samples_per_epoch=None,
-    stats_dir=None, stats_interval=None)``
+    stats_dir=None, stats_interval=None, cache_dir=None, cache_bytes=None,
+    hedge_p95_multiple=None, hedge_min_ms=None)``
 
     A drop-in for the usual ``DataLoader`` loop::
 
@@ -389,6 +400,19 @@ class Loader:
             (reader/stats_export.md). None: the environment variables ``KILN_STATS_DIR`` and
             ``KILN_STATS_INTERVAL`` when set (no code change needed), else no export. A
             directory that cannot be created or written raises ``kiln.KilnIOError`` naming it.
+        cache_dir, cache_bytes: a dataset at a URL (``s3://``, ``https://``): keep its shards'
+            bytes in the local directory ``cache_dir`` (shared by the processes that name it, at
+            most ``cache_bytes`` bytes of it used; None or 0: what the file system allows, always
+            leaving min(1 GiB, 5%) free). A thread downloads the shards in dataset order until
+            the cache is full, then keeps what it holds: later epochs and later jobs read those
+            pieces from local disk (``stats()["request_cache_bytes"]``), the rest from the
+            network (reader/remote/disk_cache.md). None: ``KILN_REMOTE_CACHE_DIR`` /
+            ``KILN_REMOTE_CACHE_BYTES`` when set, else no cache. Ignored for local datasets.
+        hedge_p95_multiple, hedge_min_ms: a dataset at a URL: a range GET still running after
+            max(hedge_min_ms, hedge_p95_multiple x the p95 latency) gets a second identical
+            request and the first to finish wins (at most one read in ten; 0 turns it off).
+            None: ``KILN_REMOTE_HEDGE_P95_MULTIPLE`` / ``KILN_REMOTE_HEDGE_MIN_MS``, else 3 and
+            100 ms (reader/remote/remote.md, "Hedged requests").
 
     Errors:
         kiln.NotFoundError: no such directory, or no ``kiln.json`` in it.
@@ -440,7 +464,10 @@ class Loader:
                  repeats: Optional[Sequence[float]] = None,
                  samples_per_epoch: Optional[int] = None,
                  stats_dir: Optional[PathLike] = None,
-                 stats_interval: Optional[float] = None) -> None:
+                 stats_interval: Optional[float] = None,
+                 cache_dir: Optional[PathLike] = None, cache_bytes: Optional[int] = None,
+                 hedge_p95_multiple: Optional[float] = None,
+                 hedge_min_ms: Optional[int] = None) -> None:
         paths, is_mixture = _paths(path)
         #: Every dataset's path (one for a loader over one dataset).
         self.paths: List[str] = paths
@@ -460,7 +487,9 @@ class Loader:
             scale=scale, ratio=ratio, interpolation=interpolation, center_crop=center_crop,
             center_crop_ratio=center_crop_ratio, tail=tail, block_bytes=block_bytes,
             window=window, read_ahead_bytes=read_ahead_bytes, io=io,
-            stats_dir=stats_dir, stats_interval=stats_interval)
+            stats_dir=stats_dir, stats_interval=stats_interval, cache_dir=cache_dir,
+            cache_bytes=cache_bytes, hedge_p95_multiple=hedge_p95_multiple,
+            hedge_min_ms=hedge_min_ms)
         if not isinstance(copy, bool):
             raise ArgumentTypeError(f"copy must be a bool, got {type(copy).__name__}")
         self._device = self._check_device(device)
@@ -706,8 +735,12 @@ class Loader:
         Derived stage times: ``storage_ns`` (``fetch_ns - fetch_cpu_ns``: off the CPU, reading
         storage) and ``copy_ns`` (``fetch_cpu_ns - decompress_ns - augment_ns``: checks, decode
         and copy). Also ``read_ahead_samples``, ``read_ahead_ns``,
-        ``read_ahead_max_lead_samples``, ``direct_max_in_flight``, and ``epoch`` (int) and
-        ``io_path`` (``"mmap"``, ``"direct"`` or ``"remote"``).
+        ``read_ahead_max_lead_samples``, ``direct_max_in_flight``; the local cache of a dataset
+        at a URL (``cache_dir=``): ``request_cache_reads`` and ``request_cache_bytes`` (reads
+        served from it, no request), ``remote_cache_pieces_held`` of
+        ``remote_cache_pieces_total``, ``remote_cache_fill_done`` (bool) and
+        ``remote_cache_fill_error`` (str, "" if none); and ``epoch`` (int) and ``io_path``
+        (``"mmap"``, ``"direct"`` or ``"remote"``).
 
         To export these every few seconds to files that ``kiln stats`` and Prometheus read, give
         ``stats_dir=`` (and ``stats_interval=`` seconds, default 10) or set ``KILN_STATS_DIR``

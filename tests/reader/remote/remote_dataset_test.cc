@@ -497,6 +497,58 @@ TEST_F(RemoteDatasetTest, PythonLoaderAndVerifyTakeTheUrl) {
   EXPECT_NE(text.find("python ok 16"), std::string::npos) << text;
 }
 
+// Python: kiln.Loader(url, cache_dir=, cache_bytes=, hedge_p95_multiple=, hedge_min_ms=): the
+// second epoch comes from the cache (stats), batches equal the local read; bad values refused.
+TEST_F(RemoteDatasetTest, PythonLoaderTakesTheCacheAndHedgingSettings) {
+  const std::string module_dir = std::string(KILN_BINARY_DIR) + "/python";
+  if (!fs::exists(module_dir + "/kiln/__init__.py")) GTEST_SKIP() << "Python module not built";
+  const std::string script = servers->dir() + "/cache.py";
+  std::ofstream(script)
+      << "import sys, time, numpy as np, kiln\n"
+         "local, url, cache = sys.argv[1:4]\n"
+         "def epochs(p, n, **kw):\n"
+         "    l = kiln.Loader(p, batch_size=64, seed=5, backend='numpy', num_threads=2, "
+         "copy=True, **kw)\n"
+         "    out, stats = [], []\n"
+         "    for e in range(n):\n"
+         "        l.set_epoch(e)\n"
+         "        out += [(np.asarray(x).copy(), np.asarray(y).copy()) for x, y in l]\n"
+         "        while e == 0 and not l.stats()['remote_cache_fill_done'] and kw:\n"
+         "            time.sleep(0.02)\n"
+         "        stats.append(l.stats())\n"
+         "    return out, stats\n"
+         "a, _ = epochs(local, 2)\n"
+         "b, st = epochs(url, 2, cache_dir=cache, cache_bytes=1 << 30, hedge_p95_multiple=0, "
+         "hedge_min_ms=50)\n"
+         "assert len(a) == len(b) and len(a) > 0, (len(a), len(b))\n"
+         "assert all((x == u).all() and (y == v).all() for (x, y), (u, v) in zip(a, b)), "
+         "'batches differ'\n"
+         "assert st[0]['remote_cache_pieces_held'] == st[0]['remote_cache_pieces_total'] > 0, "
+         "st[0]\n"
+         "assert st[0]['remote_cache_fill_error'] == '', st[0]\n"
+         "assert st[1]['requests'] == st[0]['requests'], 'requests in epoch 2'\n"
+         "assert st[1]['request_cache_bytes'] - st[0]['request_cache_bytes'] >= 1000 * 784, st\n"
+         "assert st[1]['request_hedges'] == 0\n"
+         "for bad in (dict(cache_bytes=-1), dict(hedge_p95_multiple=-1.0), "
+         "dict(hedge_min_ms='x')):\n"
+         "    try:\n"
+         "        kiln.Loader(url, **bad)\n"
+         "    except (kiln.InvalidArgumentError, kiln.ArgumentTypeError) as e:\n"
+         "        name = list(bad)[0]\n"
+         "        assert name.replace('_', '') in str(e).replace('_', ''), (bad, str(e))\n"
+         "    else:\n"
+         "        raise AssertionError(f'{bad} accepted')\n"
+         "print('python cache ok', len(b))\n";
+  const std::string out = servers->dir() + "/python-cache.txt";
+  const int rc = Shell("PYTHONPATH=" + Quote(module_dir) + " /usr/bin/python3 " + Quote(script) +
+                       " " + Quote(Local("raw")) + " " + servers->var("HTTP_URL") + "/raw " +
+                       Quote(servers->dir() + "/cache-python") + " > " + Quote(out) + " 2>&1");
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("python cache ok 32"), std::string::npos) << text;
+}
+
 // A server that goes away mid-epoch and comes back a second later: the reads refused meanwhile
 // are retried, and the batches are still the local directory's, none lost or repeated.
 TEST_F(RemoteDatasetTest, HttpServerGoneAndBackMidEpochLosesNothing) {
