@@ -16,7 +16,7 @@
 # Orders: none (dataset order: extents of block_bytes, 4 MiB, one GET each, several read ahead;
 # bound: curl reading the file in 8 MiB ranges), block (one GET per block; bound: curl reading block-sized
 # ranges) and exact (records one GET each, merged where a chunk's records neighbour; bound: curl
-# fetching record-sized ranges at random offsets). S3 reads a smaller dataset (S3_SAMPLES):
+# fetching record-sized ranges at random offsets, and wrk doing the same with 128 connections). S3 reads a smaller dataset (S3_SAMPLES):
 # Swift's Python proxy serves about a thousand GETs a second on a small machine.
 source "$(dirname "$0")/bench_lib.sh"
 
@@ -80,6 +80,16 @@ curl_line() {  # label url ranges_file repeat
     'BEGIN { t = e - s; printf "curl  %s: %d range GETs in %.2f s = %.0f GET/s, %.1f MB/s\n", label, n, t, n / t, b / t / 1e6 }'
 }
 
+# wrk's bound for exact order: random record-sized ranges (bench/wrk_random_ranges.lua), as many
+# connections as kiln's fetch threads use (64 each), for WRK_SECONDS; curl --parallel is no bound
+# there (its own CPU, see below).
+wrk_line() {  # label url
+  local out
+  out=$(OBJECT_BYTES=$bytes RANGE_BYTES=$record wrk -t 2 -c "${WRK_CONNECTIONS:-128}" \
+    -d "${WRK_SECONDS:-10}s" -s "$repo/bench/wrk_random_ranges.lua" "$2" 2>&1 | grep '^wrk:')
+  echo "wrk   $1: ${out#wrk: }"
+}
+
 seq_ranges=$work/seq.txt
 awk -v b="$bytes" 'BEGIN { for (o = 0; o < b; o += 8388608) { e = o + 8388607; if (e >= b) e = b - 1; print o "-" e } }' > "$seq_ranges"
 # kiln's block: 4 MiB of samples, clamped to N / 16 samples (reader/sampler.h)
@@ -107,6 +117,7 @@ for rtt in $rtts; do
   curl_line "http 8 MiB ranges in order" "$http/ds/shard-00000.kiln" "$seq_ranges" "$epochs"
   curl_line "http $block-byte ranges (kiln's block)" "$http/ds/shard-00000.kiln" "$block_ranges" "$epochs"
   curl_line "http $record-byte ranges at random" "$http/ds/shard-00000.kiln" "$rand_ranges" 1
+  command -v wrk > /dev/null && wrk_line "http $record-byte ranges at random" "$http/ds/shard-00000.kiln"
   export AWS_ENDPOINT_URL=$s3
   for order in none block exact; do kiln_line "$order" "s3://kiln-bench/ds" "s3 ($s3_samples samples) $order"; done
   /usr/bin/python3 "$repo/bench/remote_boto3.py" kiln-bench ds --workers 2 | sed 's/^/boto3 s3 exact: /'

@@ -596,8 +596,6 @@ class PyLoader {
     d["read_ahead_ns"] = s.read_ahead_ns;
     d["read_ahead_max_lead_samples"] = s.read_ahead_max_lead_samples;
     d["direct_max_in_flight"] = s.direct_max_in_flight;
-    d["request_cache_reads"] = s.requests.cache_reads;
-    d["request_cache_bytes"] = s.requests.cache_bytes;
     d["remote_cache_pieces_held"] = s.remote_cache_pieces_held;
     d["remote_cache_pieces_total"] = s.remote_cache_pieces_total;
     d["remote_cache_fill_done"] = s.remote_cache_fill_done;

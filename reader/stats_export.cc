@@ -188,6 +188,8 @@ std::vector<StatsCounter> StatsCounters(const LoaderStats& s) {
       {"request_hedge_wins", s.requests.hedge_wins},
       {"request_latency_p50_ns", LatencyNs(s.requests, 0.5)},
       {"request_latency_p99_ns", LatencyNs(s.requests, 0.99)},
+      {"request_cache_reads", s.requests.cache_reads},
+      {"request_cache_bytes", s.requests.cache_bytes},
   };
 }
 
@@ -260,6 +262,10 @@ std::string StatsPrometheusText(const StatsRecord& r) {
         s.requests.hedges);
   count("kiln_remote_request_hedge_wins_total", "Hedged reads whose second request finished first.",
         s.requests.hedge_wins);
+  count("kiln_remote_cache_reads_total",
+        "Remote reads served from the local cache instead of a request.", s.requests.cache_reads);
+  count("kiln_remote_cache_bytes_total", "Bytes of the reads served from the local cache.",
+        s.requests.cache_bytes);
   const char* latency = "kiln_remote_request_latency_seconds";
   out += std::string("# HELP ") + latency +
          " Latency quantile of all remote request attempts so far (histogram bucket bound).\n";

@@ -56,8 +56,9 @@ KILN_DEBIAN_PACKAGES=(
   # OpenStack Swift with s3api (+ memcached) and nginx on 127.0.0.1; rclone uploads a dataset
   libcurl4-openssl-dev swift-proxy swift-object swift-container swift-account memcached nginx
   rclone
-  # bench/remote_boto3.py: what a PyTorch user writes instead (DataLoader workers, boto3 GETs)
-  python3-boto3
+  # bench/remote_boto3.py: what a PyTorch user writes instead (DataLoader workers, boto3 GETs);
+  # wrk: bench/remote.sh's bound for random small range GETs (bench/wrk_random_ranges.lua)
+  python3-boto3 wrk
 )
 
 # KILN_SETUP_EXTRA_PACKAGES: more packages for one caller (bench/run.sh adds the peers' own).

@@ -19,7 +19,7 @@ COUNTERS = [
     "residency_probes", "residency_misses", "direct_reads", "direct_read_bytes", "uploads",
     "upload_bytes", "upload_wait_ns", "requests", "request_retries", "request_failures",
     "request_bytes", "request_hedges", "request_hedge_wins", "request_latency_p50_ns",
-    "request_latency_p99_ns"]
+    "request_latency_p99_ns", "request_cache_reads", "request_cache_bytes"]
 
 
 def read_epoch(loader):

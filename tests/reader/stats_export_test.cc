@@ -163,6 +163,8 @@ StatsRecord GoldenRecord() {
   s.requests.bytes = 33554432;
   s.requests.hedges = 3;
   s.requests.hedge_wins = 1;
+  s.requests.cache_reads = 7;
+  s.requests.cache_bytes = 5488;
   s.requests.AddLatencyUs(1000);  // 98 attempts near 1 ms, 2 near 100 ms
   for (int k = 0; k < 97; ++k) s.requests.AddLatencyUs(1000);
   s.requests.AddLatencyUs(100000);
@@ -220,7 +222,9 @@ void CheckLine(const json& j) {
                                           "request_hedges",
                                           "request_hedge_wins",
                                           "request_latency_p50_ns",
-                                          "request_latency_p99_ns"};
+                                          "request_latency_p99_ns",
+                                          "request_cache_reads",
+                                          "request_cache_bytes"};
   const json& c = j.at("counters");
   ASSERT_EQ(c.size(), names.size());
   size_t k = 0;
@@ -367,6 +371,8 @@ TEST(StatsExportFormat, PromTextParsesWithTheContractNames) {
                                       "kiln_remote_bytes_total",
                                       "kiln_remote_request_hedges_total",
                                       "kiln_remote_request_hedge_wins_total",
+                                      "kiln_remote_cache_reads_total",
+                                      "kiln_remote_cache_bytes_total",
                                       "kiln_remote_request_latency_seconds",
                                       "kiln_info"};
   std::set<std::string> got;
