@@ -549,6 +549,74 @@ TEST_F(RemoteDatasetTest, PythonLoaderTakesTheCacheAndHedgingSettings) {
   EXPECT_NE(text.find("python cache ok 32"), std::string::npos) << text;
 }
 
+// Two processes (the ranks of one node) sharing one cache directory: one of them fills, and
+// both read every piece the filler stored (shared mappings): once the directory holds the
+// dataset, neither sends a request, and each rank's batches are the local read's.
+TEST_F(RemoteDatasetTest, LocalCacheSharedByTwoProcessesFillsOnceAndBothReadIt) {
+  const std::string module_dir = std::string(KILN_BINARY_DIR) + "/python";
+  if (!fs::exists(module_dir + "/kiln/__init__.py")) GTEST_SKIP() << "Python module not built";
+  const std::string script = servers->dir() + "/cache-two.py";
+  std::ofstream(script)
+      << "import sys, time, numpy as np, kiln\n"
+         "local, url, cache, rank = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])\n"
+         "kw = dict(batch_size=32, seed=11, backend='numpy', num_threads=2, copy=True, "
+         "rank=rank, world_size=2)\n"
+         "l = kiln.Loader(url, cache_dir=cache, **kw)\n"
+         "deadline = time.time() + 60\n"
+         "while time.time() < deadline:\n"
+         "    s = l.stats()\n"
+         "    if s['remote_cache_pieces_held'] == s['remote_cache_pieces_total'] > 0:\n"
+         "        break\n"
+         "    time.sleep(0.02)\n"
+         "else:\n"
+         "    raise SystemExit(f'rank {rank}: the cache never filled: {l.stats()}')\n"
+         "before = l.stats()\n"
+         "ref = kiln.Loader(local, **kw)\n"
+         "for e in range(2):\n"
+         "    l.set_epoch(e)\n"
+         "    ref.set_epoch(e)\n"
+         "    got = [(np.asarray(x).copy(), np.asarray(y).copy()) for x, y in l]\n"
+         "    want = [(np.asarray(x).copy(), np.asarray(y).copy()) for x, y in ref]\n"
+         "    assert len(got) == len(want) > 0, (len(got), len(want))\n"
+         "    assert all((a == c).all() and (b == d).all() for (a, b), (c, d) in zip(got, want))\n"
+         "after = l.stats()\n"
+         "sent = after['requests'] - before['requests']\n"
+         "local_bytes = after['request_cache_bytes'] - before['request_cache_bytes']\n"
+         "assert sent == 0, f'rank {rank}: {sent} requests once the cache held the dataset'\n"
+         "assert local_bytes >= 500 * 784, local_bytes\n"
+         "print(f'rank {rank} ok', local_bytes)\n";
+  const std::string cache = servers->dir() + "/cache-two";
+  // Both ranks at once, from a script of their own (each one's exit status kept).
+  const std::string runner = servers->dir() + "/cache-two.sh";
+  {
+    std::ofstream sh(runner);
+    for (int rank = 0; rank < 2; ++rank) {
+      sh << "PYTHONPATH=" << Quote(module_dir) << " /usr/bin/python3 " << Quote(script) << " "
+         << Quote(Local("raw")) << " " << servers->var("HTTP_URL") << "/raw " << Quote(cache) << " "
+         << rank << " > " << Quote(servers->dir() + "/cache-two-" + std::to_string(rank) + ".txt")
+         << " 2>&1 &\n"
+         << "p" << rank << "=$!\n";
+    }
+    sh << "a=0\nwait $p0 || a=1\nwait $p1 || a=1\nexit $a\n";
+  }
+  const int rc = Shell("sh " + Quote(runner));
+  std::string text;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::ifstream in(servers->dir() + "/cache-two-" + std::to_string(rank) + ".txt");
+    const std::string t((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(t.find("rank " + std::to_string(rank) + " ok"), std::string::npos) << t;
+    text += t;
+  }
+  EXPECT_EQ(rc, 0) << text;
+  // One entry, with every shard's piece, written by one filler.
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(cache + "/kiln-remote-cache")) {
+    ++entries;
+    EXPECT_TRUE(fs::exists(e.path() / "00013.cache")) << e.path();
+  }
+  EXPECT_EQ(entries, 1u);
+}
+
 // A server that goes away mid-epoch and comes back a second later: the reads refused meanwhile
 // are retried, and the batches are still the local directory's, none lost or repeated.
 TEST_F(RemoteDatasetTest, HttpServerGoneAndBackMidEpochLosesNothing) {
