@@ -5,7 +5,7 @@
 # threads keep), with 0 and with 20 ms of added round trip (tests/reader/remote/fault_proxy.py,
 # 10 ms each way: this kernel has no netem; kiln and curl both go through it), and beside what
 # a PyTorch user writes instead (bench/remote_boto3.py: a DataLoader whose workers fetch each
-# record with a boto3 range GET). Servers: tests/reader/remote/remote_servers.sh on 127.0.0.1,
+# record with a boto3 range GET from S3, or with urllib3 from the HTTP server). Servers: tests/reader/remote/remote_servers.sh on 127.0.0.1,
 # stopped by pid when the script exits. Each kiln line has the client's CPU seconds (user +
 # system, /usr/bin/time) per GB read, to compare with the local direct path's.
 #
@@ -118,6 +118,10 @@ for rtt in $rtts; do
   curl_line "http $block-byte ranges (kiln's block)" "$http/ds/shard-00000.kiln" "$block_ranges" "$epochs"
   curl_line "http $record-byte ranges at random" "$http/ds/shard-00000.kiln" "$rand_ranges" 1
   command -v wrk > /dev/null && wrk_line "http $record-byte ranges at random" "$http/ds/shard-00000.kiln"
+  for w in 2 8 32; do
+    /usr/bin/python3 "$repo/bench/remote_boto3.py" --http "$http/ds" --samples "${HTTP_PY_SAMPLES:-4000}" \
+      --workers "$w" | sed 's/^/urllib3 http exact: /'
+  done
   export AWS_ENDPOINT_URL=$s3
   for order in none block exact; do kiln_line "$order" "s3://kiln-bench/ds" "s3 ($s3_samples samples) $order"; done
   /usr/bin/python3 "$repo/bench/remote_boto3.py" kiln-bench ds --workers 2 | sed 's/^/boto3 s3 exact: /'
