@@ -3,7 +3,9 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -46,7 +48,7 @@ std::string XmlField(const std::string& body, const std::string& tag) {
 }  // namespace
 
 struct RemoteClient::Request {
-  enum class Kind { kHead, kProbe, kRange, kSuffix };
+  enum class Kind { kHead, kProbe, kRange, kSuffix, kPut };
   Kind kind = Kind::kRange;
   uint64_t tag = 0;
   std::string name;      // the URL as given
@@ -63,7 +65,9 @@ struct RemoteClient::Request {
   Request* twin = nullptr;
   std::unique_ptr<uint8_t[]> own;
   uint8_t* final_dest = nullptr;
+  std::string upload_path;  // kPut: the local file sent (length bytes), reopened per attempt
   // One attempt's state.
+  FILE* upload = nullptr;
   CURL* easy = nullptr;
   curl_slist* headers = nullptr;
   uint64_t received = 0;
@@ -77,6 +81,8 @@ struct RemoteClient::Request {
   static constexpr size_t kMaxBody = 64 * 1024;
 
   void Reset() {
+    if (upload != nullptr) std::fclose(upload);
+    upload = nullptr;
     if (headers != nullptr) curl_slist_free_all(headers);
     if (easy != nullptr) curl_easy_cleanup(easy);
     easy = nullptr;
@@ -94,6 +100,7 @@ struct RemoteClient::Request {
     return "bytes=" + std::to_string(offset) + "-" + std::to_string(offset + length - 1);
   }
   std::string What() const {
+    if (kind == Kind::kPut) return "PUT " + http_url + " from " + upload_path;
     return kind == Kind::kHead ? "HEAD " + http_url : "GET " + RangeText() + " " + http_url;
   }
 };
@@ -228,7 +235,15 @@ Status RemoteClient::Start(Request* r) {
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
   if (!options_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_file.c_str());
   if (r->kind == Request::Kind::kHead) curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-  if (r->kind != Request::Kind::kHead) {
+  if (r->kind == Request::Kind::kPut) {
+    r->upload = std::fopen(r->upload_path.c_str(), "rb");
+    if (r->upload == nullptr) {
+      return Status::FromErrno("cannot read", r->upload_path, errno);
+    }
+    curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(e, CURLOPT_READDATA, r->upload);
+    curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(r->length));
+  } else if (r->kind != Request::Kind::kHead) {
     r->headers = curl_slist_append(r->headers, ("Range: " + r->RangeText()).c_str());
   }
   if (!r->if_match.empty()) {
@@ -535,6 +550,24 @@ void RemoteClient::QueueRange(uint64_t tag, const ObjectInfo& object, uint64_t o
 void RemoteClient::QueueSuffix(uint64_t tag, const ObjectInfo& object, uint64_t length,
                                uint8_t* dest) {
   Enqueue(ReadRequest(Request::Kind::kSuffix, tag, object, 0, length, dest));
+}
+
+void RemoteClient::QueuePut(uint64_t tag, const std::string& url, const std::string& path,
+                            uint64_t size) {
+  auto r = std::make_unique<Request>();
+  r->kind = Request::Kind::kPut;
+  r->tag = tag;
+  r->name = url;
+  r->upload_path = path;
+  r->length = size;
+  if (size > kMaxPutBytes) {
+    Complete(r.get(), Status::InvalidArgument(
+                          url + ": " + path + " is " + std::to_string(size) +
+                          " bytes, more than the 5 GiB one PUT may carry (S3's limit): pack "
+                          "with a smaller --shard-size"));
+    return;
+  }
+  Enqueue(std::move(r));
 }
 
 Result<ObjectInfo> RemoteClient::Stat(const std::string& url) {

@@ -133,6 +133,14 @@ class RemoteClient {
   // needing the size (a footer); the completion's object_size gives where they start.
   void QueueSuffix(uint64_t tag, const ObjectInfo& object, uint64_t length, uint8_t* dest);
 
+  // Queues an upload of the local file `path` (`size` bytes) to `url` with one PUT (s3://:
+  // signed; unsigned for http(s)), retried as reads are; its completion's etag is the object's
+  // as the server answered. kMaxPutBytes at most (S3's limit for one PUT). Errors (the
+  // completion's): InvalidArgument for a file over the limit; IOError naming `path` when it
+  // cannot be read; the server's answer as for reads (403, 404 NoSuchBucket, 5xx after retries).
+  static constexpr uint64_t kMaxPutBytes = uint64_t{5} << 30;
+  void QueuePut(uint64_t tag, const std::string& url, const std::string& path, uint64_t size);
+
   // Blocks until one queued read finishes (retries done) and returns it in `*done`.
   // Errors: InvalidArgument when nothing is in flight; Internal when curl_multi fails.
   Status Wait(RemoteCompletion* done);

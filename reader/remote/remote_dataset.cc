@@ -1,7 +1,10 @@
 #include "reader/remote/remote_dataset.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -631,6 +634,108 @@ Result<std::shared_ptr<DiskCache>> RemoteStore::OpenDiskCache(const std::string&
   o.dir = dir;
   o.capacity_bytes = capacity_bytes;
   return DiskCache::Open(o, url_, objects_);
+}
+
+Status CheckUploadTarget(const std::string& url, bool overwrite) {
+  const std::string base = DatasetBase(url);
+  KILN_ASSIGN_OR_RETURN(RemoteUrl parsed, ParseRemoteUrl(base));
+  (void)parsed;
+  KILN_ASSIGN_OR_RETURN(RemoteOptions options, OptionsFromEnvironment());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
+  const std::string manifest_url = base + "/" + kManifestFileName;
+  Result<ObjectInfo> existing = client->Stat(manifest_url);
+  if (existing.ok() && !overwrite) {
+    return Status::InvalidArgument(manifest_url +
+                                   " exists: a dataset is already there (--overwrite replaces "
+                                   "it, kiln.json last)");
+  }
+  if (!existing.ok() && existing.status().code() != StatusCode::kNotFound) {
+    return existing.status();
+  }
+  if (!existing.ok() && existing.status().message().find("NoSuchBucket") != std::string::npos) {
+    return existing.status();
+  }
+  return Status::Ok();
+}
+
+Result<UploadReport> UploadDataset(const std::string& dir, const std::string& url, bool overwrite,
+                                   const std::function<void(uint64_t, uint64_t)>& progress) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::string base = DatasetBase(url);
+  KILN_ASSIGN_OR_RETURN(RemoteUrl parsed, ParseRemoteUrl(base));
+  (void)parsed;
+  KILN_RETURN_IF_ERROR(CheckUploadTarget(url, overwrite));
+  KILN_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Read(dir));
+  if (manifest.format != "shards") {
+    return Status::NotSupported(dir + ": a " + manifest.format +
+                                " dataset cannot be read from a URL, so it is not uploaded: pack "
+                                "it with --format shards");
+  }
+  KILN_ASSIGN_OR_RETURN(RemoteOptions options, OptionsFromEnvironment());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
+  struct File {
+    std::string name;
+    uint64_t bytes;
+  };
+  std::vector<File> files;
+  uint64_t total = 0;
+  for (const DataFileInfo& f : manifest.files) {
+    files.push_back({f.file, f.bytes});
+    total += f.bytes;
+  }
+  const std::string manifest_path = dir + "/" + kManifestFileName;
+  struct stat st;
+  if (::stat(manifest_path.c_str(), &st) != 0) {
+    return Status::FromErrno("cannot stat", manifest_path, errno);
+  }
+  const uint64_t manifest_bytes = static_cast<uint64_t>(st.st_size);
+  total += manifest_bytes;
+  UploadReport report;
+  uint64_t done_bytes = 0;
+  // Puts `list` (up to kInFlight at once), then checks each with a HEAD.
+  constexpr size_t kInFlight = 4;
+  auto put_all = [&](const std::vector<File>& list) -> Status {
+    size_t next = 0, running = 0;
+    while (next < list.size() || running > 0) {
+      while (next < list.size() && running < kInFlight) {
+        const File& f = list[next];
+        const std::string path = dir + "/" + f.name;
+        if (::stat(path.c_str(), &st) != 0) return Status::FromErrno("cannot stat", path, errno);
+        if (static_cast<uint64_t>(st.st_size) != f.bytes) {
+          return Status::Corruption("the file is " + std::to_string(st.st_size) +
+                                    " bytes, kiln.json says " + std::to_string(f.bytes))
+              .WithFile(path);
+        }
+        client->QueuePut(next, base + "/" + f.name, path, f.bytes);
+        ++next;
+        ++running;
+      }
+      RemoteCompletion c;
+      KILN_RETURN_IF_ERROR(client->Wait(&c));
+      --running;
+      if (!c.status.ok()) return c.status;
+      const File& f = list[c.tag];
+      KILN_ASSIGN_OR_RETURN(ObjectInfo up, client->Stat(base + "/" + f.name));
+      if (up.size != f.bytes) {
+        return Status::IOError(up.url + ": " + std::to_string(up.size) +
+                               " bytes after the upload, " + std::to_string(f.bytes) + " sent")
+            .WithFile(up.url);
+      }
+      ++report.files;
+      report.bytes += f.bytes;
+      done_bytes += f.bytes;
+      if (progress) progress(done_bytes, total);
+    }
+    return Status::Ok();
+  };
+  KILN_RETURN_IF_ERROR(put_all(files));
+  // The manifest last: until it is there, the dataset does not exist for a reader.
+  KILN_RETURN_IF_ERROR(put_all({{kManifestFileName, manifest_bytes}}));
+  report.requests = client->stats().requests;
+  report.retries = client->stats().retries;
+  report.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return report;
 }
 
 std::string RequestRateWarning(const std::string& url, double gets_per_s) {

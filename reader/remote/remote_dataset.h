@@ -28,6 +28,7 @@
 #define KILN_READER_REMOTE_REMOTE_DATASET_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -114,6 +115,34 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url);
 // A missing or resized object, a server error or an LMDB/HDF5 dataset is a problem in the
 // report naming the URL. Never fails as a call. Memory: one shard at a time.
 VerifyReport VerifyRemoteDataset(const std::string& url, const VerifyOptions& options);
+
+// What UploadDataset did.
+struct UploadReport {
+  uint64_t files = 0;  // data files and kiln.json
+  uint64_t bytes = 0;
+  uint64_t requests = 0, retries = 0;
+  double seconds = 0;
+};
+
+// Uploads the local shards dataset in `dir` to `url` (s3://BUCKET/PREFIX, or an http(s) server
+// that takes PUT): every data file with one PUT (up to 4 at once; each at most 5 GiB), each
+// checked afterwards with a HEAD (its size must be the manifest's), and kiln.json last, only
+// once every data file is there: a reader never sees a partial dataset (it opens kiln.json
+// first). An existing dataset at `url` (its kiln.json answers a HEAD) is refused unless
+// `overwrite`; then its files are replaced in the same order, kiln.json last: a job reading the
+// old dataset meanwhile fails by name on a replaced shard (If-Match, HTTP 412), and one opening
+// it before the new kiln.json is up fails on the sizes or checksums, never mixes the two.
+// Objects of the old dataset that the new one does not name are left. `progress(done, total)`
+// is called after each file (bytes). Errors: InvalidArgument for a URL that is not s3:// or
+// http(s)://, or an existing dataset; NotSupported for LMDB and HDF5 datasets; the manifest's
+// errors (Manifest::Read); IOError naming the file or the URL and the server's answer.
+// The check UploadDataset makes before it sends anything: `url` is s3:// or http(s)://, and
+// holds no dataset (no kiln.json) unless `overwrite`; a HEAD the server refuses (403: wrong
+// keys; 404 NoSuchBucket) fails here. Errors: as UploadDataset's.
+Status CheckUploadTarget(const std::string& url, bool overwrite);
+
+Result<UploadReport> UploadDataset(const std::string& dir, const std::string& url, bool overwrite,
+                                   const std::function<void(uint64_t, uint64_t)>& progress = {});
 
 // The request rate past which one S3 prefix answers 503 SlowDown: "at least 3,500
 // PUT/COPY/POST/DELETE or 5,500 GET/HEAD requests per second per partitioned prefix" (AWS, Amazon

@@ -3,11 +3,14 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "formats/dataset.h"
 #include "tools/cli/cli_commands.h"
 #include "tools/cli/cli_pack_flags.h"
 #include "tools/cli/cli_parsing.h"
@@ -16,6 +19,9 @@
 #include "tools/pack/pack_plan.h"
 #include "tools/pack/packer.h"
 #include "tools/pack/partition.h"
+#if KILN_HAVE_REMOTE
+#include "reader/remote/remote_dataset.h"
+#endif
 
 namespace kiln {
 namespace {
@@ -29,7 +35,13 @@ void DeclarePackFlags(CLI::App* pack, PackFlags* f) {
                    "shards or TFRecord files (a file, a directory, or a pattern such as "
                    "'shards/{000000..000099}.tar' or 'data/train-{00000..01023}-of-01024'); "
                    "none with --plan");
-  pack->add_option("output,-o,--output", f->output, "Dataset directory to create (OUTPUT or -o)");
+  pack->add_option("output,-o,--output", f->output,
+                   "Dataset directory to create (OUTPUT or -o), or a URL (s3://BUCKET/PREFIX, "
+                   "shards format): packed in --staging, then uploaded, kiln.json last");
+  pack->add_option("--staging", f->staging,
+                   "OUTPUT at a URL: the local directory the dataset is packed in before the "
+                   "upload, kept (for --resume) (default: a temporary directory, removed after "
+                   "the upload)");
   DeclareRecordFlags(pack, f);
   pack->add_option("--threads", f->threads, "Worker threads (default: all cores)")
       ->check(CLI::Range(0u, kMaxPackThreads));
@@ -183,7 +195,12 @@ void PrintPackReport(const ImagingPlugin& plugin, const PackReport& report, bool
           : 0.0);
 }
 
+// OUTPUT at a URL: packs into a local staging directory, then uploads (remote_dataset.h,
+// UploadDataset: the data files, then kiln.json). Returns the exit code.
+int RunPackToUrl(const CLI::App& command, PackFlags flags);
+
 int RunPack(const CLI::App& command, const PackFlags& flags) {
+  if (Dataset::IsUrl(flags.output)) return RunPackToUrl(command, flags);
   Result<PackOptions> options = PackCommandOptions(command, flags);
   if (!options.ok()) return FailCommand(options.status(), flags.json);
   // The decoders live in the image plugin (tools/imaging/imaging_plugin.h), loaded only now.
@@ -220,6 +237,85 @@ int RunPack(const CLI::App& command, const PackFlags& flags) {
   }
   PrintPackReport(**plugin, *report, flags.json);
   return kExitOk;
+}
+
+int RunPackToUrl(const CLI::App& command, PackFlags flags) {
+#if KILN_HAVE_REMOTE
+  const std::string url = flags.output;
+  if (flags.format != "shards") {
+    return FailCommand(Status::InvalidArgument("kiln pack to " + url + ": --format " +
+                                               flags.format +
+                                               " cannot be read from a URL; use --format shards "
+                                               "(or pack to a local directory)"),
+                       flags.json);
+  }
+  if (!flags.part.empty() || flags.of > 1) {
+    return FailCommand(Status::InvalidArgument(
+                           "kiln pack to " + url +
+                           ": --part/--of pack to local parts; merge them (kiln merge), then "
+                           "upload the merged directory (rclone copy, as README says)"),
+                       flags.json);
+  }
+  remote::InstallRemoteDatasets();
+  // Refused before packing: an existing dataset there (unless --overwrite), a bad URL, keys the
+  // server refuses.
+  Status target = remote::CheckUploadTarget(url, flags.overwrite);
+  if (!target.ok()) return FailCommand(target, flags.json);
+  bool temporary = false;
+  std::string staging = flags.staging;
+  if (staging.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                          "/kiln-pack-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return FailCommand(Status::FromErrno("cannot create a staging directory", pattern, errno),
+                         flags.json);
+    }
+    staging = pattern;
+    temporary = true;
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(staging, ec);
+    if (ec) {
+      return FailCommand(Status::IOError("--staging " + staging + ": " + ec.message()),
+                         flags.json);
+    }
+  }
+  flags.output = staging + "/dataset";
+  const int packed = RunPack(command, flags);
+  if (packed != kExitOk) {
+    if (temporary) std::filesystem::remove_all(staging);
+    return packed;
+  }
+  Result<remote::UploadReport> up = [&] {
+    ProgressPrinter printer("kiln pack: upload", "MB");
+    return remote::UploadDataset(flags.output, url, flags.overwrite,
+                                 [&](uint64_t done, uint64_t total) {
+                                   printer.Update(done >> 20, total >> 20);
+                                 });
+  }();
+  if (!up.ok()) {
+    std::fprintf(stderr,
+                 "kiln pack: the upload to %s failed; the packed dataset stays in %s (upload it "
+                 "again with: kiln pack ... %s --staging %s --resume)\n",
+                 url.c_str(), flags.output.c_str(), url.c_str(), staging.c_str());
+    return FailCommand(up.status(), flags.json);
+  }
+  std::fprintf(stderr,
+               "kiln pack: uploaded %llu files, %.1f MB to %s in %.2f s (%llu requests, %llu "
+               "retries), kiln.json last\n",
+               static_cast<unsigned long long>(up->files), up->bytes / 1e6, url.c_str(),
+               up->seconds, static_cast<unsigned long long>(up->requests),
+               static_cast<unsigned long long>(up->retries));
+  if (temporary) std::filesystem::remove_all(staging);
+  return kExitOk;
+#else
+  (void)command;
+  return FailCommand(Status::NotSupported("kiln pack to " + flags.output +
+                                          ": this build has no remote client (libcurl; CMake "
+                                          "KILN_WITH_REMOTE)"),
+                     flags.json);
+#endif
 }
 
 }  // namespace

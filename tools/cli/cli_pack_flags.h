@@ -33,7 +33,8 @@ struct PackFlags {
   std::string feature_image = TFRecordListOptions{}.feature_image;
   std::string feature_label = TFRecordListOptions{}.feature_label;
   std::string feature_key;
-  std::string part;  // "" (not a part), "auto", or the index
+  std::string part;     // "" (not a part), "auto", or the index
+  std::string staging;  // OUTPUT at a URL: where the dataset is packed before the upload
   uint32_t of = 0;   // 0 = not given
   std::string plan;  // --plan PLAN.json ("" = none)
 };

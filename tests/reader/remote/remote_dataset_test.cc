@@ -617,6 +617,44 @@ TEST_F(RemoteDatasetTest, LocalCacheSharedByTwoProcessesFillsOnceAndBothReadIt) 
   EXPECT_EQ(entries, 1u);
 }
 
+// kiln pack straight to a URL: packed in a staging directory, every shard uploaded, kiln.json
+// last; the copy verifies and reads as the same pack made locally; an existing dataset, a
+// format a URL cannot serve and a failed upload (no kiln.json left behind) are named.
+TEST_F(RemoteDatasetTest, PackToAUrlUploadsKilnJsonLastAndReadsAsTheLocalPack) {
+  const std::string flags = " --size 28 --channels 1 --shard-size 64KiB";
+  const std::string out = servers->dir() + "/pack-url.txt";
+  auto run = [&](const std::string& args) {
+    return Shell(Quote(Kiln()) + " pack samples/fashion-mnist " + args + " > " + Quote(out) +
+                 " 2>&1");
+  };
+  auto output = [&] {
+    std::ifstream in(out);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  ASSERT_EQ(run("-o " + S3("packed") + flags), 0) << output();
+  EXPECT_NE(output().find("kiln.json last"), std::string::npos) << output();
+  EXPECT_EQ(Shell(Quote(Kiln()) + " verify " + S3("packed") + " > /dev/null 2>&1"), 0);
+  const LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 21);
+  ExpectSameStream(ReadAll(Local("raw"), o, 1), ReadAll(S3("packed"), o, 1), "packed to s3");
+  // Again: refused before packing, naming what is there.
+  EXPECT_EQ(run("-o " + S3("packed") + flags), 2) << output();
+  EXPECT_NE(output().find(S3("packed") + "/kiln.json exists"), std::string::npos) << output();
+  EXPECT_EQ(run("-o " + S3("packed-lmdb") + flags + " --format lmdb"), 2) << output();
+  EXPECT_NE(output().find("--format shards"), std::string::npos) << output();
+  // A failed upload (a staged shard damaged before it is sent) leaves no kiln.json: readers see
+  // no dataset, not a partial one.
+  const std::string staging = servers->dir() + "/pack-staging";
+  ASSERT_EQ(run("-o " + S3("packed-2") + flags + " --staging " + Quote(staging)), 0) << output();
+  fs::resize_file(staging + "/dataset/shard-00009.kiln", 1000);
+  EXPECT_NE(run("-o " + S3("packed-3") + flags + " --staging " + Quote(staging) + " --resume"), 0);
+  EXPECT_NE(output().find("shard-00009.kiln"), std::string::npos) << output();
+  EXPECT_NE(output().find("stays in " + staging), std::string::npos) << output();
+  Result<std::unique_ptr<Dataset>> partial = Dataset::Open(S3("packed-3"));
+  ASSERT_FALSE(partial.ok());
+  EXPECT_NE(partial.status().message().find("no kiln.json"), std::string::npos)
+      << partial.status().ToString();
+}
+
 // A server that goes away mid-epoch and comes back a second later: the reads refused meanwhile
 // are retried, and the batches are still the local directory's, none lost or repeated.
 TEST_F(RemoteDatasetTest, HttpServerGoneAndBackMidEpochLosesNothing) {
