@@ -744,7 +744,8 @@ Loader::~Loader() {
     // here could wait forever.
     for (std::unique_ptr<RangeReader>& reader : range_readers_) reader->Abandon();
     // The local cache's fill thread is the parent's too.
-    if (disk_cache_ != nullptr) (void)new std::shared_ptr<remote::DiskCache>(std::move(disk_cache_));
+    if (disk_cache_ != nullptr)
+      (void)new std::shared_ptr<remote::DiskCache>(std::move(disk_cache_));
     return;
   }
   {

@@ -345,7 +345,8 @@ Status DiskCache::StorePiece(uint32_t object, uint64_t piece, const uint8_t* byt
   if (!fill_locked_) {
     return Status::InvalidArgument(entry_dir_ + ": this process does not hold fill.lock");
   }
-  if (object >= objects_.size()) return Status::InvalidArgument("no object " + std::to_string(object));
+  if (object >= objects_.size())
+    return Status::InvalidArgument("no object " + std::to_string(object));
   Object& o = *objects_[object];
   if (!o.attached.load(std::memory_order_acquire) || piece >= o.pieces ||
       length != o.PieceLength(piece, piece_bytes_)) {
@@ -439,7 +440,8 @@ void DiskCache::StartFill(const RemoteOptions& options, uint32_t in_flight) {
   fill_started_ = true;
   RemoteOptions own = options;
   own.cache = nullptr;  // the fill reads the network, never itself
-  fill_thread_ = std::thread([this, own, in_flight] { Fill(own, std::max<uint32_t>(1, in_flight)); });
+  fill_thread_ =
+      std::thread([this, own, in_flight] { Fill(own, std::max<uint32_t>(1, in_flight)); });
 }
 
 bool DiskCache::WaitFilled(int64_t timeout_ms) {

@@ -599,11 +599,9 @@ Status RemoteStore::ReadRange(uint32_t file, uint64_t offset, uint64_t size, uin
   return ReadExactly(client_.get(), objects_[file], offset, size, dest);
 }
 
-Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
-                                                                 uint64_t buffer_bytes,
-                                                                 std::shared_ptr<BlockCache> blocks,
-                                                                 const HedgePolicy& hedge,
-                                                                 std::shared_ptr<DiskCache> disk) const {
+Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(
+    uint32_t depth, uint64_t buffer_bytes, std::shared_ptr<BlockCache> blocks,
+    const HedgePolicy& hedge, std::shared_ptr<DiskCache> disk) const {
   RemoteOptions options = options_;
   options.hedge = hedge;
   options.cache = disk;
@@ -612,11 +610,9 @@ Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(uint32_t depth,
       *this, std::move(client), depth, buffer_bytes, std::move(blocks), std::move(disk)));
 }
 
-Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(uint32_t capacity_blocks,
-                                                               uint32_t receivers,
-                                                               uint32_t max_in_flight,
-                                                               const HedgePolicy& hedge,
-                                                               std::shared_ptr<DiskCache> disk) const {
+Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(
+    uint32_t capacity_blocks, uint32_t receivers, uint32_t max_in_flight, const HedgePolicy& hedge,
+    std::shared_ptr<DiskCache> disk) const {
   RemoteOptions options = options_;
   options.hedge = hedge;
   options.cache = std::move(disk);
@@ -779,9 +775,8 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
     objects.push_back(std::move(f.object));
   }
   const int64_t open_latency_us = client->stats().LatencyQuantileUs(0);
-  auto store =
-      std::make_shared<const RemoteStore>(std::move(options), std::move(objects), open_latency_us,
-                                          base);
+  auto store = std::make_shared<const RemoteStore>(std::move(options), std::move(objects),
+                                                   open_latency_us, base);
   KILN_ASSIGN_OR_RETURN(
       std::unique_ptr<ShardDataset> dataset,
       ShardDataset::FromShards(base, std::move(manifest), std::move(shards), std::move(store)));

@@ -74,18 +74,15 @@ class RemoteStore final : public DataFileStore {
   // Internal when libcurl cannot start.
   // `hedge`: the hedged requests of its client (remote_client.h); `disk`: a local cache its
   // client reads first (null: none).
-  Result<std::unique_ptr<RangeReader>> NewRangeReader(uint32_t depth, uint64_t buffer_bytes,
-                                                      std::shared_ptr<BlockCache> blocks = nullptr,
-                                                      const HedgePolicy& hedge = {},
-                                                      std::shared_ptr<DiskCache> disk = nullptr) const;
+  Result<std::unique_ptr<RangeReader>> NewRangeReader(
+      uint32_t depth, uint64_t buffer_bytes, std::shared_ptr<BlockCache> blocks = nullptr,
+      const HedgePolicy& hedge = {}, std::shared_ptr<DiskCache> disk = nullptr) const;
   // A BlockCache over this store's objects holding at most `capacity_blocks`, with `receivers`
   // threads (at least one) of at most `max_in_flight` GETs each (0: no limit) (block_cache.h);
   // it must not outlive the store. Errors: Internal when libcurl cannot start.
-  Result<std::shared_ptr<BlockCache>> NewBlockCache(uint32_t capacity_blocks,
-                                                    uint32_t receivers = 1,
-                                                    uint32_t max_in_flight = 0,
-                                                    const HedgePolicy& hedge = {},
-                                                    std::shared_ptr<DiskCache> disk = nullptr) const;
+  Result<std::shared_ptr<BlockCache>> NewBlockCache(
+      uint32_t capacity_blocks, uint32_t receivers = 1, uint32_t max_in_flight = 0,
+      const HedgePolicy& hedge = {}, std::shared_ptr<DiskCache> disk = nullptr) const;
   // The local cache of this dataset in `dir`, at most `capacity_bytes` (0: as the file system
   // allows) (disk_cache.h); not filling yet (DiskCache::StartFill). Errors: as DiskCache::Open.
   Result<std::shared_ptr<DiskCache>> OpenDiskCache(const std::string& dir,

@@ -635,10 +635,10 @@ std::string BenchReportJson(const BenchReport& r) {
   j["direct_read_mb"] = r.direct_read_mb;
   j["direct_max_in_flight"] = r.direct_max_in_flight;
   if (r.io == "remote") {
-    j["remote"] = {{"requests", r.remote_requests},     {"retries", r.remote_retries},
-                   {"failures", r.remote_failures},     {"hedges", r.remote_hedges},
-                   {"hedge_wins", r.remote_hedge_wins}, {"mb", r.remote_mb},
-                   {"latency_p50_ms", r.remote_p50_ms}, {"latency_p99_ms", r.remote_p99_ms},
+    j["remote"] = {{"requests", r.remote_requests},       {"retries", r.remote_retries},
+                   {"failures", r.remote_failures},       {"hedges", r.remote_hedges},
+                   {"hedge_wins", r.remote_hedge_wins},   {"mb", r.remote_mb},
+                   {"latency_p50_ms", r.remote_p50_ms},   {"latency_p99_ms", r.remote_p99_ms},
                    {"cache_reads", r.remote_cache_reads}, {"cache_mb", r.remote_cache_mb}};
   }
   j["cpu_seconds"] = r.cpu_seconds;

@@ -243,18 +243,18 @@ int RunPackToUrl(const CLI::App& command, PackFlags flags) {
 #if KILN_HAVE_REMOTE
   const std::string url = flags.output;
   if (flags.format != "shards") {
-    return FailCommand(Status::InvalidArgument("kiln pack to " + url + ": --format " +
-                                               flags.format +
-                                               " cannot be read from a URL; use --format shards "
-                                               "(or pack to a local directory)"),
-                       flags.json);
+    return FailCommand(
+        Status::InvalidArgument("kiln pack to " + url + ": --format " + flags.format +
+                                " cannot be read from a URL; use --format shards "
+                                "(or pack to a local directory)"),
+        flags.json);
   }
   if (!flags.part.empty() || flags.of > 1) {
-    return FailCommand(Status::InvalidArgument(
-                           "kiln pack to " + url +
-                           ": --part/--of pack to local parts; merge them (kiln merge), then "
-                           "upload the merged directory (rclone copy, as README says)"),
-                       flags.json);
+    return FailCommand(
+        Status::InvalidArgument("kiln pack to " + url +
+                                ": --part/--of pack to local parts; merge them (kiln merge), then "
+                                "upload the merged directory (rclone copy, as README says)"),
+        flags.json);
   }
   remote::InstallRemoteDatasets();
   // Refused before packing: an existing dataset there (unless --overwrite), a bad URL, keys the
@@ -265,8 +265,8 @@ int RunPackToUrl(const CLI::App& command, PackFlags flags) {
   std::string staging = flags.staging;
   if (staging.empty()) {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                          "/kiln-pack-XXXXXX";
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/kiln-pack-XXXXXX";
     if (::mkdtemp(pattern.data()) == nullptr) {
       return FailCommand(Status::FromErrno("cannot create a staging directory", pattern, errno),
                          flags.json);
@@ -277,8 +277,7 @@ int RunPackToUrl(const CLI::App& command, PackFlags flags) {
     std::error_code ec;
     std::filesystem::create_directories(staging, ec);
     if (ec) {
-      return FailCommand(Status::IOError("--staging " + staging + ": " + ec.message()),
-                         flags.json);
+      return FailCommand(Status::IOError("--staging " + staging + ": " + ec.message()), flags.json);
     }
   }
   flags.output = staging + "/dataset";
@@ -289,10 +288,9 @@ int RunPackToUrl(const CLI::App& command, PackFlags flags) {
   }
   Result<remote::UploadReport> up = [&] {
     ProgressPrinter printer("kiln pack: upload", "MB");
-    return remote::UploadDataset(flags.output, url, flags.overwrite,
-                                 [&](uint64_t done, uint64_t total) {
-                                   printer.Update(done >> 20, total >> 20);
-                                 });
+    return remote::UploadDataset(
+        flags.output, url, flags.overwrite,
+        [&](uint64_t done, uint64_t total) { printer.Update(done >> 20, total >> 20); });
   }();
   if (!up.ok()) {
     std::fprintf(stderr,

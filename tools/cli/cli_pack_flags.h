@@ -35,8 +35,8 @@ struct PackFlags {
   std::string feature_key;
   std::string part;     // "" (not a part), "auto", or the index
   std::string staging;  // OUTPUT at a URL: where the dataset is packed before the upload
-  uint32_t of = 0;   // 0 = not given
-  std::string plan;  // --plan PLAN.json ("" = none)
+  uint32_t of = 0;      // 0 = not given
+  std::string plan;     // --plan PLAN.json ("" = none)
 };
 
 // Declares the flags that decide the listing and the record bytes of ImageFolder and list-file

@@ -117,7 +117,8 @@ TEST_F(DiskCacheTest, ObjectFileMatchesTheGoldenFile) {
   if (std::getenv("KILN_WRITE_GOLDEN") != nullptr) {
     fs::create_directories(fs::path(kGolden).parent_path());
     std::ofstream(kGolden, std::ios::binary)
-        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
   }
   const std::vector<uint8_t> golden = FileBytes(kGolden);
   ASSERT_EQ(bytes.size(), 8192u + 10000u);

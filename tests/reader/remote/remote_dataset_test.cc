@@ -1063,8 +1063,8 @@ TEST_F(RemoteDatasetTest, LocalCacheOfHalfTheDatasetHitsTheSameHalfEveryEpoch) {
     EXPECT_GT(r.requests, 0u) << "epoch " << i + 1;
     const double local_share =
         static_cast<double>(r.cache_bytes) / static_cast<double>(r.cache_bytes + r.bytes);
-    EXPECT_NEAR(local_share, share, 0.15) << "epoch " << i + 1 << ": " << r.cache_bytes
-                                          << " bytes local, " << r.bytes << " fetched";
+    EXPECT_NEAR(local_share, share, 0.15)
+        << "epoch " << i + 1 << ": " << r.cache_bytes << " bytes local, " << r.bytes << " fetched";
   }
   // Within the limit, counted over the whole directory.
   Result<std::unique_ptr<Dataset>> ds = Dataset::Open(servers->var("HTTP_URL") + "/raw");
