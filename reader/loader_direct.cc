@@ -458,7 +458,7 @@ class Loader::DirectWorker {
     }
     if (p.k >= t.error_k) return;  // positions past a failure are not needed
     loader_.NameSample(&decoder_, index);
-    Status s = GuardedDecode(dataset_, index, reader_.buffer(buffer) + (loc.offset - p.start),
+    Status s = GuardedDecode(dataset_, index, reader_.data(buffer) + (loc.offset - p.start),
                              loc.size, &decoder_, Output(*t.slot, p.k), &t.slot->labels[p.k]);
     Place(t, p.k, std::move(s));
   }
