@@ -428,6 +428,7 @@ class Loader::DirectWorker {
     Status waited = reader_.Wait(&buffer, &result);
     if (waited.ok()) {
       CompleteRead(buffer, result);
+      reader_.Release(buffer);  // decoded: a block it was read from may be evicted
       return;
     }
     FailHeld(waited);

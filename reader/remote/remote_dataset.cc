@@ -85,9 +85,9 @@ Result<RemoteOptions> OptionsFromEnvironment() {
 // twice the bytes they need) (into a buffer of the group's own, then copied into each read's
 // staging buffer: one memcpy, against a request's round trip saved). A lone read lands straight in
 // its staging buffer. A read served from the BlockCache is not copied: data() points into its
-// extent, which the reader keeps pinned until the next Wait. Reads are reported one per staging
-// buffer, as the interface promises; a failed GET fails every read it carried, each with the
-// server's answer.
+// extent, which the reader keeps pinned until Release (or the next Wait). Reads are reported one
+// per staging buffer, as the interface promises; a failed GET fails every read it carried, each
+// with the server's answer.
 class RemoteRangeReader final : public RangeReader {
  public:
   // Gaps read and thrown away rather than paying a request, and the longest merged GET
@@ -120,6 +120,9 @@ class RemoteRangeReader final : public RangeReader {
   }
   const uint8_t* data(uint32_t buffer) const override {
     return data_[buffer] != nullptr ? data_[buffer] : this->buffer(buffer);
+  }
+  void Release(uint32_t buffer) override {
+    if (returned_extent_ != nullptr && returned_buffer_ == buffer) ReleaseReturned();
   }
   void Queue(uint32_t buffer, uint32_t object, uint64_t offset, uint32_t length) override {
     errors_[buffer].clear();
@@ -305,8 +308,8 @@ class RemoteRangeReader final : public RangeReader {
     std::unique_ptr<uint8_t[]> bytes;  // merged reads only
   };
 
-  // The read Wait returned last no longer needs its extent (data() is valid until the next
-  // Wait).
+  // The read Wait returned last no longer needs its extent (data() is valid until Release or
+  // the next Wait).
   void ReleaseReturned() {
     if (returned_extent_ == nullptr) return;
     data_[returned_buffer_] = nullptr;
@@ -315,7 +318,7 @@ class RemoteRangeReader final : public RangeReader {
   }
 
   // Moves the reads whose blocks have arrived to ready_, each pointing into its extent (kept
-  // pinned until Wait has returned it and is called again), or with the block's failure.
+  // pinned until Wait has returned it and it is released), or with the block's failure.
   // Returns true when it moved any.
   bool TakeReadyDeferred() {
     bool moved = false;
