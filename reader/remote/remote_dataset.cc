@@ -235,6 +235,15 @@ class RemoteRangeReader final : public RangeReader {
     returned_extent_ = r.extent;
     ready_.pop_front();
     --in_flight_;
+    if (!ready_.empty() && ready_.front().data != nullptr) {
+      // The next read's bytes, received into its extent by another thread: on their way to
+      // this core's cache while the caller checks and decodes this one (its checksum otherwise
+      // waits on memory line by line; about -15% CPU in block order at 0 ms, BENCHMARKS.md).
+      const uint8_t* next = ready_.front().data;
+      const uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(ready_.front().result), 4096);
+      for (uint64_t o = 0; o < n; o += 64) __builtin_prefetch(next + o);
+      if (n > 0) __builtin_prefetch(next + n - 1);  // the last line, when `next` is unaligned
+    }
     return Status::Ok();
   }
   uint32_t in_flight() const override { return in_flight_; }
