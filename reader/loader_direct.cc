@@ -267,42 +267,90 @@ class Loader::DirectWorker {
   }
 
   // At a URL, whole extents (Loader::extent_samples_): the bytes of `file` that the extent
-  // holding sample `index` occupies, [first record's offset, last record's end), when the whole
-  // extent is in that file (an extent that spans two files is read record by record). Records
-  // of a file are in sample order, so the extent is one run. On reaching a new extent, the next
-  // extent_ahead_ extents are prefetched (dataset order).
+  // holding sample `index` occupies there, [its first record's offset in `file`, its last
+  // record's end there). Records of a file are in sample order, so that is one run; an extent
+  // that spans two files (a block across a shard boundary) is one piece per file, each read
+  // with a GET of its own. On reaching a new extent, the next extent_ahead_ extents are
+  // prefetched (dataset order).
   bool BlockExtent(uint64_t index, uint32_t file, Span* out) {
     const uint64_t q = index / loader_.extent_samples_;
     if (q != extent_block_) {
       extent_block_ = q;
-      extent_ok_ = ExtentOf(q, &extent_file_, &extent_);
-      for (uint64_t a = 1; a <= loader_.extent_ahead_; ++a) {
-        uint32_t ahead_file = 0;
-        Span ahead;
-        if (ExtentOf(q + a, &ahead_file, &ahead)) {
-          reader_.Prefetch(ahead_file, ahead.start, ahead.length);
-        }
-      }
+      extent_known_ = false;
+      for (uint64_t a = 1; a <= loader_.extent_ahead_; ++a) PrefetchExtent(q + a);
     }
-    if (!extent_ok_ || extent_file_ != file) return false;
+    if (!extent_known_ || extent_file_ != file) {
+      extent_known_ = true;
+      extent_file_ = file;
+      extent_ok_ = ExtentPiece(q, index, file, &extent_);
+    }
+    if (!extent_ok_) return false;
     *out = extent_;
     return true;
   }
 
-  // Extent q's file and bytes; false when it is past the dataset's end or spans two files.
-  bool ExtentOf(uint64_t q, uint32_t* file, Span* out) {
+  // Starts the GETs of extent q's pieces in the files of its first and its last sample.
+  void PrefetchExtent(uint64_t q) {
     const uint64_t s = loader_.extent_samples_;
     const uint64_t first = q * s;
-    if (first >= dataset_.num_samples()) return false;
+    if (first >= dataset_.num_samples()) return;
     const uint64_t last = std::min(first + s, dataset_.num_samples()) - 1;
     Dataset::StoredLocation a, b;
     bool found_a = false, found_b = false;
     if (!GuardedLocate(dataset_, first, &a, &found_a) ||
-        !GuardedLocate(dataset_, last, &b, &found_b) || !found_a || !found_b || a.file != b.file ||
-        b.offset + b.size <= a.offset) {
-      return false;
+        !GuardedLocate(dataset_, last, &b, &found_b) || !found_a || !found_b) {
+      return;
     }
-    *file = a.file;
+    Span piece;
+    if (ExtentPiece(q, first, a.file, &piece)) reader_.Prefetch(a.file, piece.start, piece.length);
+    if (b.file != a.file && ExtentPiece(q, last, b.file, &piece)) {
+      reader_.Prefetch(b.file, piece.start, piece.length);
+    }
+  }
+
+  // The piece of extent q in `file`, which holds extent sample `index`: the run of the
+  // extent's samples around `index` that lie in `file` (one binary search each way when the
+  // extent spans files). False when the extent is past the dataset's end, an index entry
+  // cannot be read, or the piece's records are not in offset order.
+  bool ExtentPiece(uint64_t q, uint64_t index, uint32_t file, Span* out) {
+    const uint64_t s = loader_.extent_samples_;
+    const uint64_t first = q * s;
+    if (first >= dataset_.num_samples() || index < first) return false;
+    const uint64_t last = std::min(first + s, dataset_.num_samples()) - 1;
+    if (index > last) return false;
+    // 1: sample i is in `file`, 0: it is not, -1: its entry cannot be read.
+    auto in_file = [&](uint64_t i, Dataset::StoredLocation* loc) {
+      bool found = false;
+      if (!GuardedLocate(dataset_, i, loc, &found) || !found) return -1;
+      return loc->file == file ? 1 : 0;
+    };
+    Dataset::StoredLocation a, b;
+    int at_first = in_file(first, &a), at_last = in_file(last, &b);
+    if (at_first < 0 || at_last < 0) return false;
+    uint64_t lo = first, hi = last;
+    if (at_first == 0) {        // the smallest i in (first, index] in `file`
+      uint64_t out_of = first;  // not in `file`
+      lo = index;
+      while (lo - out_of > 1) {
+        const uint64_t mid = out_of + (lo - out_of) / 2;
+        const int in = in_file(mid, &a);
+        if (in < 0) return false;
+        (in == 1 ? lo : out_of) = mid;
+      }
+      if (in_file(lo, &a) != 1) return false;
+    }
+    if (at_last == 0) {  // the largest i in [index, last) in `file`
+      uint64_t out_of = last;
+      hi = index;
+      while (out_of - hi > 1) {
+        const uint64_t mid = hi + (out_of - hi) / 2;
+        const int in = in_file(mid, &b);
+        if (in < 0) return false;
+        (in == 1 ? hi : out_of) = mid;
+      }
+      if (in_file(hi, &b) != 1) return false;
+    }
+    if (b.offset + b.size <= a.offset) return false;
     *out = {a.offset, b.offset + b.size - a.offset};
     return true;
   }
@@ -380,6 +428,7 @@ class Loader::DirectWorker {
     Status waited = reader_.Wait(&buffer, &result);
     if (waited.ok()) {
       CompleteRead(buffer, result);
+      reader_.Release(buffer);  // decoded: a block it was read from may be evicted
       return;
     }
     FailHeld(waited);
@@ -410,7 +459,7 @@ class Loader::DirectWorker {
     }
     if (p.k >= t.error_k) return;  // positions past a failure are not needed
     loader_.NameSample(&decoder_, index);
-    Status s = GuardedDecode(dataset_, index, reader_.buffer(buffer) + (loc.offset - p.start),
+    Status s = GuardedDecode(dataset_, index, reader_.data(buffer) + (loc.offset - p.start),
                              loc.size, &decoder_, Output(*t.slot, p.k), &t.slot->labels[p.k]);
     Place(t, p.k, std::move(s));
   }
@@ -448,8 +497,11 @@ class Loader::DirectWorker {
   uint32_t count_ = 0;
   std::vector<Pending> pending_;  // [buffer]
   std::vector<uint32_t> free_buffers_;
-  // BlockExtent's last extent: its number, whether it lies in one file, that file and its bytes.
+  // BlockExtent's last extent piece: the extent's number, whether the piece is known, the file
+  // it was asked for, whether the extent has a piece there (else records are read one by one)
+  // and its bytes.
   uint64_t extent_block_ = UINT64_MAX;
+  bool extent_known_ = false;
   bool extent_ok_ = false;
   uint32_t extent_file_ = 0;
   Span extent_;

@@ -75,10 +75,21 @@ class RangeReader {
   // allowed (buffered files, remote objects).
   virtual uint32_t alignment(uint32_t object) const = 0;
   // Staging buffers: depth() of buffer_bytes() each, valid while the reader lives; a buffer's
-  // contents are those of the last read completed into it.
+  // contents are those of the last read completed into it, unless data() says the read's bytes
+  // lie elsewhere.
   virtual uint32_t depth() const = 0;
   virtual uint64_t buffer_bytes() const = 0;
   virtual uint8_t* buffer(uint32_t buffer) const = 0;
+  // Where the bytes of the read that Wait() last returned, into staging buffer `buffer`, lie
+  // (its `*result` bytes from there): buffer(buffer) by default; a reader that serves reads
+  // from memory of its own (a remote driver's block cache) returns a pointer into it instead of
+  // copying the bytes into the staging buffer. Read-only; valid until Release(buffer), the next
+  // Wait() or the next read queued into `buffer` (or the reader's destruction).
+  virtual const uint8_t* data(uint32_t buffer) const { return this->buffer(buffer); }
+  // Says that the caller is done with data(buffer) of the read Wait() last returned, so that the
+  // reader can let go of the memory behind it now (a block the cache may then evict) rather than
+  // at the next Wait(). The default does nothing.
+  virtual void Release(uint32_t /*buffer*/) {}
 
   // Queues a read of `length` bytes (<= buffer_bytes(), a multiple of alignment(object)) at
   // `offset` (likewise) of `object` into staging buffer `buffer`, reported by Wait() with

@@ -44,6 +44,7 @@ BlockCache::~BlockCache() {
 void BlockCache::DropLocked(const Extent& e) {
   auto held = held_.find(Key{e.object, e.offset});
   if (held == held_.end() || held->second.get() != &e) return;
+  held_bytes_ -= e.length;
   held_.erase(held);
   for (auto a = age_.begin(); a != age_.end(); ++a) {
     if (*a == Key{e.object, e.offset}) {
@@ -80,35 +81,53 @@ BlockCache::Bytes NewBytes(uint64_t length) {
 
 // A buffer of at least `length` bytes: an evicted extent's when one is large enough (its pages
 // already mapped), else a new one. mu_ held.
-BlockCache::Bytes BlockCache::TakeBufferLocked(uint64_t length) {
+BlockCache::Bytes BlockCache::TakeBufferLocked(uint64_t length, uint64_t* size) {
+  // The smallest that fits, so a piece of a block does not take a whole block's buffer that a
+  // later block needs.
+  size_t best = spare_.size();
   for (size_t i = 0; i < spare_.size(); ++i) {
-    if (spare_[i].second >= length) {
-      Bytes bytes = std::move(spare_[i].first);
-      spare_[i] = std::move(spare_.back());
-      spare_.pop_back();
-      return bytes;
+    if (spare_[i].second >= length &&
+        (best == spare_.size() || spare_[i].second < spare_[best].second)) {
+      best = i;
     }
   }
-  return NewBytes(length);
+  if (best == spare_.size()) {
+    *size = length;
+    return NewBytes(length);
+  }
+  *size = spare_[best].second;
+  Bytes bytes = std::move(spare_[best].first);
+  spare_[best] = std::move(spare_.back());
+  spare_.pop_back();
+  return bytes;
 }
 
-// Evicts the oldest extents no read holds until one more fits. mu_ held.
-bool BlockCache::MakeRoomLocked() {
-  for (size_t i = 0; i < age_.size() && held_.size() >= capacity_blocks_;) {
+// Whether an extent of `length` bytes fits beside those held: each counts as its share of the
+// largest extent acquired (largest_), so capacity_blocks_ whole blocks fit, and the pieces of a
+// block that spans two objects (each fetched as an extent of its own) count as one block
+// together. mu_ held.
+bool BlockCache::FitsLocked(uint64_t length) const {
+  return held_.empty() || held_bytes_ + length <= uint64_t{capacity_blocks_} * largest_;
+}
+
+// Evicts the oldest extents no read holds until one of `length` bytes fits. mu_ held.
+bool BlockCache::MakeRoomLocked(uint64_t length) {
+  for (size_t i = 0; i < age_.size() && !FitsLocked(length);) {
     auto it = held_.find(age_[i]);
     // use_count 1: only the cache holds it (no reader waits on it, no fetch in progress).
     if (it != held_.end() && it->second.use_count() == 1 && IsReady(*it->second)) {
       // No one else holds it: its buffer is kept for the next extent.
       if (it->second->result >= 0 && spare_.size() < capacity_blocks_) {
-        spare_.emplace_back(std::move(it->second->bytes), it->second->length);
+        spare_.emplace_back(std::move(it->second->bytes), it->second->buffer_bytes);
       }
+      held_bytes_ -= it->second->length;
       held_.erase(it);
       age_.erase(age_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
     ++i;
   }
-  return held_.size() < capacity_blocks_;
+  return FitsLocked(length);
 }
 
 std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, uint64_t offset,
@@ -118,13 +137,15 @@ std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, u
   auto it = held_.find(key);
   if (it != held_.end() && it->second->length == length) return it->second;
   if (it != held_.end()) return nullptr;  // another extent at the same offset: read directly
-  if (!MakeRoomLocked()) return nullptr;
+  largest_ = std::max(largest_, length);
+  if (!MakeRoomLocked(length)) return nullptr;
   auto extent = std::make_shared<Extent>();
   extent->object = object;
   extent->offset = offset;
   extent->length = length;
-  extent->bytes = TakeBufferLocked(length);
+  extent->bytes = TakeBufferLocked(length, &extent->buffer_bytes);
   held_.emplace(key, extent);
+  held_bytes_ += length;
   age_.push_back(key);
   to_fetch_.push_back(extent);
   work_cv_.notify_one();

@@ -16,13 +16,15 @@
 // every extent read ahead (dataset order); 0 puts every acquired extent in flight at once (block
 // order, where a window's blocks are all read at the same time).
 //
-// Memory: at most `capacity_blocks` extents held (the Loader sizes it for a window of blocks plus
+// Memory: at most `capacity_blocks` blocks held (the Loader sizes it for a window of blocks plus
 // the blocks the fetch threads may start ahead; counted in blocks, not bytes, because a block's
 // extent includes the record alignment padding, so a byte budget made from sample sizes holds
-// fewer blocks than intended); an extent is evicted, oldest first, once
-// no read waits on it and room is needed. When no extent can be evicted (all in use), Acquire
-// returns nullptr and the caller reads its record by itself: the cache never blocks a read for
-// room and never grows past its capacity. An evicted block read again later is fetched again.
+// fewer blocks than intended). Each extent counts as its share of the longest extent acquired,
+// so that the pieces of a block across two objects (one extent each) count as one block
+// together. An extent is evicted, oldest first, once no read waits on it and room is needed. When
+// no extent can be evicted (all in use), Acquire returns nullptr and the caller reads its record by
+// itself: the cache never blocks a read for room and never grows past its capacity. An evicted
+// block read again later is fetched again.
 //
 // Errors: a failed GET (after the client's retries) fails every read waiting on the extent,
 // with the server's answer; the extent is dropped, so a later read fetches it afresh.
@@ -61,7 +63,8 @@ class BlockCache {
   struct Extent {
     uint32_t object = 0;
     uint64_t offset = 0, length = 0;
-    Bytes bytes;  // length bytes once ready
+    Bytes bytes;                // length bytes once ready
+    uint64_t buffer_bytes = 0;  // bytes' size (>= length: a reused buffer may be larger)
     // Set (release) once bytes, result and error are final; readers load it (acquire) first.
     std::atomic<bool> ready{false};
     int64_t result = 0;  // bytes fetched, or -errno (remote_dataset.cc's mapping) on failure
@@ -102,8 +105,9 @@ class BlockCache {
     std::thread thread;
   };
   void Run(Receiver* receiver);
-  bool MakeRoomLocked();
-  Bytes TakeBufferLocked(uint64_t length);
+  bool FitsLocked(uint64_t length) const;
+  bool MakeRoomLocked(uint64_t length);
+  Bytes TakeBufferLocked(uint64_t length, uint64_t* size);
   void DropLocked(const Extent& e);
 
   const std::vector<ObjectInfo>& objects_;
@@ -113,7 +117,9 @@ class BlockCache {
   std::condition_variable work_cv_;   // the receivers: extents to fetch, or stop
   std::condition_variable ready_cv_;  // readers: an extent finished
   std::map<Key, std::shared_ptr<Extent>> held_;
-  std::deque<Key> age_;  // held_ keys, oldest first
+  uint64_t held_bytes_ = 0;  // the lengths of held_'s extents
+  uint64_t largest_ = 0;     // the longest extent acquired so far (a whole block's length)
+  std::deque<Key> age_;      // held_ keys, oldest first
   // Buffers of evicted extents (bytes, size), reused for new ones; at most capacity_blocks_.
   std::vector<std::pair<Bytes, uint64_t>> spare_;
   std::deque<std::shared_ptr<Extent>> to_fetch_;  // acquired, not yet given to a receiver

@@ -859,6 +859,58 @@ TEST_F(RemoteDatasetTest, BlockOrderFetchesEachBlockOnceWithOneGet) {
   EXPECT_EQ(bytes, want_bytes);
 }
 
+// A block across a shard boundary is read with one GET per shard it lies in (the piece of its
+// records in that shard), not one GET per record: "raw" has 14 shards of about 72 records, so
+// many blocks of 32 span two shards. Every piece is fetched once, exactly its bytes, and the
+// batches are the local read's.
+TEST_F(RemoteDatasetTest, BlockOrderReadsABlockAcrossShardsWithOneGetPerShard) {
+  const uint64_t block_samples = 32;  // one rank: 32 * 784 bytes, not clamped (1000 / 16 = 62)
+  Result<std::unique_ptr<Dataset>> local_ds = Dataset::Open(Local("raw"));
+  ASSERT_TRUE(local_ds.ok()) << local_ds.status().ToString();
+  const uint64_t n = (*local_ds)->num_samples();
+  ASSERT_EQ(n, 1000u);
+  uint64_t want_bytes = 0, want_gets = 0, spanning = 0;
+  for (uint64_t first = 0; first < n; first += block_samples) {
+    const uint64_t end = std::min(first + block_samples, n);
+    // The block's pieces: its runs of records in one file.
+    Dataset::StoredLocation a, b;
+    ASSERT_TRUE((*local_ds)->LocateStored(first, &a));
+    uint32_t pieces = 0;
+    for (uint64_t i = first; i < end; ++i) {
+      Dataset::StoredLocation l;
+      ASSERT_TRUE((*local_ds)->LocateStored(i, &l));
+      if (l.file != a.file) {
+        want_bytes += b.offset + b.size - a.offset;
+        ++pieces;
+        a = l;
+      }
+      b = l;
+    }
+    want_bytes += b.offset + b.size - a.offset;
+    ++pieces;
+    want_gets += pieces;
+    spanning += pieces > 1 ? 1 : 0;
+  }
+  ASSERT_GE(spanning, 10u) << "the dataset no longer has blocks across shards";
+  LoaderOptions o = Options(ShuffleMode::kBlock, 0, 1, 29);
+  o.block_bytes = 32 * 784;
+  // One window of all 32 blocks: the cache (window + 2 x threads + 2 blocks) holds every piece,
+  // so no read waits for room and goes out by itself (which a smaller window allows under
+  // load, making the count depend on timing).
+  o.shuffle_window = 64;
+  const Stream local = ReadAll(Local("raw"), o, 1);
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(servers->var("HTTP_URL") + "/raw", o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Stream remote;
+  while (Take(**loader, &remote)) {
+  }
+  ExpectSameStream(local, remote, "raw, block order");
+  const RequestStats r = (*loader)->stats().requests;
+  EXPECT_EQ(r.failures, 0u);
+  EXPECT_EQ(r.requests - r.hedges, want_gets) << spanning << " blocks span two shards";
+  EXPECT_EQ(r.bytes, want_bytes);
+}
+
 // Dataset order on one or two ranks reads extents of block_bytes, each with one GET shared by
 // the fetch threads, and reads ahead whole extents (so a round trip is paid per extent ahead,
 // not per chunk): every extent is fetched exactly once per rank, the bytes are the extents'
