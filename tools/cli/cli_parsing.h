@@ -38,7 +38,9 @@ Status ParsePackFlags(const std::string& size, uint32_t resize, const std::strin
                       const std::string& mean, const std::string& std_dev,
                       const std::string& shard_size, const std::string& compress,
                       PackOptions* options);
-// Returns the number of samples of the dataset in `dir` from its manifest.
+// Returns the number of samples of the dataset in `dir` from its manifest; for a URL (s3://,
+// http(s)://) by Dataset::Open, so the remote opener must be installed (EnableRemoteDatasets).
+// Errors: as Manifest::Read, or as Dataset::Open for a URL.
 Result<uint64_t> CountSamples(const std::string& dir);
 
 }  // namespace kiln

@@ -466,6 +466,40 @@ TEST_F(RemoteDatasetTest, CliInspectAndBenchTakeTheUrl) {
   EXPECT_NE(text.find("every sample read once: yes"), std::string::npos) << text;
 }
 
+// kiln show on a URL: the default grid, a --grid, one --index and the --draws of one sample are
+// the same pictures as from the local directory (the grid's sample count comes from the
+// dataset at the URL, not from a local kiln.json).
+TEST_F(RemoteDatasetTest, CliShowTakesTheUrl) {
+  const std::string out = servers->dir() + "/show";
+  fs::create_directories(out);
+  const struct {
+    const char* name;
+    const char* flags;
+  } kShows[] = {{"default", ""},
+                {"grid", "--grid 2x3"},
+                {"index", "--index 7"},
+                {"draws", "--index 7 --draws 4 --random-resized-crop 24 --flip"}};
+  for (const auto& show : kShows) {
+    for (const std::string& where :
+         {std::string("local"), std::string("s3"), std::string("http")}) {
+      const std::string dataset = where == "local" ? Local("raw")
+                                  : where == "s3"  ? S3("raw")
+                                                   : servers->var("HTTP_URL") + "/raw";
+      const std::string png = out + "/" + show.name + "-" + where + ".png";
+      const std::string log = out + "/" + show.name + "-" + where + ".txt";
+      const int rc = Shell(Quote(Kiln()) + " show " + Quote(dataset) + " " + show.flags + " -o " +
+                           Quote(png) + " > " + Quote(log) + " 2>&1");
+      std::ifstream in(log);
+      const std::string text((std::istreambuf_iterator<char>(in)), {});
+      ASSERT_EQ(rc, 0) << show.name << " " << dataset << ": " << text;
+      if (where == "local") continue;
+      const std::vector<uint8_t> local = ReadFile(out + "/" + show.name + "-local.png");
+      EXPECT_FALSE(local.empty()) << show.name;
+      EXPECT_TRUE(ReadFile(png) == local) << show.name << " " << dataset;
+    }
+  }
+}
+
 // What a Python training script does: kiln.Loader and kiln.verify on the URL, batches equal to
 // the local directory's (numpy backend, so no torch is needed).
 TEST_F(RemoteDatasetTest, PythonLoaderAndVerifyTakeTheUrl) {
