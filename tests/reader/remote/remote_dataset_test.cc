@@ -240,6 +240,31 @@ TEST_F(RemoteDatasetTest, HttpAndHttpsServeTheSameBatches) {
   ExpectSameStream(local, ReadAll(servers->var("HTTPS_URL") + "/zstd/", o, 1), "https");
 }
 
+// A dataset URL with a query string (a token every object of the dataset shares: a container
+// SAS, a CDN's signed query): each object's name goes before the query (base/kiln.json?query,
+// base/shard-00000.kiln?query), never after it; the batches and kiln verify are the local
+// directory's. nginx serves files whatever the query, so the reads prove the placement, and a
+// missing dataset's error shows the request URL.
+TEST_F(RemoteDatasetTest, AQueryStringFollowsEveryObjectName) {
+  const LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 12);
+  const std::string query = "?sv=2024-01-01&sig=abc%2Fdef";
+  const Stream local = ReadAll(Local("raw"), o, 1);
+  ExpectSameStream(local, ReadAll(servers->var("HTTP_URL") + "/raw" + query, o, 1), "query");
+  ExpectSameStream(local, ReadAll(servers->var("HTTP_URL") + "/raw/" + query, o, 1), "/query");
+  const Stream missing = ReadAll(servers->var("HTTP_URL") + "/no-such-dataset" + query, o, 1);
+  ASSERT_FALSE(missing.error.ok());
+  EXPECT_NE(missing.error.message().find("/no-such-dataset/kiln.json" + query), std::string::npos)
+      << missing.error.ToString();
+  const std::string out = servers->dir() + "/query-verify.txt";
+  const int rc =
+      Shell(Quote(Kiln()) + " verify " + Quote(servers->var("HTTP_URL") + "/raw" + query) + " > " +
+            Quote(out) + " 2>&1");
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("OK: "), std::string::npos) << text;
+}
+
 // JPEG records read at a URL decode to the same batches as locally: every order, two ranks,
 // RandomResizedCrop and flip drawn per sample.
 TEST_F(RemoteDatasetTest, JpegRecordsAtAUrlEqualLocal) {
