@@ -466,13 +466,26 @@ Status FetchShardSections(RemoteClient* client, const Manifest& m, std::vector<S
 }
 
 // Fetches and parses `url`'s kiln.json (its checksum checked as Manifest::Read checks it).
-Result<Manifest> FetchManifest(RemoteClient* client, const DatasetUrl& url) {
+// `aws`: the settings the client signs with; an s3:// request refused (HTTP 4xx but 404) while
+// they hold no keys says so, since the requests then went unsigned.
+Result<Manifest> FetchManifest(RemoteClient* client, const DatasetUrl& url,
+                               const AwsSettings& aws) {
   const std::string& base = url.base;
   const std::string manifest_url = url.Object(kManifestFileName);
   Result<ObjectInfo> manifest_object = client->Stat(manifest_url);
   if (!manifest_object.ok()) {
-    if (manifest_object.status().code() != StatusCode::kNotFound) {
-      return manifest_object.status();
+    const Status& failed = manifest_object.status();
+    if (failed.code() != StatusCode::kNotFound) {
+      if (aws.access_key_id.empty() && base.rfind("s3://", 0) == 0 &&
+          failed.message().find(": HTTP 4") != std::string::npos) {
+        return Status::IOError(std::string(failed.reason()) +
+                               "; the request was not signed: no AWS credentials found "
+                               "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the "
+                               "keys of profile " +
+                               aws.profile + " in the AWS credentials or config file)")
+            .WithFile(manifest_url);
+      }
+      return failed;
     }
     return Status::NotFound(base + " is not a kiln dataset: no " + kManifestFileName + " (" +
                             manifest_object.status().message() + ")")
@@ -556,7 +569,7 @@ VerifyReport VerifyRemoteDataset(const std::string& url, const VerifyOptions& op
   if (!remote_options.ok()) return fail(base, remote_options.status());
   Result<std::unique_ptr<RemoteClient>> client = RemoteClient::Create(*remote_options);
   if (!client.ok()) return fail(base, client.status());
-  Result<Manifest> manifest = FetchManifest(client->get(), dataset_url);
+  Result<Manifest> manifest = FetchManifest(client->get(), dataset_url, remote_options->aws);
   if (!manifest.ok()) return fail(manifest_url, manifest.status());
   report.samples = manifest->samples;
   if (manifest->format != "shards") {
@@ -624,7 +637,7 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
   const std::string& base = dataset_url.base;
   KILN_ASSIGN_OR_RETURN(RemoteOptions options, OptionsFromEnvironment());
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
-  KILN_ASSIGN_OR_RETURN(Manifest manifest, FetchManifest(client.get(), dataset_url));
+  KILN_ASSIGN_OR_RETURN(Manifest manifest, FetchManifest(client.get(), dataset_url, options.aws));
   const std::string manifest_url = dataset_url.Object(kManifestFileName);
   if (manifest.format != "shards") {
     return Status::NotSupported(

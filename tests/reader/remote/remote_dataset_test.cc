@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
+#include "formats/verifier.h"
 #include "reader/loader.h"
 #include "reader/stats_export.h"
 #include "tests/reader/remote/remote_test_servers.h"
@@ -350,6 +351,31 @@ TEST_F(RemoteDatasetTest, WrongKeyMissingDatasetAndLmdbAreRefusedByName) {
   EXPECT_EQ(lmdb.status().code(), StatusCode::kNotSupported);
   EXPECT_NE(lmdb.status().message().find("Repack it as shards"), std::string::npos)
       << lmdb.status().ToString();
+}
+
+// No keys anywhere (environment and both files empty): the requests go unsigned, which a
+// public bucket serves and Swift refuses with a bare "HTTP 400"; the error says the request was
+// not signed and why, and names the URL. With keys, a refusal does not say so.
+TEST_F(RemoteDatasetTest, AnUnsignedRequestRefusedSaysNoCredentialsWereFound) {
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  Result<std::unique_ptr<Dataset>> unsigned_open = Dataset::Open(S3("raw"));
+  ASSERT_FALSE(unsigned_open.ok());
+  EXPECT_NE(unsigned_open.status().message().find(S3("raw") + "/kiln.json"), std::string::npos)
+      << unsigned_open.status().ToString();
+  EXPECT_NE(unsigned_open.status().message().find("not signed: no AWS credentials found"),
+            std::string::npos)
+      << unsigned_open.status().ToString();
+  const VerifyReport report = VerifyDataset(S3("raw"), VerifyOptions{});
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].reason.find("not signed"), std::string::npos)
+      << report.problems[0].reason;
+  setenv("AWS_ACCESS_KEY_ID", "test:tester", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret", 1);
+  Result<std::unique_ptr<Dataset>> bad_key = Dataset::Open(S3("raw"));
+  ASSERT_FALSE(bad_key.ok());
+  EXPECT_EQ(bad_key.status().message().find("not signed"), std::string::npos)
+      << bad_key.status().ToString();
 }
 
 // A mixture whose sources are at URLs (http://, s3://, or one local and one remote) gives the
