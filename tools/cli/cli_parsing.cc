@@ -131,12 +131,16 @@ Status ParsePackFlags(const std::string& size, uint32_t resize, const std::strin
   return Status::Ok();
 }
 
-Result<uint64_t> CountSamples(const std::string& dir) {
+Result<Manifest> ReadDatasetManifest(const std::string& dir) {
   if (Dataset::IsUrl(dir)) {  // no local manifest to read: the remote opener fetches it
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
-    return dataset->num_samples();
+    return dataset->manifest();
   }
-  KILN_ASSIGN_OR_RETURN(Manifest m, Manifest::Read(dir));
+  return Manifest::Read(dir);
+}
+
+Result<uint64_t> CountSamples(const std::string& dir) {
+  KILN_ASSIGN_OR_RETURN(Manifest m, ReadDatasetManifest(dir));
   return m.samples;
 }
 

@@ -551,6 +551,36 @@ TEST_F(RemoteDatasetTest, CliShowTakesTheUrl) {
   }
 }
 
+// kiln pack --classes-from a dataset at a URL (a new split pinned to the class ids of the
+// training set in the bucket): the packed manifest's classes are that dataset's.
+TEST_F(RemoteDatasetTest, CliPackClassesFromTakesTheUrl) {
+  const nlohmann::json want =
+      nlohmann::json::parse(ReadFile(Local("raw") + "/kiln.json"))["classes"];
+  ASSERT_FALSE(want.empty());
+  for (const std::string& from : {S3("raw"), servers->var("HTTP_URL") + "/raw"}) {
+    const std::string out = servers->dir() + "/classes-from-" + std::to_string(from.size());
+    fs::remove_all(out);
+    const std::string log = out + ".txt";
+    const int rc = Shell(Quote(Kiln()) + " pack samples/fashion-mnist -o " + Quote(out) +
+                         " --size 28 --channels 1 --classes-from " + Quote(from) + " > " +
+                         Quote(log) + " 2>&1");
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    ASSERT_EQ(rc, 0) << from << ": " << text;
+    EXPECT_EQ(nlohmann::json::parse(ReadFile(out + "/kiln.json"))["classes"], want) << from;
+  }
+  const std::string missing = servers->dir() + "/classes-from-missing";
+  const std::string log = missing + ".txt";
+  EXPECT_NE(Shell(Quote(Kiln()) + " pack samples/fashion-mnist -o " + Quote(missing) +
+                  " --size 28 --channels 1 --classes-from " + S3("no-such-dataset") + " > " +
+                  Quote(log) + " 2>&1"),
+            0);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("--classes-from " + S3("no-such-dataset") + ": "), std::string::npos) << text;
+  EXPECT_NE(text.find("NoSuchKey"), std::string::npos) << text;
+}
+
 // What a Python training script does: kiln.Loader and kiln.verify on the URL, batches equal to
 // the local directory's (numpy backend, so no torch is needed).
 TEST_F(RemoteDatasetTest, PythonLoaderAndVerifyTakeTheUrl) {
