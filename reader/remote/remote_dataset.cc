@@ -574,8 +574,8 @@ VerifyReport VerifyRemoteDataset(const std::string& url, const VerifyOptions& op
   report.samples = manifest->samples;
   if (manifest->format != "shards") {
     report.problems.push_back({manifest_url, -1, -1,
-                               "a " + manifest->format +
-                                   " dataset cannot be verified at a URL (only shards can be "
+                               "a dataset of format " + manifest->format +
+                                   " cannot be verified at a URL (only shards can be "
                                    "read there): copy it to a local disk and verify the copy"});
     return report;
   }
@@ -641,8 +641,8 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
   const std::string manifest_url = dataset_url.Object(kManifestFileName);
   if (manifest.format != "shards") {
     return Status::NotSupported(
-               base + ": a " + manifest.format +
-               " dataset cannot be read from object storage or HTTP: its library reads one "
+               base + ": a dataset of format " + manifest.format +
+               " cannot be read from object storage or HTTP: its library reads one "
                "file by memory-mapped pages or POSIX reads, which range GETs cannot serve. "
                "Repack it as shards (kiln pack INPUT OUT --format shards) or copy it to a local "
                "disk first")

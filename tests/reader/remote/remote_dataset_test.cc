@@ -351,6 +351,14 @@ TEST_F(RemoteDatasetTest, WrongKeyMissingDatasetAndLmdbAreRefusedByName) {
   EXPECT_EQ(lmdb.status().code(), StatusCode::kNotSupported);
   EXPECT_NE(lmdb.status().message().find("Repack it as shards"), std::string::npos)
       << lmdb.status().ToString();
+  EXPECT_NE(lmdb.status().message().find("a dataset of format lmdb cannot be read"),
+            std::string::npos)
+      << lmdb.status().ToString();  // not "a lmdb dataset"
+  const VerifyReport verify = VerifyDataset(S3("lmdb"), VerifyOptions{});
+  ASSERT_EQ(verify.problems.size(), 1u);
+  EXPECT_NE(verify.problems[0].reason.find("a dataset of format lmdb cannot be verified"),
+            std::string::npos)
+      << verify.problems[0].reason;
 }
 
 // No keys anywhere (environment and both files empty): the requests go unsigned, which a
