@@ -450,11 +450,31 @@ Status ReadExactly(RemoteClient* client, const ObjectInfo& object, uint64_t offs
   return Status::Ok();
 }
 
-// `url` without trailing slashes: the dataset's location, to which file names are appended.
-std::string DatasetBase(const std::string& url) {
-  std::string base = url;
-  while (base.size() > 1 && base.back() == '/') base.pop_back();
-  return base;
+// A dataset's URL split for naming its objects: `base` (without trailing slashes, nor the
+// slashes of "scheme://") names the dataset, file names are appended to it; `query` ("?..." or
+// empty) is an http(s) URL's query string, a token every object shares (a container SAS, a
+// CDN's signed query), kept after each object's name: base/kiln.json?query. An s3:// key may
+// hold '?', so s3:// URLs have no query.
+struct DatasetUrl {
+  std::string base;
+  std::string query;
+  std::string Object(const std::string& name) const { return base + "/" + name + query; }
+};
+
+DatasetUrl SplitDatasetUrl(const std::string& url) {
+  DatasetUrl out;
+  out.base = url;
+  if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
+    const size_t q = url.find('?');
+    if (q != std::string::npos) {
+      out.base = url.substr(0, q);
+      out.query = url.substr(q);
+    }
+  }
+  const size_t scheme_end = out.base.find("://");
+  const size_t keep = scheme_end == std::string::npos ? 1 : scheme_end + 3;
+  while (out.base.size() > keep && out.base.back() == '/') out.base.pop_back();
+  return out;
 }
 
 // What open fetches of one shard: its stand-in mapping and the ranges still to come.
@@ -528,13 +548,27 @@ Status FetchShardSections(RemoteClient* client, const Manifest& m, std::vector<S
   return Status::Ok();
 }
 
-// Fetches and parses `base`/kiln.json (its checksum checked as Manifest::Read checks it).
-Result<Manifest> FetchManifest(RemoteClient* client, const std::string& base) {
-  const std::string manifest_url = base + "/" + kManifestFileName;
+// Fetches and parses `url`'s kiln.json (its checksum checked as Manifest::Read checks it).
+// `aws`: the settings the client signs with; an s3:// request refused (HTTP 4xx but 404) while
+// they hold no keys says so, since the requests then went unsigned.
+Result<Manifest> FetchManifest(RemoteClient* client, const DatasetUrl& url,
+                               const AwsSettings& aws) {
+  const std::string& base = url.base;
+  const std::string manifest_url = url.Object(kManifestFileName);
   Result<ObjectInfo> manifest_object = client->Stat(manifest_url);
   if (!manifest_object.ok()) {
-    if (manifest_object.status().code() != StatusCode::kNotFound) {
-      return manifest_object.status();
+    const Status& failed = manifest_object.status();
+    if (failed.code() != StatusCode::kNotFound) {
+      if (aws.access_key_id.empty() && base.rfind("s3://", 0) == 0 &&
+          failed.message().find(": HTTP 4") != std::string::npos) {
+        return Status::IOError(std::string(failed.reason()) +
+                               "; the request was not signed: no AWS credentials found "
+                               "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the "
+                               "keys of profile " +
+                               aws.profile + " in the AWS credentials or config file)")
+            .WithFile(manifest_url);
+      }
+      return failed;
     }
     return Status::NotFound(base + " is not a kiln dataset: no " + kManifestFileName + " (" +
                             manifest_object.status().message() + ")")
@@ -556,14 +590,16 @@ std::string ProblemText(const Status& status, const std::string& file) {
 // verifier, its size (HEAD) checked against the manifest and every piece read with If-Match.
 constexpr uint64_t kVerifyPieceBytes = 8 << 20;
 
+// `path` is the file's name under the dataset's base; `query` follows it in the request.
 std::unique_ptr<MappedFile> FetchForVerify(RemoteClient* client, const std::string& path,
-                                           const DataFileInfo* expected, VerifyReport* report) {
+                                           const std::string& query, const DataFileInfo* expected,
+                                           VerifyReport* report) {
   auto problem = [&](int64_t offset, std::string why) {
     report->problems.push_back({path, -1, offset, std::move(why)});
     return nullptr;
   };
   ++report->files_checked;
-  Result<ObjectInfo> object = client->Stat(path);
+  Result<ObjectInfo> object = client->Stat(path + query);
   if (!object.ok()) {
     return problem(-1, (object.status().code() == StatusCode::kNotFound ? "missing (" : "(") +
                            ProblemText(object.status(), path) + ")");
@@ -602,11 +638,12 @@ std::unique_ptr<MappedFile> FetchForVerify(RemoteClient* client, const std::stri
 }  // namespace
 
 VerifyReport VerifyRemoteDataset(const std::string& url, const VerifyOptions& options) {
-  const std::string base = DatasetBase(url);
+  const DatasetUrl dataset_url = SplitDatasetUrl(url);
+  const std::string& base = dataset_url.base;
   VerifyReport report;
   report.dir = base;
   report.deep = options.deep;
-  const std::string manifest_url = base + "/" + kManifestFileName;
+  const std::string manifest_url = dataset_url.Object(kManifestFileName);
   auto fail = [&](const std::string& file, const Status& status) {
     report.problems.push_back({file, -1, -1, ProblemText(status, file)});
     return report;
@@ -615,21 +652,21 @@ VerifyReport VerifyRemoteDataset(const std::string& url, const VerifyOptions& op
   if (!remote_options.ok()) return fail(base, remote_options.status());
   Result<std::unique_ptr<RemoteClient>> client = RemoteClient::Create(*remote_options);
   if (!client.ok()) return fail(base, client.status());
-  Result<Manifest> manifest = FetchManifest(client->get(), base);
+  Result<Manifest> manifest = FetchManifest(client->get(), dataset_url, remote_options->aws);
   if (!manifest.ok()) return fail(manifest_url, manifest.status());
   report.samples = manifest->samples;
   if (manifest->format != "shards") {
     report.problems.push_back({manifest_url, -1, -1,
-                               "a " + manifest->format +
-                                   " dataset cannot be verified at a URL (only shards can be "
+                               "a dataset of format " + manifest->format +
+                                   " cannot be verified at a URL (only shards can be "
                                    "read there): copy it to a local disk and verify the copy"});
     return report;
   }
   RemoteClient* c = client->get();
   VerifyShardFiles(
       base, *manifest, options,
-      [c](const std::string& path, const DataFileInfo* expected, VerifyReport* r) {
-        return FetchForVerify(c, path, expected, r);
+      [c, &dataset_url](const std::string& path, const DataFileInfo* expected, VerifyReport* r) {
+        return FetchForVerify(c, path, dataset_url.query, expected, r);
       },
       &report);
   return report;
@@ -789,15 +826,16 @@ std::string RequestRateWarning(const std::string& url, double gets_per_s) {
 }
 
 Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
-  const std::string base = DatasetBase(url);
+  const DatasetUrl dataset_url = SplitDatasetUrl(url);
+  const std::string& base = dataset_url.base;
   KILN_ASSIGN_OR_RETURN(RemoteOptions options, OptionsFromEnvironment());
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
-  KILN_ASSIGN_OR_RETURN(Manifest manifest, FetchManifest(client.get(), base));
-  const std::string manifest_url = base + "/" + kManifestFileName;
+  KILN_ASSIGN_OR_RETURN(Manifest manifest, FetchManifest(client.get(), dataset_url, options.aws));
+  const std::string manifest_url = dataset_url.Object(kManifestFileName);
   if (manifest.format != "shards") {
     return Status::NotSupported(
-               base + ": a " + manifest.format +
-               " dataset cannot be read from object storage or HTTP: its library reads one "
+               base + ": a dataset of format " + manifest.format +
+               " cannot be read from object storage or HTTP: its library reads one "
                "file by memory-mapped pages or POSIX reads, which range GETs cannot serve. "
                "Repack it as shards (kiln pack INPUT OUT --format shards) or copy it to a local "
                "disk first")
@@ -805,7 +843,7 @@ Result<std::unique_ptr<Dataset>> OpenRemoteDataset(const std::string& url) {
   }
   std::vector<ShardFetch> fetches(manifest.files.size());
   for (size_t s = 0; s < manifest.files.size(); ++s) {
-    fetches[s].object.url = base + "/" + manifest.files[s].file;
+    fetches[s].object.url = dataset_url.Object(manifest.files[s].file);
     fetches[s].object.size = manifest.files[s].bytes;
     KILN_ASSIGN_OR_RETURN(fetches[s].file,
                           MappedFile::Anonymous(fetches[s].object.url, manifest.files[s].bytes));

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
 
 namespace kiln::remote {
 namespace {
@@ -152,7 +154,19 @@ Result<AwsSettings> LoadAwsSettings(const std::function<const char*(const char*)
     std::string v = Lookup(creds, out.profile, key);
     return v.empty() ? Lookup(config, config_section, key) : v;
   };
-  if (!env("AWS_ACCESS_KEY_ID").empty() && !env("AWS_SECRET_ACCESS_KEY").empty()) {
+  // One half of a key pair is a mistake, never a reason to fall back to other keys (or to none):
+  // refused as the AWS CLI refuses it (PartialCredentialsError).
+  auto partial = [](const std::string& where, const char* has, const char* lacks) {
+    return Status::InvalidArgument("partial AWS credentials in " + where + ": " + has +
+                                   " is set but " + lacks + " is not");
+  };
+  const bool env_id = !env("AWS_ACCESS_KEY_ID").empty();
+  const bool env_secret = !env("AWS_SECRET_ACCESS_KEY").empty();
+  if (env_id != env_secret) {
+    return env_id ? partial("the environment", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+                  : partial("the environment", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID");
+  }
+  if (env_id) {
     out.access_key_id = env("AWS_ACCESS_KEY_ID");
     out.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
     out.session_token = env("AWS_SESSION_TOKEN");
@@ -160,6 +174,13 @@ Result<AwsSettings> LoadAwsSettings(const std::function<const char*(const char*)
     out.access_key_id = profile_value("aws_access_key_id");
     out.secret_access_key = profile_value("aws_secret_access_key");
     out.session_token = profile_value("aws_session_token");
+    if (out.access_key_id.empty() != out.secret_access_key.empty()) {
+      const std::string where =
+          "profile " + out.profile + " (" + cred_path + ", " + config_path + ")";
+      return out.access_key_id.empty()
+                 ? partial(where, "aws_secret_access_key", "aws_access_key_id")
+                 : partial(where, "aws_access_key_id", "aws_secret_access_key");
+    }
   }
   for (std::string v : {env("AWS_REGION"), env("AWS_DEFAULT_REGION"), profile_value("region")}) {
     if (!v.empty()) {
@@ -167,12 +188,21 @@ Result<AwsSettings> LoadAwsSettings(const std::function<const char*(const char*)
       break;
     }
   }
-  for (std::string v :
-       {env("AWS_ENDPOINT_URL_S3"), env("AWS_ENDPOINT_URL"), profile_value("endpoint_url")}) {
-    if (!v.empty()) {
-      out.endpoint_url = v;
-      break;
+  const std::pair<std::string, std::string> endpoints[] = {
+      {"AWS_ENDPOINT_URL_S3", env("AWS_ENDPOINT_URL_S3")},
+      {"AWS_ENDPOINT_URL", env("AWS_ENDPOINT_URL")},
+      {"endpoint_url of profile " + out.profile, profile_value("endpoint_url")}};
+  for (const auto& [name, v] : endpoints) {
+    if (v.empty()) continue;
+    // "Invalid endpoint" as the AWS CLI says it: without a scheme every request would go to a
+    // host name made of the whole value.
+    if (v.rfind("http://", 0) != 0 && v.rfind("https://", 0) != 0) {
+      return Status::InvalidArgument(name + "=" + v +
+                                     ": not an endpoint URL (want http://HOST[:PORT] or "
+                                     "https://HOST[:PORT])");
     }
+    out.endpoint_url = v;
+    break;
   }
   while (!out.endpoint_url.empty() && out.endpoint_url.back() == '/') out.endpoint_url.pop_back();
   std::string style = profile_value("s3.addressing_style");

@@ -61,8 +61,11 @@ struct AwsSettings {
 // Files: AWS_SHARED_CREDENTIALS_FILE (default ~/.aws/credentials), AWS_CONFIG_FILE (default
 // ~/.aws/config; profiles are `[profile NAME]` there, `[default]` for the default). A missing
 // file is no error. `getenv` is injectable for tests.
-// Errors: InvalidArgument naming the file of a malformed INI line, or a profile named by
-// AWS_PROFILE that neither file has.
+// Errors: InvalidArgument naming the file of a malformed INI line, a profile named by
+// AWS_PROFILE that neither file has, half a key pair (an access key id without its secret or the
+// reverse, in the environment or in the profile: as the AWS CLI's PartialCredentialsError, never
+// a fall-back to other keys), or an endpoint (naming the variable or profile it came from) that
+// does not start with http:// or https://.
 Result<AwsSettings> LoadAwsSettings(const std::function<const char*(const char*)>& getenv =
                                         [](const char* n) { return std::getenv(n); });
 

@@ -114,6 +114,43 @@ TEST(StatsReportTest, StageTimesOfAnIntervalGetKilnBenchsVerdict) {
   EXPECT_NEAR(r.stages.copy_seconds, 17.5, 1e-9);          // fetch - decompress - augment
 }
 
+// kiln bench of a dataset at a URL (io "remote"): its files are never resident (a "cold cache"
+// of 0%) and it takes no page faults, so the storage verdict names the range GETs, their
+// retries and latency, not page faults, and does not send the user to fio on local files.
+TEST(BottleneckTest, ABenchOfAUrlNamesTheRangeGetsNotPageFaultsOrFio) {
+  StageTimes t;
+  t.source = StageSource::kBench;
+  t.io = "remote";
+  t.cache = "cold";
+  t.resident_fraction = 0;
+  t.seconds = 10;
+  t.consumer_wait_seconds = 9.9;
+  t.first_batch_wait_seconds = 0.1;
+  t.fetch_seconds = 19;
+  t.fetch_cpu_seconds = 4;
+  t.storage_wait_seconds = 15;
+  t.copy_seconds = 19;
+  t.cpu_seconds = 4;
+  t.threads = 2;
+  t.shuffle = "exact";
+  t.remote_requests = 58918;
+  t.remote_retries = 3;
+  t.remote_p50_ms = 8.2;
+  t.remote_p99_ms = 23.2;
+  const Bottleneck b = DiagnoseStages(t);
+  EXPECT_EQ(b.name, "storage") << b.verdict;
+  EXPECT_TRUE(Contains(b.verdict, "58918 range GETs (3 retries; latency p50 8.2 ms, p99 23.2 ms"))
+      << b.verdict;
+  EXPECT_FALSE(Contains(b.verdict, "page faults")) << b.verdict;
+  EXPECT_FALSE(Contains(b.verdict, "fio")) << b.verdict;
+  // A warm local run keeps its advice.
+  t.io = "mmap";
+  t.major_faults = 1000;
+  const Bottleneck local = DiagnoseStages(t);
+  EXPECT_TRUE(Contains(local.verdict, "major page faults")) << local.verdict;
+  EXPECT_TRUE(Contains(local.verdict, "fio")) << local.verdict;
+}
+
 // Golden output: run from the fixture directory so the file names are relative.
 TEST(KilnStatsCliTest, TextAndJsonEqualTheGoldenFiles) {
   const ShellRun text = RunShellCapturingStderr("cd " + kFourRanks + " && " + kKiln + " stats .");

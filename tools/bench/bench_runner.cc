@@ -162,6 +162,10 @@ void Diagnose(BenchReport* r) {
   t.cpu_seconds = r->cpu_seconds;
   t.direct_reads = r->direct_reads;
   t.direct_max_in_flight = r->direct_max_in_flight;
+  t.remote_requests = r->remote_requests;
+  t.remote_retries = r->remote_retries;
+  t.remote_p50_ms = r->remote_p50_ms;
+  t.remote_p99_ms = r->remote_p99_ms;
   Bottleneck b = DiagnoseStages(t);
   r->bottleneck = std::move(b.name);
   r->verdict = std::move(b.verdict);

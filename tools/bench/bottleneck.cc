@@ -53,7 +53,7 @@ bool DiagnoseConsumer(const StageTimes& r, Bottleneck* b) {
 // every record from storage, without page faults.
 bool ReadStorage(const StageTimes& r) {
   if (FromBench(r)) {
-    return r.io == "direct" || r.cache == "cold" || r.major_faults >= 64 ||
+    return r.io == "direct" || r.io == "remote" || r.cache == "cold" || r.major_faults >= 64 ||
            (r.resident_fraction < 0.5 && r.major_faults > 0);
   }
   return r.io == "direct" || r.io == "remote" || r.residency_misses > 0;
@@ -83,15 +83,7 @@ std::string StorageSeen(const StageTimes& r, double fetch) {
                   Percent(r.storage_wait_seconds, fetch).c_str(),
                   static_cast<unsigned long long>(r.direct_reads),
                   static_cast<unsigned long long>(r.direct_max_in_flight));
-  } else if (FromBench(r)) {
-    std::snprintf(buf, sizeof(buf),
-                  "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
-                  "spent %s of their fetch time off the CPU (%.1f s issuing read-ahead) with "
-                  "%llu major page faults (%s cache): reads from storage limit the rate",
-                  Percent(r.consumer_wait_seconds, t).c_str(),
-                  Percent(r.storage_wait_seconds, fetch).c_str(), r.read_ahead_seconds,
-                  static_cast<unsigned long long>(r.major_faults), r.cache.c_str());
-  } else if (r.io == "remote") {
+  } else if (r.io == "remote") {  // no page cache or disk: the GETs are the storage
     std::snprintf(
         buf, sizeof(buf),
         "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
@@ -101,6 +93,14 @@ std::string StorageSeen(const StageTimes& r, double fetch) {
         Percent(r.consumer_wait_seconds, t).c_str(), Percent(r.storage_wait_seconds, fetch).c_str(),
         static_cast<unsigned long long>(r.remote_requests),
         static_cast<unsigned long long>(r.remote_retries), r.remote_p50_ms, r.remote_p99_ms);
+  } else if (FromBench(r)) {
+    std::snprintf(buf, sizeof(buf),
+                  "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
+                  "spent %s of their fetch time off the CPU (%.1f s issuing read-ahead) with "
+                  "%llu major page faults (%s cache): reads from storage limit the rate",
+                  Percent(r.consumer_wait_seconds, t).c_str(),
+                  Percent(r.storage_wait_seconds, fetch).c_str(), r.read_ahead_seconds,
+                  static_cast<unsigned long long>(r.major_faults), r.cache.c_str());
   } else {
     std::snprintf(buf, sizeof(buf),
                   "bottleneck: storage. The consumer waited %s of the time; the fetch threads "
@@ -122,7 +122,7 @@ std::string StorageVerdict(const StageTimes& r, double fetch) {
     std::snprintf(buf, sizeof(buf), "; %.0f MB/s is %s of the storage's %.0f MB/s", r.mb_per_s,
                   Percent(r.mb_per_s, r.disk_mb_per_s).c_str(), r.disk_mb_per_s);
     verdict += buf;
-  } else if (FromBench(r)) {
+  } else if (FromBench(r) && r.io != "remote") {  // fio measures local files, not a URL
     verdict +=
         "; to compare with the storage, measure it on these files (fio, see "
         "bench/larger_than_memory.sh) and pass --disk-mbps";

@@ -12,8 +12,9 @@
 //              half of it: batches are handed over slower than they are filled; no stage is.
 //   decompression, augment, copy, upload   the largest of these stage times.
 //
-// Evidence of storage reads. kBench: the direct io path, a cold cache, 64 or more major page
-// faults, or under half the files resident at open with some major faults. kStats (the export
+// Evidence of storage reads. kBench: the direct or remote io path, a cold cache, 64 or more
+// major page faults, or under half the files resident at open with some major faults (a remote
+// verdict names the range GETs, never page faults or fio). kStats (the export
 // has no page-fault or cache figures): the direct or remote io path, or residency probes that
 // found samples not in the page cache during the stretch. Without evidence, time off the CPU is
 // taken for preemption by other work.

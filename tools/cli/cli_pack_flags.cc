@@ -147,7 +147,7 @@ Result<PackOptions> PackOptionsFromFlags(const PackFlags& f) {
     KILN_ASSIGN_OR_RETURN(o.class_map, ReadClassNames(f.classes_file));
     o.class_map_origin = f.classes_file;
   } else if (!f.classes_from.empty()) {
-    Result<Manifest> manifest = Manifest::Read(f.classes_from);
+    Result<Manifest> manifest = ReadDatasetManifest(f.classes_from);  // a URL too
     if (!manifest.ok()) {
       return Status::InvalidArgument("--classes-from " + f.classes_from + ": " +
                                      manifest.status().message());

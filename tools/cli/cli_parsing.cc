@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <vector>
 
+#include "formats/dataset.h"
 #include "formats/manifest.h"
 
 namespace kiln {
@@ -129,8 +131,16 @@ Status ParsePackFlags(const std::string& size, uint32_t resize, const std::strin
   return Status::Ok();
 }
 
+Result<Manifest> ReadDatasetManifest(const std::string& dir) {
+  if (Dataset::IsUrl(dir)) {  // no local manifest to read: the remote opener fetches it
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> dataset, Dataset::Open(dir));
+    return dataset->manifest();
+  }
+  return Manifest::Read(dir);
+}
+
 Result<uint64_t> CountSamples(const std::string& dir) {
-  KILN_ASSIGN_OR_RETURN(Manifest m, Manifest::Read(dir));
+  KILN_ASSIGN_OR_RETURN(Manifest m, ReadDatasetManifest(dir));
   return m.samples;
 }
 

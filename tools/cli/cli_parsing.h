@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "formats/manifest.h"
 #include "formats/status.h"
 #include "tools/pack/pack_options.h"
 
@@ -38,7 +39,11 @@ Status ParsePackFlags(const std::string& size, uint32_t resize, const std::strin
                       const std::string& mean, const std::string& std_dev,
                       const std::string& shard_size, const std::string& compress,
                       PackOptions* options);
-// Returns the number of samples of the dataset in `dir` from its manifest.
+// Returns the manifest of the dataset in `dir`: Manifest::Read for a directory; for a URL
+// (s3://, http(s)://) the opened dataset's, by Dataset::Open, so the remote opener must be
+// installed (EnableRemoteDatasets). Errors: as Manifest::Read, or as Dataset::Open for a URL.
+Result<Manifest> ReadDatasetManifest(const std::string& dir);
+// Returns the number of samples of the dataset in `dir` (ReadDatasetManifest). Errors: as it.
 Result<uint64_t> CountSamples(const std::string& dir);
 
 }  // namespace kiln

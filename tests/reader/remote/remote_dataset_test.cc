@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "formats/dataset.h"
+#include "formats/verifier.h"
 #include "reader/loader.h"
 #include "reader/remote/disk_cache.h"
 #include "reader/stats_export.h"
@@ -242,6 +243,31 @@ TEST_F(RemoteDatasetTest, HttpAndHttpsServeTheSameBatches) {
   ExpectSameStream(local, ReadAll(servers->var("HTTPS_URL") + "/zstd/", o, 1), "https");
 }
 
+// A dataset URL with a query string (a token every object of the dataset shares: a container
+// SAS, a CDN's signed query): each object's name goes before the query (base/kiln.json?query,
+// base/shard-00000.kiln?query), never after it; the batches and kiln verify are the local
+// directory's. nginx serves files whatever the query, so the reads prove the placement, and a
+// missing dataset's error shows the request URL.
+TEST_F(RemoteDatasetTest, AQueryStringFollowsEveryObjectName) {
+  const LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 12);
+  const std::string query = "?sv=2024-01-01&sig=abc%2Fdef";
+  const Stream local = ReadAll(Local("raw"), o, 1);
+  ExpectSameStream(local, ReadAll(servers->var("HTTP_URL") + "/raw" + query, o, 1), "query");
+  ExpectSameStream(local, ReadAll(servers->var("HTTP_URL") + "/raw/" + query, o, 1), "/query");
+  const Stream missing = ReadAll(servers->var("HTTP_URL") + "/no-such-dataset" + query, o, 1);
+  ASSERT_FALSE(missing.error.ok());
+  EXPECT_NE(missing.error.message().find("/no-such-dataset/kiln.json" + query), std::string::npos)
+      << missing.error.ToString();
+  const std::string out = servers->dir() + "/query-verify.txt";
+  const int rc =
+      Shell(Quote(Kiln()) + " verify " + Quote(servers->var("HTTP_URL") + "/raw" + query) + " > " +
+            Quote(out) + " 2>&1");
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("OK: "), std::string::npos) << text;
+}
+
 // JPEG records read at a URL decode to the same batches as locally: every order, two ranks,
 // RandomResizedCrop and flip drawn per sample.
 TEST_F(RemoteDatasetTest, JpegRecordsAtAUrlEqualLocal) {
@@ -327,6 +353,39 @@ TEST_F(RemoteDatasetTest, WrongKeyMissingDatasetAndLmdbAreRefusedByName) {
   EXPECT_EQ(lmdb.status().code(), StatusCode::kNotSupported);
   EXPECT_NE(lmdb.status().message().find("Repack it as shards"), std::string::npos)
       << lmdb.status().ToString();
+  EXPECT_NE(lmdb.status().message().find("a dataset of format lmdb cannot be read"),
+            std::string::npos)
+      << lmdb.status().ToString();  // not "a lmdb dataset"
+  const VerifyReport verify = VerifyDataset(S3("lmdb"), VerifyOptions{});
+  ASSERT_EQ(verify.problems.size(), 1u);
+  EXPECT_NE(verify.problems[0].reason.find("a dataset of format lmdb cannot be verified"),
+            std::string::npos)
+      << verify.problems[0].reason;
+}
+
+// No keys anywhere (environment and both files empty): the requests go unsigned, which a
+// public bucket serves and Swift refuses with a bare "HTTP 400"; the error says the request was
+// not signed and why, and names the URL. With keys, a refusal does not say so.
+TEST_F(RemoteDatasetTest, AnUnsignedRequestRefusedSaysNoCredentialsWereFound) {
+  unsetenv("AWS_ACCESS_KEY_ID");
+  unsetenv("AWS_SECRET_ACCESS_KEY");
+  Result<std::unique_ptr<Dataset>> unsigned_open = Dataset::Open(S3("raw"));
+  ASSERT_FALSE(unsigned_open.ok());
+  EXPECT_NE(unsigned_open.status().message().find(S3("raw") + "/kiln.json"), std::string::npos)
+      << unsigned_open.status().ToString();
+  EXPECT_NE(unsigned_open.status().message().find("not signed: no AWS credentials found"),
+            std::string::npos)
+      << unsigned_open.status().ToString();
+  const VerifyReport report = VerifyDataset(S3("raw"), VerifyOptions{});
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].reason.find("not signed"), std::string::npos)
+      << report.problems[0].reason;
+  setenv("AWS_ACCESS_KEY_ID", "test:tester", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret", 1);
+  Result<std::unique_ptr<Dataset>> bad_key = Dataset::Open(S3("raw"));
+  ASSERT_FALSE(bad_key.ok());
+  EXPECT_EQ(bad_key.status().message().find("not signed"), std::string::npos)
+      << bad_key.status().ToString();
 }
 
 // A mixture whose sources are at URLs (http://, s3://, or one local and one remote) gives the
@@ -466,6 +525,70 @@ TEST_F(RemoteDatasetTest, CliInspectAndBenchTakeTheUrl) {
   EXPECT_NE(text.find("io remote"), std::string::npos) << text;
   EXPECT_NE(text.find(" range GETs (0 retries, 0 failed, "), std::string::npos) << text;
   EXPECT_NE(text.find("every sample read once: yes"), std::string::npos) << text;
+}
+
+// kiln show on a URL: the default grid, a --grid, one --index and the --draws of one sample are
+// the same pictures as from the local directory (the grid's sample count comes from the
+// dataset at the URL, not from a local kiln.json).
+TEST_F(RemoteDatasetTest, CliShowTakesTheUrl) {
+  const std::string out = servers->dir() + "/show";
+  fs::create_directories(out);
+  const struct {
+    const char* name;
+    const char* flags;
+  } kShows[] = {{"default", ""},
+                {"grid", "--grid 2x3"},
+                {"index", "--index 7"},
+                {"draws", "--index 7 --draws 4 --random-resized-crop 24 --flip"}};
+  for (const auto& show : kShows) {
+    for (const std::string& where :
+         {std::string("local"), std::string("s3"), std::string("http")}) {
+      const std::string dataset = where == "local" ? Local("raw")
+                                  : where == "s3"  ? S3("raw")
+                                                   : servers->var("HTTP_URL") + "/raw";
+      const std::string png = out + "/" + show.name + "-" + where + ".png";
+      const std::string log = out + "/" + show.name + "-" + where + ".txt";
+      const int rc = Shell(Quote(Kiln()) + " show " + Quote(dataset) + " " + show.flags + " -o " +
+                           Quote(png) + " > " + Quote(log) + " 2>&1");
+      std::ifstream in(log);
+      const std::string text((std::istreambuf_iterator<char>(in)), {});
+      ASSERT_EQ(rc, 0) << show.name << " " << dataset << ": " << text;
+      if (where == "local") continue;
+      const std::vector<uint8_t> local = ReadFile(out + "/" + show.name + "-local.png");
+      EXPECT_FALSE(local.empty()) << show.name;
+      EXPECT_TRUE(ReadFile(png) == local) << show.name << " " << dataset;
+    }
+  }
+}
+
+// kiln pack --classes-from a dataset at a URL (a new split pinned to the class ids of the
+// training set in the bucket): the packed manifest's classes are that dataset's.
+TEST_F(RemoteDatasetTest, CliPackClassesFromTakesTheUrl) {
+  const nlohmann::json want =
+      nlohmann::json::parse(ReadFile(Local("raw") + "/kiln.json"))["classes"];
+  ASSERT_FALSE(want.empty());
+  for (const std::string& from : {S3("raw"), servers->var("HTTP_URL") + "/raw"}) {
+    const std::string out = servers->dir() + "/classes-from-" + std::to_string(from.size());
+    fs::remove_all(out);
+    const std::string log = out + ".txt";
+    const int rc = Shell(Quote(Kiln()) + " pack samples/fashion-mnist -o " + Quote(out) +
+                         " --size 28 --channels 1 --classes-from " + Quote(from) + " > " +
+                         Quote(log) + " 2>&1");
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    ASSERT_EQ(rc, 0) << from << ": " << text;
+    EXPECT_EQ(nlohmann::json::parse(ReadFile(out + "/kiln.json"))["classes"], want) << from;
+  }
+  const std::string missing = servers->dir() + "/classes-from-missing";
+  const std::string log = missing + ".txt";
+  EXPECT_NE(Shell(Quote(Kiln()) + " pack samples/fashion-mnist -o " + Quote(missing) +
+                  " --size 28 --channels 1 --classes-from " + S3("no-such-dataset") + " > " +
+                  Quote(log) + " 2>&1"),
+            0);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("--classes-from " + S3("no-such-dataset") + ": "), std::string::npos) << text;
+  EXPECT_NE(text.find("NoSuchKey"), std::string::npos) << text;
 }
 
 // What a Python training script does: kiln.Loader and kiln.verify on the URL, batches equal to

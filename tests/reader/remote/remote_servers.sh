@@ -181,10 +181,21 @@ CONF
 }
 
 launch_nginx() {  # starts nginx on the configuration start_nginx wrote
+  # A port that already answers is another server's (an nginx not stopped with stop-http): the
+  # new nginx would fail to bind and exit while wait_port saw the old one, leaving the pid file
+  # naming a dead process and the old nginx running after `stop`.
+  local port
+  for port in "$1" "$2"; do
+    if (exec 3<> "/dev/tcp/127.0.0.1/$port") 2> /dev/null; then
+      die "127.0.0.1:$port is already in use (nginx still running? stop-http first)"
+    fi
+  done
   nginx -c "$dir/nginx/nginx.conf" -e "$dir/log/nginx.log" >> "$dir/log/nginx-stdout.log" 2>&1 &
-  echo $! > "$dir/run/nginx.pid"
+  local pid=$!
+  echo $pid > "$dir/run/nginx.pid"
   wait_port "$1" nginx
   wait_port "$2" "nginx (TLS)"
+  kill -0 "$pid" 2> /dev/null || die "nginx (pid $pid) exited after starting"
 }
 
 cmd=${1:-}

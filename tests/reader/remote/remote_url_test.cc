@@ -145,6 +145,56 @@ TEST_F(AwsSettingsTest, CustomEndpointDefaultsToPathStyleAndMissingProfileIsName
   EXPECT_NE(missing.status().message().find(".aws/credentials"), std::string::npos);
 }
 
+// Half a key pair is refused by name, never completed from the profile (which would sign with
+// another identity's secret: "403 SignatureDoesNotMatch" for keys that are fine), and an endpoint
+// without a scheme is refused naming its variable, not sent to a host called "minio:9000".
+TEST_F(AwsSettingsTest, PartialKeysAndAnEndpointWithoutSchemeAreRefusedByName) {
+  Write("credentials",
+        "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n"
+        "[half]\naws_access_key_id = HALF\n");
+  env_["AWS_ACCESS_KEY_ID"] = "ENVKEY";
+  Result<AwsSettings> id_only = Load();
+  ASSERT_FALSE(id_only.ok()) << id_only->access_key_id << " " << id_only->secret_access_key;
+  EXPECT_EQ(id_only.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(id_only.status().message().find("AWS_SECRET_ACCESS_KEY is not"), std::string::npos)
+      << id_only.status().ToString();
+  env_.erase("AWS_ACCESS_KEY_ID");
+  env_["AWS_SECRET_ACCESS_KEY"] = "envsecret";
+  Result<AwsSettings> secret_only = Load();
+  ASSERT_FALSE(secret_only.ok());
+  EXPECT_NE(secret_only.status().message().find("AWS_ACCESS_KEY_ID is not"), std::string::npos)
+      << secret_only.status().ToString();
+  env_.erase("AWS_SECRET_ACCESS_KEY");
+  env_["AWS_PROFILE"] = "half";
+  Result<AwsSettings> half = Load();
+  ASSERT_FALSE(half.ok());
+  EXPECT_NE(half.status().message().find("profile half"), std::string::npos)
+      << half.status().ToString();
+  EXPECT_NE(half.status().message().find("aws_secret_access_key is not"), std::string::npos)
+      << half.status().ToString();
+  env_.erase("AWS_PROFILE");
+  ASSERT_TRUE(Load().ok());  // the whole default pair
+
+  for (const char* var : {"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"}) {
+    env_[var] = "minio:9000";
+    Result<AwsSettings> bad = Load();
+    ASSERT_FALSE(bad.ok()) << var << " " << bad->endpoint_url;
+    EXPECT_NE(bad.status().message().find(std::string(var) + "=minio:9000"), std::string::npos)
+        << bad.status().ToString();
+    env_[var] = "https://minio:9000";
+    Result<AwsSettings> good = Load();
+    ASSERT_TRUE(good.ok()) << good.status().ToString();
+    EXPECT_EQ(good->endpoint_url, "https://minio:9000");
+    env_.erase(var);
+  }
+  Write("config", "[default]\nendpoint_url = 127.0.0.1:9000\n");
+  Result<AwsSettings> profile_endpoint = Load();
+  ASSERT_FALSE(profile_endpoint.ok());
+  EXPECT_NE(profile_endpoint.status().message().find("endpoint_url of profile default"),
+            std::string::npos)
+      << profile_endpoint.status().ToString();
+}
+
 }  // namespace
 }  // namespace kiln::remote
 
