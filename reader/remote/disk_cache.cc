@@ -119,10 +119,19 @@ bool OwnEntryFile(const std::string& name) {
   return rest == ".cache" || rest.rfind(".cache.tmp.", 0) == 0;
 }
 
+// The name an object is cached under: its URL without an http(s) query (a token that may change
+// from one job to the next names the same object).
+std::string CacheName(const std::string& url) {
+  if (url.rfind("s3://", 0) == 0) return url;
+  const size_t q = url.find('?');
+  return q == std::string::npos ? url : url.substr(0, q);
+}
+
 }  // namespace
 
 struct DiskCache::Object {
-  ObjectInfo info;
+  ObjectInfo info;   // as the open saw it (the fill's GETs use its URL)
+  std::string name;  // info.url without its query (CacheName): in the header, the lookup key
   uint32_t index = 0;
   std::string path;  // ENTRY/NNNNN.cache
   uint64_t pieces = 0;
@@ -159,7 +168,7 @@ bool AttachExisting(DiskCache::Object& o, uint64_t piece_bytes) {
   if (fd < 0) return false;
   struct stat st;
   std::vector<uint8_t> header(kHeaderBytes);
-  const std::vector<uint8_t> want = MakeHeader(o.info.url, o.info.size, o.info.etag, piece_bytes);
+  const std::vector<uint8_t> want = MakeHeader(o.name, o.info.size, o.info.etag, piece_bytes);
   if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != o.data_offset + o.info.size ||
       !ReadAll(fd, header.data(), kHeaderBytes, 0) || header != want) {
     ::close(fd);
@@ -183,7 +192,7 @@ Status CreateFresh(const DiskCache::Object& o, uint64_t piece_bytes, bool replac
   const std::string tmp = o.path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IOError(Errno("cannot create", tmp, errno));
-  const std::vector<uint8_t> header = MakeHeader(o.info.url, o.info.size, o.info.etag, piece_bytes);
+  const std::vector<uint8_t> header = MakeHeader(o.name, o.info.size, o.info.etag, piece_bytes);
   const bool ok = WriteAll(fd, header.data(), header.size(), 0) &&
                   ::ftruncate(fd, static_cast<off_t>(o.data_offset + o.info.size)) == 0;
   const int err = errno;
@@ -256,20 +265,21 @@ Result<std::shared_ptr<DiskCache>> DiskCache::Open(const Options& options,
   for (uint32_t i = 0; i < objects.size(); ++i) {
     auto o = std::make_unique<Object>();
     o->info = objects[i];
+    o->name = CacheName(objects[i].url);
     o->index = i;
     char name[32];
     std::snprintf(name, sizeof name, "/%05u.cache", i);
     o->path = c->entry_dir_ + name;
     o->pieces = o->info.size == 0 ? 0 : (o->info.size + pb - 1) / pb;
     o->data_offset = kHeaderBytes + RoundUp(std::max<uint64_t>(1, o->pieces), 4096);
-    if (o->info.etag.size() <= kEtagMax && o->info.url.size() <= kUrlMax && o->info.size > 0) {
+    if (o->info.etag.size() <= kEtagMax && o->name.size() <= kUrlMax && o->info.size > 0) {
       if (!AttachExisting(*o, pb)) {
         // Missing: made here (whoever links first wins); of another version: left to the filler.
         KILN_RETURN_IF_ERROR(CreateFresh(*o, pb, /*replace=*/false));
         AttachExisting(*o, pb);
       }
     }
-    c->by_url_.emplace(o->info.url, i);
+    c->by_url_.emplace(o->name, i);
     c->objects_.push_back(std::move(o));
   }
   return c;
@@ -289,7 +299,8 @@ DiskCache::~DiskCache() {
 
 bool DiskCache::Read(const ObjectInfo& object, uint64_t offset, uint64_t length, uint8_t* dest) {
   if (length == 0) return false;
-  const auto it = by_url_.find(object.url);
+  const bool has_query = object.url.find('?') != std::string::npos;
+  const auto it = by_url_.find(has_query ? CacheName(object.url) : object.url);
   if (it == by_url_.end()) return false;
   Object& o = *objects_[it->second];
   if (o.info.etag != object.etag || offset + length > o.info.size || offset + length < offset) {
@@ -330,7 +341,7 @@ bool DiskCache::TryLockFill() {
   // damaged) is replaced by a fresh one, so its pieces are downloaded again.
   for (auto& op : objects_) {
     Object& o = *op;
-    if (o.info.size == 0 || o.info.etag.size() > kEtagMax || o.info.url.size() > kUrlMax) continue;
+    if (o.info.size == 0 || o.info.etag.size() > kEtagMax || o.name.size() > kUrlMax) continue;
     std::lock_guard<std::mutex> lock(o.mu);
     if (o.attached.load(std::memory_order_acquire)) continue;
     if (!AttachExisting(o, piece_bytes_) && CreateFresh(o, piece_bytes_, /*replace=*/true).ok()) {
