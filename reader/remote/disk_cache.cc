@@ -137,7 +137,9 @@ struct DiskCache::Object {
   uint64_t pieces = 0;
   uint64_t data_offset = 0;  // header + states
   std::mutex mu;             // guards attaching (fd, map)
-  int fd = -1;
+  int fd = -1;               // kept open (kMaxKeptFds in all), else -1: opened per access
+  dev_t dev = 0;             // the mapped file's identity, checked when opened per access
+  ino_t ino = 0;
   uint8_t* map = nullptr;  // header + states, shared
   std::atomic<bool> attached{false};
   std::atomic<int64_t> next_try_ms{0};
@@ -149,15 +151,46 @@ struct DiskCache::Object {
   uint64_t PieceLength(uint64_t piece, uint64_t piece_bytes) const {
     return std::min(piece_bytes, info.size - piece * piece_bytes);
   }
-  void Detach() {
+  // A descriptor of the mapped file for one access: the kept one, else `path` opened afresh
+  // (`*own` set: the caller closes it), -1 when that is no longer the mapped file (replaced).
+  int Open(int flags, bool* own) const {
+    *own = false;
+    if (fd >= 0) return fd;
+    const int f = ::open(path.c_str(), flags | O_CLOEXEC);
+    struct stat st;
+    if (f >= 0 && (::fstat(f, &st) != 0 || st.st_dev != dev || st.st_ino != ino)) {
+      ::close(f);
+      return -1;
+    }
+    *own = f >= 0;
+    return f;
+  }
+  void Detach();
+  ~Object() { Detach(); }
+};
+
+namespace {
+
+// Object files kept open at once, across every cache of the process: a dataset of thousands of
+// shards would otherwise pass RLIMIT_NOFILE (1024 by default); past it each access opens its
+// file (and checks it is still the one mapped).
+constexpr int kMaxKeptFds = 256;
+std::atomic<int> g_kept_fds{0};
+
+}  // namespace
+
+void DiskCache::Object::Detach() {
+  {
     if (map != nullptr) ::munmap(map, data_offset);
-    if (fd >= 0) ::close(fd);
+    if (fd >= 0) {
+      ::close(fd);
+      g_kept_fds.fetch_sub(1, std::memory_order_relaxed);
+    }
     map = nullptr;
     fd = -1;
     attached.store(false, std::memory_order_release);
   }
-  ~Object() { Detach(); }
-};
+}
 
 namespace {
 
@@ -179,7 +212,15 @@ bool AttachExisting(DiskCache::Object& o, uint64_t piece_bytes) {
     ::close(fd);
     return false;
   }
-  o.fd = fd;
+  o.dev = st.st_dev;
+  o.ino = st.st_ino;
+  if (g_kept_fds.fetch_add(1, std::memory_order_relaxed) < kMaxKeptFds) {
+    o.fd = fd;
+  } else {
+    g_kept_fds.fetch_sub(1, std::memory_order_relaxed);
+    ::close(fd);  // the mapping stays; accesses open the file
+    o.fd = -1;
+  }
   o.map = static_cast<uint8_t*>(m);
   o.attached.store(true, std::memory_order_release);
   return true;
@@ -320,7 +361,11 @@ bool DiskCache::Read(const ObjectInfo& object, uint64_t offset, uint64_t length,
   for (uint64_t p = offset / piece_bytes_; p <= (offset + length - 1) / piece_bytes_; ++p) {
     if (!o.Held(p)) return false;
   }
-  if (!ReadAll(o.fd, dest, length, o.data_offset + offset)) {
+  bool own = false;
+  const int fd = o.Open(O_RDONLY, &own);
+  const bool read = fd >= 0 && ReadAll(fd, dest, length, o.data_offset + offset);
+  if (own) ::close(fd);
+  if (!read) {
     read_errors_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
@@ -365,9 +410,15 @@ Status DiskCache::StorePiece(uint32_t object, uint64_t piece, const uint8_t* byt
                                    std::to_string(length) + " bytes does not fit");
   }
   // The bytes, flushed, before the mark: a crash never leaves a held piece unwritten.
-  if (!WriteAll(o.fd, bytes, length, o.data_offset + piece * piece_bytes_) ||
-      ::fdatasync(o.fd) != 0) {
-    return Status::IOError(Errno("cannot write the cached piece to", o.path, errno))
+  bool own = false;
+  const int fd = o.Open(O_RDWR, &own);
+  const bool written = fd >= 0 &&
+                       WriteAll(fd, bytes, length, o.data_offset + piece * piece_bytes_) &&
+                       ::fdatasync(fd) == 0;
+  const int err = fd < 0 ? ESTALE : errno;
+  if (own) ::close(fd);
+  if (!written) {
+    return Status::IOError(Errno("cannot write the cached piece to", o.path, err))
         .WithLocation({o.path, -1, static_cast<int64_t>(o.data_offset + piece * piece_bytes_)});
   }
   __atomic_store_n(o.states() + piece, kHeld, __ATOMIC_RELEASE);
@@ -387,8 +438,15 @@ uint64_t DiskCache::DirectoryUsage() const {
 }
 
 bool DiskCache::HasRoom(uint64_t need) const {
-  if (options_.capacity_bytes != 0 && DirectoryUsage() + need > options_.capacity_bytes) {
-    return false;
+  if (options_.capacity_bytes != 0) {
+    // The directory's usage, counted afresh at most every 5 s (other processes fill too) and
+    // advanced by this fill's own pieces in between: a scan stats every file of every entry.
+    const int64_t now = NowMs();
+    if (usage_scanned_ms_ < 0 || now - usage_scanned_ms_ >= 5000) {
+      usage_ = DirectoryUsage();
+      usage_scanned_ms_ = now;
+    }
+    if (usage_ + need > options_.capacity_bytes) return false;
   }
   struct statvfs fs;
   if (::statvfs(entry_dir_.c_str(), &fs) != 0) return false;
@@ -403,6 +461,7 @@ bool DiskCache::HasRoom(uint64_t need) const {
 // Removes other datasets' entries that no process has open, least recently opened first, until
 // `need` more bytes fit; only the files this cache names (OwnEntryFile) are removed.
 bool DiskCache::MakeRoom(uint64_t need) {
+  usage_scanned_ms_ = -1;  // the room it decides on is counted afresh
   if (HasRoom(need)) return true;
   std::multimap<int64_t, std::string> entries;  // last-used mtime (ns) -> entry dir
   DIR* d = ::opendir(root_.c_str());
@@ -436,6 +495,7 @@ bool DiskCache::MakeRoom(uint64_t need) {
     ::unlink((dir + "/use.lock").c_str());
     ::close(fd);
     ::rmdir(dir.c_str());  // fails, harmlessly, when something not ours is left
+    usage_scanned_ms_ = -1;
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++evicted_entries_;
@@ -563,6 +623,7 @@ void DiskCache::Fill(RemoteOptions options, uint32_t in_flight) {
       error = stored.ToString();
       break;
     }
+    usage_ += length;
     std::lock_guard<std::mutex> lock(mu_);
     ++fill_pieces_;
     fill_bytes_ += length;

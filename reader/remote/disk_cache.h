@@ -153,6 +153,9 @@ class DiskCache {
   bool fill_started_ = false, fill_done_ = false, stop_ = false;
   bool fill_waits_ = false;  // another process holds fill.lock
   std::thread fill_thread_;
+  // The fill thread's count of the directory's bytes (HasRoom).
+  mutable uint64_t usage_ = 0;
+  mutable int64_t usage_scanned_ms_ = -1;
 };
 
 }  // namespace kiln::remote

@@ -7,8 +7,10 @@
 #include "reader/remote/disk_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -241,6 +243,38 @@ TEST_F(DiskCacheTest, FullDirectoryAdmitsNothingMore) {
   const DiskCache::Stats s = (*c)->stats();
   EXPECT_EQ(s.fill_pieces, 0u);
   EXPECT_TRUE(s.fill_error.empty()) << "a full cache is not an error: " << s.fill_error;
+}
+
+// More objects than the cache keeps descriptors for (256 in a process): all are cached and
+// read; those past the limit open their file per access. (A dataset of thousands of shards must
+// not run the process out of descriptors.)
+TEST_F(DiskCacheTest, ThousandsOfShardsDoNotExhaustFileDescriptors) {
+  // The usual default soft limit, whatever this shell has: 1200 files kept open would pass it.
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = std::min<rlim_t>(saved.rlim_cur, 1024);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  struct Restore {
+    rlimit r;
+    ~Restore() { setrlimit(RLIMIT_NOFILE, &r); }
+  } restore{saved};
+  std::vector<ObjectInfo> objects;
+  for (int i = 0; i < 1200; ++i) {
+    objects.push_back({"http://127.0.0.1:9/many/shard-" + std::to_string(i) + ".kiln", 4096,
+                       "\"m" + std::to_string(i) + "\""});
+  }
+  auto cache = DiskCache::Open(Opts(), "http://127.0.0.1:9/many", objects);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  ASSERT_TRUE((*cache)->TryLockFill());
+  for (uint32_t i : {0u, 255u, 256u, 1199u}) {
+    ASSERT_TRUE((*cache)->StorePiece(i, 0, Pattern(i, 4096).data(), 4096).ok()) << i;
+    std::vector<uint8_t> got(100);
+    ASSERT_TRUE((*cache)->Read(objects[i], 10, 100, got.data())) << i;
+    EXPECT_EQ(got, Pattern(i + 10, 100)) << i;
+  }
+  EXPECT_EQ((*cache)->stats().pieces_held, 4u);
+  EXPECT_EQ((*cache)->stats().pieces_total, 1200u);
 }
 
 TEST_F(DiskCacheTest, BadDirectoryOrPieceSizeIsRefusedByName) {
