@@ -714,12 +714,12 @@ Result<std::shared_ptr<DiskCache>> RemoteStore::OpenDiskCache(const std::string&
 }
 
 Status CheckUploadTarget(const std::string& url, bool overwrite) {
-  const std::string base = DatasetBase(url);
-  KILN_ASSIGN_OR_RETURN(RemoteUrl parsed, ParseRemoteUrl(base));
+  const DatasetUrl target = SplitDatasetUrl(url);
+  KILN_ASSIGN_OR_RETURN(RemoteUrl parsed, ParseRemoteUrl(target.base));
   (void)parsed;
   KILN_ASSIGN_OR_RETURN(RemoteOptions options, OptionsFromEnvironment());
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
-  const std::string manifest_url = base + "/" + kManifestFileName;
+  const std::string manifest_url = target.Object(kManifestFileName);
   Result<ObjectInfo> existing = client->Stat(manifest_url);
   if (existing.ok() && !overwrite) {
     return Status::InvalidArgument(manifest_url +
@@ -738,14 +738,14 @@ Status CheckUploadTarget(const std::string& url, bool overwrite) {
 Result<UploadReport> UploadDataset(const std::string& dir, const std::string& url, bool overwrite,
                                    const std::function<void(uint64_t, uint64_t)>& progress) {
   const auto started = std::chrono::steady_clock::now();
-  const std::string base = DatasetBase(url);
-  KILN_ASSIGN_OR_RETURN(RemoteUrl parsed, ParseRemoteUrl(base));
+  const DatasetUrl target = SplitDatasetUrl(url);  // each object's name before any query
+  KILN_ASSIGN_OR_RETURN(RemoteUrl parsed, ParseRemoteUrl(target.base));
   (void)parsed;
   KILN_RETURN_IF_ERROR(CheckUploadTarget(url, overwrite));
   KILN_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Read(dir));
   if (manifest.format != "shards") {
-    return Status::NotSupported(dir + ": a " + manifest.format +
-                                " dataset cannot be read from a URL, so it is not uploaded: pack "
+    return Status::NotSupported(dir + ": a dataset of format " + manifest.format +
+                                " cannot be read from a URL, so it is not uploaded: pack "
                                 "it with --format shards");
   }
   KILN_ASSIGN_OR_RETURN(RemoteOptions options, OptionsFromEnvironment());
@@ -783,7 +783,7 @@ Result<UploadReport> UploadDataset(const std::string& dir, const std::string& ur
                                     " bytes, kiln.json says " + std::to_string(f.bytes))
               .WithFile(path);
         }
-        client->QueuePut(next, base + "/" + f.name, path, f.bytes);
+        client->QueuePut(next, target.Object(f.name), path, f.bytes);
         ++next;
         ++running;
       }
@@ -792,7 +792,7 @@ Result<UploadReport> UploadDataset(const std::string& dir, const std::string& ur
       --running;
       if (!c.status.ok()) return c.status;
       const File& f = list[c.tag];
-      KILN_ASSIGN_OR_RETURN(ObjectInfo up, client->Stat(base + "/" + f.name));
+      KILN_ASSIGN_OR_RETURN(ObjectInfo up, client->Stat(target.Object(f.name)));
       if (up.size != f.bytes) {
         return Status::IOError(up.url + ": " + std::to_string(up.size) +
                                " bytes after the upload, " + std::to_string(f.bytes) + " sent")
