@@ -742,8 +742,8 @@ Result<UploadReport> UploadDataset(const std::string& dir, const std::string& ur
   KILN_RETURN_IF_ERROR(CheckUploadTarget(url, overwrite));
   KILN_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Read(dir));
   if (manifest.format != "shards") {
-    return Status::NotSupported(dir + ": a " + manifest.format +
-                                " dataset cannot be read from a URL, so it is not uploaded: pack "
+    return Status::NotSupported(dir + ": a dataset of format " + manifest.format +
+                                " cannot be read from a URL, so it is not uploaded: pack "
                                 "it with --format shards");
   }
   KILN_ASSIGN_OR_RETURN(RemoteOptions options, OptionsFromEnvironment());
