@@ -753,6 +753,9 @@ Loader::~Loader() {
     stop_ = true;
   }
   work_cv_.notify_all();
+  // A fetch thread waiting on a remote server that hangs would hold the join for its request
+  // timeout (and retries): its reader abandons the reads instead.
+  for (std::unique_ptr<RangeReader>& reader : range_readers_) reader->Interrupt();
   for (std::thread& t : threads_) t.join();
   // The final export line: every counter is final now (no fetch thread left), the device's too.
   if (exporter_ != nullptr) exporter_->Finish();

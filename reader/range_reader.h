@@ -125,6 +125,12 @@ class RangeReader {
   // message (a remote driver: the URL, HTTP status and the server's error); "" when nothing
   // more is known (local files: strerror says it all).
   virtual std::string ErrorDetail(uint32_t /*buffer*/) const { return std::string(); }
+  // From another thread, while the reader's thread may be in Wait(): makes that Wait and every
+  // later one return Cancelled soon (a remote driver: within about a second, not after a request
+  // timeout against a server that hangs), the reads in flight abandoned; afterwards only
+  // destruction is allowed. The Loader's destructor calls it before joining its fetch threads.
+  // Never blocks; the default does nothing (local reads end by themselves).
+  virtual void Interrupt() {}
   // Gives up the reads in flight without waiting for them, in a forked child whose parent
   // issued them (Loader's destructor): afterwards only destruction is allowed.
   virtual void Abandon() {}

@@ -55,6 +55,10 @@ struct RemoteClient::Request {
   std::string http_url;  // where it goes
   bool sign = false;
   std::string if_match;
+  // A weak ETag (W/"..."), which If-Match never matches (RFC 9110, 13.1.1: strong comparison):
+  // sent as no header, and compared with each answer's ETag instead. `stale`: it differed.
+  std::string weak_etag;
+  bool stale = false;
   uint64_t offset = 0, length = 0;
   uint8_t* dest = nullptr;
   uint32_t attempt = 0;
@@ -242,6 +246,20 @@ Status RemoteClient::Start(Request* r) {
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_ms));
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout_ms));
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  // A transfer that receives (or sends) nothing for stall_timeout_ms ends as a timeout (and is
+  // retried) instead of waiting out the whole request timeout.
+  if (options_.stall_timeout_ms > 0) {
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(std::max<int64_t>(1, options_.stall_timeout_ms / 1000)));
+  }
+  // Unsigned http(s): redirects followed (a moved dataset, a CDN); a signed S3 request is not
+  // (its signature names the host: the error says where the server pointed).
+  if (!r->sign) {
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  }
   if (!options_.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, options_.ca_file.c_str());
   if (r->kind == Request::Kind::kHead) curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   if (r->kind == Request::Kind::kPut) {
@@ -315,7 +333,10 @@ void RemoteClient::Finish(Request* r, int curl_code) {
   std::unique_ptr<Request> owned = std::move(running_[r->easy]);
   running_.erase(r->easy);
   const long http = ResponseCode(r->easy);
-  const bool succeeded = curl_code == CURLE_OK && !r->overflow && http >= 200 && http < 300;
+  r->stale = !r->weak_etag.empty() && curl_code == CURLE_OK && http >= 200 && http < 300 &&
+             r->etag != r->weak_etag;
+  const bool succeeded =
+      curl_code == CURLE_OK && !r->overflow && http >= 200 && http < 300 && !r->stale;
   if (r->twin != nullptr) {
     Request* other = r->twin;
     other->twin = nullptr;
@@ -360,6 +381,11 @@ void RemoteClient::Finish(Request* r, int curl_code) {
     std::string detail =
         r->errbuf[0] != '\0' ? r->errbuf : curl_easy_strerror(static_cast<CURLcode>(curl_code));
     status = Status::IOError(r->name + ": " + detail + attempts + " (" + r->What() + ")");
+  } else if (r->stale) {
+    status = Status::IOError(r->name + ": the object changed since it was opened (ETag then " +
+                             r->weak_etag + ", now " + (r->etag.empty() ? "none" : r->etag) +
+                             "; a weak ETag, so checked on each answer instead of If-Match) (" +
+                             r->What() + ")");
   } else if (r->overflow) {
     status = Status::IOError(r->name + ": HTTP " + std::to_string(code) +
                              ": the server sent more bytes than asked (Range ignored?) (" +
@@ -385,7 +411,7 @@ void RemoteClient::Complete(Request* r, Status status) {
   c.bytes = r->received;
   c.object_size = r->range_total;
   if (r->easy != nullptr) {
-    c.http_status = static_cast<int>(ResponseCode(r->easy));
+    c.http_status = r->stale ? 412 : static_cast<int>(ResponseCode(r->easy));
     if (r->kind == Request::Kind::kHead) {
       curl_off_t length = -1;
       curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
@@ -432,6 +458,7 @@ int64_t RemoteClient::Hedge(int64_t now_us) {
     h->http_url = r->http_url;
     h->sign = r->sign;
     h->if_match = r->if_match;
+    h->weak_etag = r->weak_etag;
     h->offset = r->offset;
     h->length = r->length;
     h->own.reset(new uint8_t[r->length]);
@@ -508,9 +535,14 @@ Result<bool> RemoteClient::WaitFor(RemoteCompletion* done, int timeout_ms) {
       return Status::InvalidArgument("RemoteClient::Wait: no read in flight");
     }
     const int64_t left_ms = deadline_ms - NowUs() / 1000;
-    if (left_ms < 0) return false;
+    if (left_ms < 0 || woken_.exchange(false, std::memory_order_acq_rel)) return false;
     KILN_RETURN_IF_ERROR(Drive(static_cast<int>(std::min<int64_t>(left_ms, 1000))));
   }
+}
+
+void RemoteClient::Wakeup() {
+  woken_.store(true, std::memory_order_release);
+  curl_multi_wakeup(multi_);
 }
 
 Status RemoteClient::Wait(RemoteCompletion* done) {
@@ -530,7 +562,11 @@ std::unique_ptr<RemoteClient::Request> ReadRequest(RemoteClient::Request::Kind k
   r->kind = kind;
   r->tag = tag;
   r->name = object.url;
-  r->if_match = object.etag;
+  if (object.etag.rfind("W/", 0) == 0) {
+    r->weak_etag = object.etag;
+  } else {
+    r->if_match = object.etag;
+  }
   r->offset = offset;
   r->length = length;
   r->dest = dest;

@@ -8,9 +8,11 @@
 //
 // Bytes land straight in the caller's buffer (the write callback copies into `dest`, no
 // staging copy). Every range read of an object sends `If-Match: <ETag recorded by Stat>`, so an
-// object replaced after Stat fails with 412 PreconditionFailed instead of mixing versions.
-// Retries: 5xx (503 SlowDown included), 429, timeouts, refused and reset connections, short
-// bodies; up to `max_retries` more attempts, exponential backoff with jitter. Never retried:
+// object replaced after Stat fails with 412 PreconditionFailed instead of mixing versions (a
+// weak ETag, W/"...", which If-Match never matches, is compared with each answer's instead).
+// Unsigned http(s) requests follow up to 5 redirects; a transfer stalled for stall_timeout_ms
+// is a timeout. Retries: 5xx (503 SlowDown included), 429, timeouts, refused and reset connections,
+// short bodies; up to `max_retries` more attempts, exponential backoff with jitter. Never retried:
 // other 4xx. Every request has a timeout, so nothing waits forever.
 // Hedging: a range read still running past a threshold learnt from this client's own latencies
 // (HedgePolicy) gets a second identical request; the first to finish wins, the other is
@@ -27,6 +29,7 @@
 #ifndef KILN_READER_REMOTE_REMOTE_CLIENT_H_
 #define KILN_READER_REMOTE_REMOTE_CLIENT_H_
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <deque>
@@ -67,9 +70,12 @@ struct RemoteOptions {
   uint32_t max_connections = 64;       // connections per host; reads beyond this wait in curl
   int64_t connect_timeout_ms = 5000;   // per attempt
   int64_t request_timeout_ms = 60000;  // per attempt, whole transfer
-  uint32_t max_retries = 8;            // attempts after the first: with the backoff below,
-                                       // rides out about 8 s of a server gone (a restart)
-  int64_t backoff_base_ms = 50;        // first retry waits in [base/2, base], doubling up to max
+  // Per attempt: a transfer that moves no byte for this long ends as a timeout (and is retried);
+  // 0: off. Whole seconds (libcurl's CURLOPT_LOW_SPEED_TIME), at least 1.
+  int64_t stall_timeout_ms = 15000;
+  uint32_t max_retries = 8;      // attempts after the first: with the backoff below,
+                                 // rides out about 8 s of a server gone (a restart)
+  int64_t backoff_base_ms = 50;  // first retry waits in [base/2, base], doubling up to max
   int64_t backoff_max_ms = 2000;
   HedgePolicy hedge;  // the Loader sets it from LoaderOptions::remote_hedge_*
   // Dataset order (Loader): whole extents read ahead when the open's fastest request took at
@@ -149,6 +155,9 @@ class RemoteClient {
   Result<bool> WaitFor(RemoteCompletion* done, int timeout_ms);
   // Queued reads not yet returned by Wait().
   uint32_t in_flight() const;
+  // From any thread: makes a WaitFor in progress (or the next one) return false (no completion)
+  // at once; the reads stay in flight. (The Loader's destructor interrupts its fetch threads.)
+  void Wakeup();
 
   const RemoteStats& stats() const { return stats_; }
 
@@ -178,6 +187,7 @@ class RemoteClient {
   int64_t next_hedge_look_us_ = 0;
   uint64_t rng_ = 0x9e3779b97f4a7c15ULL;
   uint64_t next_internal_tag_ = 1ULL << 63;
+  std::atomic<bool> woken_{false};
 };
 
 }  // namespace kiln::remote

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -96,6 +97,8 @@ Result<RemoteOptions> OptionsFromEnvironment() {
   options.max_retries = static_cast<uint32_t>(attempts - 1);
   KILN_RETURN_IF_ERROR(IntegerFromEnvironment("KILN_REMOTE_CONNECT_TIMEOUT_MS", 1, 3600000,
                                               &options.connect_timeout_ms));
+  KILN_RETURN_IF_ERROR(IntegerFromEnvironment("KILN_REMOTE_STALL_TIMEOUT_MS", 0, 86400000,
+                                              &options.stall_timeout_ms));
   KILN_RETURN_IF_ERROR(IntegerFromEnvironment("KILN_REMOTE_REQUEST_TIMEOUT_MS", 1, 86400000,
                                               &options.request_timeout_ms));
   KILN_RETURN_IF_ERROR(
@@ -246,6 +249,9 @@ class RemoteRangeReader final : public RangeReader {
     ReleaseReturned();
     if (!queued_.empty()) KILN_RETURN_IF_ERROR(Submit());
     while (ready_.empty()) {
+      if (interrupted_.load(std::memory_order_acquire)) {
+        return Status::Cancelled("the loader is closing: the remote reads in flight are abandoned");
+      }
       const uint64_t seen = cache_ != nullptr ? cache_->fetches() : 0;
       if (TakeReadyDeferred()) break;
       if (groups_.empty() && deferred_.empty()) {
@@ -284,6 +290,12 @@ class RemoteRangeReader final : public RangeReader {
     return Status::Ok();
   }
   uint32_t in_flight() const override { return in_flight_; }
+  // From the Loader's destructor: the fetch thread's Wait returns Cancelled within about a
+  // second (a wait on the block cache) or at once (on the client), not after the request timeout.
+  void Interrupt() override {
+    interrupted_.store(true, std::memory_order_release);
+    client_->Wakeup();
+  }
   std::string ErrorDetail(uint32_t buffer) const override { return errors_[buffer]; }
   // In a forked child: the connections are the parent's (closing them could send a TLS
   // close_notify on the parent's sessions), so the client is left alive.
@@ -410,6 +422,7 @@ class RemoteRangeReader final : public RangeReader {
   }
 
   std::shared_ptr<DiskCache> disk_;  // the local cache its client reads, or nullptr
+  std::atomic<bool> interrupted_{false};
   const RemoteStore& store_;
   std::unique_ptr<RemoteClient> client_;
   uint32_t depth_;

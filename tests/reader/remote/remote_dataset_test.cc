@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -776,6 +777,142 @@ TEST_F(RemoteDatasetTest, PackToAUrlUploadsKilnJsonLastAndReadsAsTheLocalPack) {
   ASSERT_FALSE(partial.ok());
   EXPECT_NE(partial.status().message().find("no kiln.json"), std::string::npos)
       << partial.status().ToString();
+}
+
+// The pid in `file` (a proxy's pid file), or 0.
+pid_t PidIn(const std::string& file) {
+  std::ifstream in(file);
+  long pid = 0;
+  in >> pid;
+  return static_cast<pid_t>(pid);
+}
+
+// A server that stops answering mid-epoch (the proxy in front of nginx stopped with SIGSTOP):
+// destroying the loader returns at once instead of after the request timeout and its retries
+// (its fetch threads' reads are abandoned: RangeReader::Interrupt).
+TEST_F(RemoteDatasetTest, ALoaderOverAServerThatHangsIsDestroyedPromptly) {
+  const std::string url = servers->StartProxy("hang-all", servers->var("HTTP_URL"), "");
+  ASSERT_FALSE(url.empty());
+  const pid_t proxy = PidIn(servers->dir() + "/run/proxy-hang-all.pid");
+  ASSERT_GT(proxy, 0);
+  LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 4);
+  o.batch_size = 16;
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(url + "/raw", o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Batch b;
+  ASSERT_TRUE(*(*loader)->Next(&b));
+  ASSERT_EQ(::kill(proxy, SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // reads now in flight, unanswered
+  const auto start = std::chrono::steady_clock::now();
+  loader->reset();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::kill(proxy, SIGCONT);
+  servers->StopProxy("hang-all");
+  // The request timeout is 60 s and the stall timeout 15 s: a destruction that waited for
+  // either would take that long.
+  EXPECT_LT(seconds, 5.0) << "the loader's destruction waited for the hung server";
+}
+
+// A transfer that stalls (the server stops sending) ends after KILN_REMOTE_STALL_TIMEOUT_MS and
+// is retried; with the server gone for good the read fails by name, long before the 60 s
+// request timeout.
+TEST_F(RemoteDatasetTest, AStalledTransferTimesOutAfterTheStallTimeout) {
+  const std::string url = servers->StartProxy("stall-all", servers->var("HTTP_URL"), "");
+  ASSERT_FALSE(url.empty());
+  const pid_t proxy = PidIn(servers->dir() + "/run/proxy-stall-all.pid");
+  ASSERT_GT(proxy, 0);
+  setenv("KILN_REMOTE_STALL_TIMEOUT_MS", "1000", 1);
+  setenv("AWS_MAX_ATTEMPTS", "2", 1);
+  LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 4);
+  o.batch_size = 16;
+  o.remote_hedge_p95_multiple = 0;  // one request per read: the stall itself is measured
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(url + "/raw", o);
+  unsetenv("KILN_REMOTE_STALL_TIMEOUT_MS");
+  unsetenv("AWS_MAX_ATTEMPTS");
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Batch b;
+  ASSERT_TRUE(*(*loader)->Next(&b));
+  ASSERT_EQ(::kill(proxy, SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  Status failure;
+  while (failure.ok()) {
+    Result<bool> more = (*loader)->Next(&b);
+    if (!more.ok()) failure = more.status();
+    if (more.ok() && !*more) break;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  loader->reset();
+  ::kill(proxy, SIGCONT);
+  servers->StopProxy("stall-all");
+  ASSERT_FALSE(failure.ok()) << "reads went on with the server stopped";
+  EXPECT_NE(failure.message().find(url + "/raw/shard-"), std::string::npos) << failure.ToString();
+  EXPECT_NE(failure.message().find("2 attempts"), std::string::npos) << failure.ToString();
+  EXPECT_LT(seconds, 30.0) << failure.ToString();
+}
+
+// nginx answers /moved/NAME with 302 to /NAME: the dataset reads through the redirect.
+TEST_F(RemoteDatasetTest, ARedirectedDatasetIsFollowed) {
+  const LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 8);
+  ExpectSameStream(ReadAll(Local("raw"), o, 1),
+                   ReadAll(servers->var("HTTP_URL") + "/moved/raw", o, 1), "through a redirect");
+}
+
+// A server whose ETags are weak (W/"..."): If-Match cannot be used (it compares strongly), so
+// each answer's ETag is compared with the one seen at open: the batches equal the local read,
+// and a shard replaced while reading fails by name instead of mixing versions.
+TEST_F(RemoteDatasetTest, WeakETagsAreComparedOnEveryAnswer) {
+  const std::string root = servers->dir() + "/weak";
+  ASSERT_EQ(Shell("rm -rf " + Quote(root) + " && mkdir -p " + Quote(root) + " && cp -r " +
+                  Quote(Local("raw")) + " " + Quote(root + "/raw")),
+            0);
+  const std::string port_file = servers->dir() + "/run/weak.port";
+  const std::string pid_file = servers->dir() + "/run/weak.pid";
+  ASSERT_EQ(Shell("rm -f " + Quote(port_file) + "; /usr/bin/python3 " +
+                  Quote(std::string(KILN_SOURCE_DIR) + "/tests/reader/remote/weak_etag_server.py") +
+                  " " + Quote(root) + " --port-file " + Quote(port_file) + " --pid-file " +
+                  Quote(pid_file) + " > /dev/null 2>&1 &"),
+            0);
+  struct Stop {
+    std::string pid_file;
+    ~Stop() {
+      if (const pid_t pid = PidIn(pid_file); pid > 0) ::kill(pid, SIGTERM);
+    }
+  } stop{pid_file};
+  for (int i = 0; i < 200 && !fs::exists(port_file); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(fs::exists(port_file)) << "weak_etag_server.py did not start";
+  std::ifstream in(port_file);
+  int port = 0;
+  in >> port;
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/raw";
+  LoaderOptions o = Options(ShuffleMode::kNone, 0, 1, 8);
+  ExpectSameStream(ReadAll(Local("raw"), o, 1), ReadAll(url, o, 1), "weak ETags");
+  // Replace the last shard (same size, other bytes, a new mtime: another weak ETag).
+  o.prefetch = 1;
+  Result<std::unique_ptr<Loader>> loader = Loader::Open(url, o);
+  ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+  Batch b;
+  ASSERT_TRUE(*(*loader)->Next(&b));
+  const std::string staged =
+      DamagedCopy(Local("raw") + "/shard-00013.kiln", servers->dir() + "/weak-staging");
+  ASSERT_EQ(Shell("cp " + Quote(staged) + " " + Quote(root + "/raw/shard-00013.kiln.new") +
+                  " && touch -d '+1 hour' " + Quote(root + "/raw/shard-00013.kiln.new") +
+                  " && mv " + Quote(root + "/raw/shard-00013.kiln.new") + " " +
+                  Quote(root + "/raw/shard-00013.kiln")),
+            0);
+  Status failure;
+  while (failure.ok()) {
+    Result<bool> more = (*loader)->Next(&b);
+    if (!more.ok()) failure = more.status();
+    if (more.ok() && !*more) break;
+  }
+  ASSERT_FALSE(failure.ok()) << "reads went on after a shard was replaced";
+  EXPECT_NE(failure.message().find("shard-00013.kiln"), std::string::npos) << failure.ToString();
+  EXPECT_NE(failure.message().find("changed since it was opened"), std::string::npos)
+      << failure.ToString();
 }
 
 // A server that goes away mid-epoch and comes back a second later: the reads refused meanwhile

@@ -174,6 +174,8 @@ http {
     ssl_certificate $dir/tls/cert.pem;
     ssl_certificate_key $dir/tls/key.pem;
     root $dir/www;
+    # A moved dataset: /moved/NAME answers 302 to /NAME (redirects followed for http(s)).
+    location /moved/ { rewrite ^/moved/(.*)\$ /\$1 redirect; }
   }
 }
 CONF
