@@ -59,6 +59,7 @@ struct RemoteClient::Request {
   // sent as no header, and compared with each answer's ETag instead. `stale`: it differed.
   std::string weak_etag;
   bool stale = false;
+  bool misplaced = false;  // a 206 whose Content-Range starts elsewhere than asked
   uint64_t offset = 0, length = 0;
   uint8_t* dest = nullptr;
   uint32_t attempt = 0;
@@ -79,6 +80,7 @@ struct RemoteClient::Request {
   std::string body;  // an error answer's body, at most kMaxBody bytes
   std::string etag;
   uint64_t range_total = 0;
+  int64_t range_start = -1;  // the answer's Content-Range start, -1 when it sent none
   int64_t started_us = 0;
   char errbuf[CURL_ERROR_SIZE] = {};
 
@@ -93,9 +95,11 @@ struct RemoteClient::Request {
     headers = nullptr;
     received = 0;
     overflow = false;
+    stale = misplaced = false;
     body.clear();
     etag.clear();
     range_total = 0;
+    range_start = -1;
     errbuf[0] = '\0';
   }
   std::string RangeText() const {
@@ -150,10 +154,14 @@ size_t ReadHeader(char* data, size_t size, size_t count, void* user) {
   if (line.substr(0, 5) == "HTTP/") {  // a new response (after 100 Continue or a redirect)
     r->etag.clear();
     r->range_total = 0;
+    r->range_start = -1;
   } else if (HeaderIs(line, "etag")) {
     r->etag = HeaderValue(line, 4);
   } else if (HeaderIs(line, "content-range")) {
     std::string v = HeaderValue(line, 13);
+    if (v.rfind("bytes ", 0) == 0 && v.size() > 6 && v[6] >= '0' && v[6] <= '9') {
+      r->range_start = static_cast<int64_t>(std::strtoull(v.c_str() + 6, nullptr, 10));
+    }
     size_t slash = v.rfind('/');
     if (slash != std::string::npos && slash + 1 < v.size() && v[slash + 1] != '*') {
       r->range_total = std::strtoull(v.c_str() + slash + 1, nullptr, 10);
@@ -335,8 +343,11 @@ void RemoteClient::Finish(Request* r, int curl_code) {
   const long http = ResponseCode(r->easy);
   r->stale = !r->weak_etag.empty() && curl_code == CURLE_OK && http >= 200 && http < 300 &&
              r->etag != r->weak_etag;
-  const bool succeeded =
-      curl_code == CURLE_OK && !r->overflow && http >= 200 && http < 300 && !r->stale;
+  // A 206 for other bytes than asked (a proxy or server that got the range wrong).
+  r->misplaced = r->kind == Request::Kind::kRange && curl_code == CURLE_OK && http == 206 &&
+                 r->range_start >= 0 && static_cast<uint64_t>(r->range_start) != r->offset;
+  const bool succeeded = curl_code == CURLE_OK && !r->overflow && http >= 200 && http < 300 &&
+                         !r->stale && !r->misplaced;
   if (r->twin != nullptr) {
     Request* other = r->twin;
     other->twin = nullptr;
@@ -381,6 +392,10 @@ void RemoteClient::Finish(Request* r, int curl_code) {
     std::string detail =
         r->errbuf[0] != '\0' ? r->errbuf : curl_easy_strerror(static_cast<CURLcode>(curl_code));
     status = Status::IOError(r->name + ": " + detail + attempts + " (" + r->What() + ")");
+  } else if (r->misplaced) {
+    status =
+        Status::IOError(r->name + ": HTTP 206 for bytes from " + std::to_string(r->range_start) +
+                        ", not the " + r->RangeText() + " asked (" + r->What() + ")");
   } else if (r->stale) {
     status = Status::IOError(r->name + ": the object changed since it was opened (ETag then " +
                              r->weak_etag + ", now " + (r->etag.empty() ? "none" : r->etag) +
@@ -641,6 +656,11 @@ Result<ObjectInfo> RemoteClient::Stat(const std::string& url) {
     // HEAD answers carry no body: a one-byte GET brings the server's error code and message.
     KILN_ASSIGN_OR_RETURN(RemoteCompletion probe, run(Request::Kind::kProbe));
     if (!probe.status.ok()) return probe.status;
+    // The GET worked where HEAD did not (a server or presigned URL that allows GET only: 403,
+    // 405, 501): its Content-Range total and ETag say the same.
+    if (probe.http_status == 206 && probe.object_size > 0) {
+      return ObjectInfo{url, probe.object_size, probe.etag};
+    }
   }
   if (!head.status.ok()) return head.status;
   return ObjectInfo{url, head.object_size, head.etag};

@@ -587,6 +587,15 @@ Result<Manifest> FetchManifest(RemoteClient* client, const DatasetUrl& url,
                             manifest_object.status().message() + ")")
         .WithLocation({manifest_url});
   }
+  // A manifest lists a file in about 200 bytes: 256 MiB would be a million shards. Anything
+  // larger is not one (a wrong URL to a big object), and is not downloaded into memory.
+  constexpr uint64_t kMaxManifestBytes = uint64_t{256} << 20;
+  if (manifest_object->size > kMaxManifestBytes) {
+    return Status::Corruption(manifest_url + " is " + std::to_string(manifest_object->size) +
+                              " bytes, more than the 256 MiB any kiln.json takes: not a kiln "
+                              "manifest (is the URL the dataset's?)")
+        .WithLocation({manifest_url});
+  }
   std::string text(manifest_object->size, '\0');
   KILN_RETURN_IF_ERROR(ReadExactly(client, *manifest_object, 0, text.size(),
                                    reinterpret_cast<uint8_t*>(text.data())));

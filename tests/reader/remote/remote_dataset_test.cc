@@ -859,6 +859,46 @@ TEST_F(RemoteDatasetTest, ARedirectedDatasetIsFollowed) {
                    ReadAll(servers->var("HTTP_URL") + "/moved/raw", o, 1), "through a redirect");
 }
 
+// tests/reader/remote/weak_etag_server.py serving `root` (with `options`), stopped by pid when
+// the object goes; port 0 when it did not start.
+struct WeakEtagServer {
+  std::string pid_file;
+  int port = 0;
+  WeakEtagServer(const std::string& root, const std::string& name, const std::string& options) {
+    const std::string port_file = servers->dir() + "/run/" + name + ".port";
+    pid_file = servers->dir() + "/run/" + name + ".pid";
+    if (Shell("rm -f " + Quote(port_file) + "; /usr/bin/python3 " +
+              Quote(std::string(KILN_SOURCE_DIR) + "/tests/reader/remote/weak_etag_server.py") +
+              " " + Quote(root) + " --port-file " + Quote(port_file) + " --pid-file " +
+              Quote(pid_file) + " " + options + " > /dev/null 2>&1 &") != 0) {
+      return;
+    }
+    for (int i = 0; i < 200 && !fs::exists(port_file); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::ifstream in(port_file);
+    in >> port;
+  }
+  ~WeakEtagServer() {
+    if (const pid_t pid = PidIn(pid_file); pid > 0) ::kill(pid, SIGTERM);
+  }
+};
+
+// A server that refuses HEAD (405; GET only, as some presigned URLs allow): sizes and ETags come
+// from a one-byte GET, and the dataset reads as the local one.
+TEST_F(RemoteDatasetTest, AServerThatRefusesHeadIsReadWithGets) {
+  const std::string root = servers->dir() + "/nohead";
+  ASSERT_EQ(Shell("rm -rf " + Quote(root) + " && mkdir -p " + Quote(root) + " && cp -r " +
+                  Quote(Local("raw")) + " " + Quote(root + "/raw")),
+            0);
+  WeakEtagServer server(root, "nohead", "--no-head");
+  ASSERT_GT(server.port, 0) << "weak_etag_server.py did not start";
+  const LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 8);
+  ExpectSameStream(ReadAll(Local("raw"), o, 1),
+                   ReadAll("http://127.0.0.1:" + std::to_string(server.port) + "/raw", o, 1),
+                   "no HEAD");
+}
+
 // A server whose ETags are weak (W/"..."): If-Match cannot be used (it compares strongly), so
 // each answer's ETag is compared with the one seen at open: the batches equal the local read,
 // and a shard replaced while reading fails by name instead of mixing versions.
@@ -867,27 +907,9 @@ TEST_F(RemoteDatasetTest, WeakETagsAreComparedOnEveryAnswer) {
   ASSERT_EQ(Shell("rm -rf " + Quote(root) + " && mkdir -p " + Quote(root) + " && cp -r " +
                   Quote(Local("raw")) + " " + Quote(root + "/raw")),
             0);
-  const std::string port_file = servers->dir() + "/run/weak.port";
-  const std::string pid_file = servers->dir() + "/run/weak.pid";
-  ASSERT_EQ(Shell("rm -f " + Quote(port_file) + "; /usr/bin/python3 " +
-                  Quote(std::string(KILN_SOURCE_DIR) + "/tests/reader/remote/weak_etag_server.py") +
-                  " " + Quote(root) + " --port-file " + Quote(port_file) + " --pid-file " +
-                  Quote(pid_file) + " > /dev/null 2>&1 &"),
-            0);
-  struct Stop {
-    std::string pid_file;
-    ~Stop() {
-      if (const pid_t pid = PidIn(pid_file); pid > 0) ::kill(pid, SIGTERM);
-    }
-  } stop{pid_file};
-  for (int i = 0; i < 200 && !fs::exists(port_file); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(fs::exists(port_file)) << "weak_etag_server.py did not start";
-  std::ifstream in(port_file);
-  int port = 0;
-  in >> port;
-  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/raw";
+  WeakEtagServer server(root, "weak", "");
+  ASSERT_GT(server.port, 0) << "weak_etag_server.py did not start";
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port) + "/raw";
   LoaderOptions o = Options(ShuffleMode::kNone, 0, 1, 8);
   ExpectSameStream(ReadAll(Local("raw"), o, 1), ReadAll(url, o, 1), "weak ETags");
   // Replace the last shard (same size, other bytes, a new mtime: another weak ETag).

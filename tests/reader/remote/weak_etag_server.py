@@ -5,7 +5,10 @@ that compress or transform bodies send; it ignores If-Match, as such servers may
 If-Match with a weak ETag (RFC 9110 13.1.1: If-Match uses the strong comparison), so it compares
 each answer's ETag with the one seen at open; a file replaced under ROOT must fail by name.
 
-    weak_etag_server.py ROOT --port-file FILE [--pid-file FILE]
+    weak_etag_server.py ROOT --port-file FILE [--pid-file FILE] [--no-head]
+
+--no-head answers every HEAD with 405 Method Not Allowed (servers and presigned URLs that allow
+GET only); GET still works.
 """
 
 import argparse
@@ -40,7 +43,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
 
+    no_head = False
+
     def do_HEAD(self):
+        if self.no_head:
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         path, st = self._file()
         if path is not None:
             self._headers(200, st, st.st_size)
@@ -74,8 +84,10 @@ def main():
     p.add_argument("root")
     p.add_argument("--port-file", required=True)
     p.add_argument("--pid-file")
+    p.add_argument("--no-head", action="store_true")
     a = p.parse_args()
     Handler.root = os.path.abspath(a.root)
+    Handler.no_head = a.no_head
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     if a.pid_file:
         with open(a.pid_file, "w") as f:
