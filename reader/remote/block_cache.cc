@@ -131,14 +131,18 @@ bool BlockCache::MakeRoomLocked(uint64_t length) {
 }
 
 std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, uint64_t offset,
-                                                              uint64_t length) {
+                                                              uint64_t length, bool* full) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (full != nullptr) *full = false;
   const Key key{object, offset};
   auto it = held_.find(key);
   if (it != held_.end() && it->second->length == length) return it->second;
   if (it != held_.end()) return nullptr;  // another extent at the same offset: read directly
   largest_ = std::max(largest_, length);
-  if (!MakeRoomLocked(length)) return nullptr;
+  if (!MakeRoomLocked(length)) {
+    if (full != nullptr) *full = true;
+    return nullptr;
+  }
   auto extent = std::make_shared<Extent>();
   extent->object = object;
   extent->offset = offset;

@@ -81,9 +81,11 @@ class BlockCache {
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
-  // The extent, fetching it when the cache does not hold it; nullptr when it cannot be held
-  // (every held extent in use). Never blocks on the network.
-  std::shared_ptr<const Extent> Acquire(uint32_t object, uint64_t offset, uint64_t length);
+  // The extent, fetching it when the cache does not hold it; nullptr when it cannot be held:
+  // every held extent in use (`*full` set to true: room may come once reads finish), or another
+  // extent held at `offset` of another length (`*full` false). Never blocks on the network.
+  std::shared_ptr<const Extent> Acquire(uint32_t object, uint64_t offset, uint64_t length,
+                                        bool* full = nullptr);
   // Waits up to `timeout_ms` until fetches() passes `seen` (read before looking at the extents
   // one waits on, so that none finishing in between is missed).
   void WaitAny(uint64_t seen, int timeout_ms);
