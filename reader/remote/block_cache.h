@@ -22,9 +22,10 @@
 // fewer blocks than intended). Each extent counts as its share of the longest extent acquired,
 // so that the pieces of a block across two objects (one extent each) count as one block
 // together. An extent is evicted, oldest first, once no read waits on it and room is needed. When
-// no extent can be evicted (all in use), Acquire returns nullptr and the caller reads its record by
-// itself: the cache never blocks a read for room and never grows past its capacity. An evicted
-// block read again later is fetched again.
+// no extent can be evicted (all in use), Acquire returns nullptr and says so: the cache never
+// blocks a read for room and never grows past its capacity (RemoteRangeReader parks such a
+// read and asks again once its reads have moved on). An evicted block read again later is
+// fetched again.
 //
 // Errors: a failed GET (after the client's retries) fails every read waiting on the extent,
 // with the server's answer; the extent is dropped, so a later read fetches it afresh.
