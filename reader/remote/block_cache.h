@@ -21,7 +21,9 @@
 // extent includes the record alignment padding, so a byte budget made from sample sizes holds
 // fewer blocks than intended). Each extent counts as its share of the longest extent acquired,
 // so that the pieces of a block across two objects (one extent each) count as one block
-// together. An extent is evicted, oldest first, once no read waits on it and room is needed. When
+// together. An extent is evicted, oldest first, once no read has waited on it for
+// kEvictAfterUnusedUs and room is needed (a block between two chunks' reads of it is not
+// evicted only to be fetched again for the next chunk). When
 // no extent can be evicted (all in use), Acquire returns nullptr and says so: the cache never
 // blocks a read for room and never grows past its capacity (RemoteRangeReader parks such a
 // read and asks again once its reads have moved on). An evicted block read again later is
@@ -70,6 +72,9 @@ class BlockCache {
     std::atomic<bool> ready{false};
     int64_t result = 0;  // bytes fetched, or -errno (remote_dataset.cc's mapping) on failure
     std::string error;   // the server's answer on failure
+    // When eviction first found it unused since it was last handed out (steady clock, us;
+    // 0: not seen unused). Under the cache's lock.
+    int64_t unused_since_us = 0;
   };
 
   // `objects`: the store's objects (URLs, sizes, ETags), valid for the cache's life; one
@@ -108,6 +113,8 @@ class BlockCache {
     std::thread thread;
   };
   void Run(Receiver* receiver);
+  // An extent is evicted only once it has been unused this long (see above).
+  static constexpr int64_t kEvictAfterUnusedUs = 2000;
   bool FitsLocked(uint64_t length) const;
   bool MakeRoomLocked(uint64_t length);
   Bytes TakeBufferLocked(uint64_t length, uint64_t* size);
