@@ -111,7 +111,7 @@ bool BlockCache::FitsLocked(uint64_t length) const {
 }
 
 // Evicts the oldest extents no read holds until one of `length` bytes fits. mu_ held.
-bool BlockCache::MakeRoomLocked(uint64_t length) {
+bool BlockCache::MakeRoomLocked(uint64_t length, bool at_once) {
   int64_t now_us = 0;
   for (size_t i = 0; i < age_.size() && !FitsLocked(length);) {
     auto it = held_.find(age_[i]);
@@ -126,7 +126,7 @@ bool BlockCache::MakeRoomLocked(uint64_t length) {
       }
       int64_t& since = it->second->unused_since_us;
       if (since == 0) since = now_us;
-      if (now_us - since < kEvictAfterUnusedUs) {
+      if (!at_once && now_us - since < kEvictAfterUnusedUs) {
         ++i;
         continue;
       }
@@ -145,7 +145,8 @@ bool BlockCache::MakeRoomLocked(uint64_t length) {
 }
 
 std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, uint64_t offset,
-                                                              uint64_t length, bool* full) {
+                                                              uint64_t length, bool* full,
+                                                              bool read_ahead) {
   std::lock_guard<std::mutex> lock(mu_);
   if (full != nullptr) *full = false;
   const Key key{object, offset};
@@ -156,7 +157,7 @@ std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, u
   }
   if (it != held_.end()) return nullptr;  // another extent at the same offset: read directly
   largest_ = std::max(largest_, length);
-  if (!MakeRoomLocked(length)) {
+  if (!MakeRoomLocked(length, read_ahead)) {
     if (full != nullptr) *full = true;
     return nullptr;
   }

@@ -90,8 +90,11 @@ class BlockCache {
   // The extent, fetching it when the cache does not hold it; nullptr when it cannot be held:
   // every held extent in use (`*full` set to true: room may come once reads finish), or another
   // extent held at `offset` of another length (`*full` false). Never blocks on the network.
+  // `read_ahead`: an extent read ahead in dataset order (RangeReader::Prefetch), for which any
+  // extent no read holds is evicted at once, without kEvictAfterUnusedUs (as read ahead always
+  // did: a skipped read-ahead costs a round trip later).
   std::shared_ptr<const Extent> Acquire(uint32_t object, uint64_t offset, uint64_t length,
-                                        bool* full = nullptr);
+                                        bool* full = nullptr, bool read_ahead = false);
   // Waits up to `timeout_ms` until fetches() passes `seen` (read before looking at the extents
   // one waits on, so that none finishing in between is missed).
   void WaitAny(uint64_t seen, int timeout_ms);
@@ -116,7 +119,7 @@ class BlockCache {
   // An extent is evicted only once it has been unused this long (see above).
   static constexpr int64_t kEvictAfterUnusedUs = 2000;
   bool FitsLocked(uint64_t length) const;
-  bool MakeRoomLocked(uint64_t length);
+  bool MakeRoomLocked(uint64_t length, bool at_once);
   Bytes TakeBufferLocked(uint64_t length, uint64_t* size);
   void DropLocked(const Extent& e);
 

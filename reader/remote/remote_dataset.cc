@@ -161,7 +161,7 @@ class RemoteRangeReader final : public RangeReader {
   // Starts the extent's GET on the shared BlockCache when it does not hold the extent yet (and
   // has room); the reads of it queued later by any fetch thread find it there.
   void Prefetch(uint32_t object, uint64_t offset, uint64_t length) override {
-    if (cache_ != nullptr) cache_->Acquire(object, offset, length);
+    if (cache_ != nullptr) cache_->Acquire(object, offset, length, nullptr, /*read_ahead=*/true);
   }
   Status Submit() override {
     std::sort(queued_.begin(), queued_.end(), [](const Read& a, const Read& b) {
