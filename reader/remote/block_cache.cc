@@ -111,11 +111,25 @@ bool BlockCache::FitsLocked(uint64_t length) const {
 }
 
 // Evicts the oldest extents no read holds until one of `length` bytes fits. mu_ held.
-bool BlockCache::MakeRoomLocked(uint64_t length) {
+bool BlockCache::MakeRoomLocked(uint64_t length, bool at_once) {
+  int64_t now_us = 0;
   for (size_t i = 0; i < age_.size() && !FitsLocked(length);) {
     auto it = held_.find(age_[i]);
     // use_count 1: only the cache holds it (no reader waits on it, no fetch in progress).
     if (it != held_.end() && it->second.use_count() == 1 && IsReady(*it->second)) {
+      // Evicted only once it has stayed unused a while: the next chunk's reads of a block
+      // often come a moment after the last chunk's are done.
+      if (now_us == 0) {
+        now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::steady_clock::now().time_since_epoch())
+                     .count();
+      }
+      int64_t& since = it->second->unused_since_us;
+      if (since == 0) since = now_us;
+      if (!at_once && now_us - since < kEvictAfterUnusedUs) {
+        ++i;
+        continue;
+      }
       // No one else holds it: its buffer is kept for the next extent.
       if (it->second->result >= 0 && spare_.size() < capacity_blocks_) {
         spare_.emplace_back(std::move(it->second->bytes), it->second->buffer_bytes);
@@ -131,14 +145,22 @@ bool BlockCache::MakeRoomLocked(uint64_t length) {
 }
 
 std::shared_ptr<const BlockCache::Extent> BlockCache::Acquire(uint32_t object, uint64_t offset,
-                                                              uint64_t length) {
+                                                              uint64_t length, bool* full,
+                                                              bool read_ahead) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (full != nullptr) *full = false;
   const Key key{object, offset};
   auto it = held_.find(key);
-  if (it != held_.end() && it->second->length == length) return it->second;
+  if (it != held_.end() && it->second->length == length) {
+    it->second->unused_since_us = 0;  // in use again
+    return it->second;
+  }
   if (it != held_.end()) return nullptr;  // another extent at the same offset: read directly
   largest_ = std::max(largest_, length);
-  if (!MakeRoomLocked(length)) return nullptr;
+  if (!MakeRoomLocked(length, read_ahead)) {
+    if (full != nullptr) *full = true;
+    return nullptr;
+  }
   auto extent = std::make_shared<Extent>();
   extent->object = object;
   extent->offset = offset;

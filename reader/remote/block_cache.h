@@ -21,10 +21,13 @@
 // extent includes the record alignment padding, so a byte budget made from sample sizes holds
 // fewer blocks than intended). Each extent counts as its share of the longest extent acquired,
 // so that the pieces of a block across two objects (one extent each) count as one block
-// together. An extent is evicted, oldest first, once no read waits on it and room is needed. When
-// no extent can be evicted (all in use), Acquire returns nullptr and the caller reads its record by
-// itself: the cache never blocks a read for room and never grows past its capacity. An evicted
-// block read again later is fetched again.
+// together. An extent is evicted, oldest first, once no read has waited on it for
+// kEvictAfterUnusedUs and room is needed (a block between two chunks' reads of it is not
+// evicted only to be fetched again for the next chunk). When
+// no extent can be evicted (all in use), Acquire returns nullptr and says so: the cache never
+// blocks a read for room and never grows past its capacity (RemoteRangeReader parks such a
+// read and asks again once its reads have moved on). An evicted block read again later is
+// fetched again.
 //
 // Errors: a failed GET (after the client's retries) fails every read waiting on the extent,
 // with the server's answer; the extent is dropped, so a later read fetches it afresh.
@@ -69,6 +72,9 @@ class BlockCache {
     std::atomic<bool> ready{false};
     int64_t result = 0;  // bytes fetched, or -errno (remote_dataset.cc's mapping) on failure
     std::string error;   // the server's answer on failure
+    // When eviction first found it unused since it was last handed out (steady clock, us;
+    // 0: not seen unused). Under the cache's lock.
+    int64_t unused_since_us = 0;
   };
 
   // `objects`: the store's objects (URLs, sizes, ETags), valid for the cache's life; one
@@ -81,9 +87,14 @@ class BlockCache {
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
-  // The extent, fetching it when the cache does not hold it; nullptr when it cannot be held
-  // (every held extent in use). Never blocks on the network.
-  std::shared_ptr<const Extent> Acquire(uint32_t object, uint64_t offset, uint64_t length);
+  // The extent, fetching it when the cache does not hold it; nullptr when it cannot be held:
+  // every held extent in use (`*full` set to true: room may come once reads finish), or another
+  // extent held at `offset` of another length (`*full` false). Never blocks on the network.
+  // `read_ahead`: an extent read ahead in dataset order (RangeReader::Prefetch), for which any
+  // extent no read holds is evicted at once, without kEvictAfterUnusedUs (as read ahead always
+  // did: a skipped read-ahead costs a round trip later).
+  std::shared_ptr<const Extent> Acquire(uint32_t object, uint64_t offset, uint64_t length,
+                                        bool* full = nullptr, bool read_ahead = false);
   // Waits up to `timeout_ms` until fetches() passes `seen` (read before looking at the extents
   // one waits on, so that none finishing in between is missed).
   void WaitAny(uint64_t seen, int timeout_ms);
@@ -105,8 +116,10 @@ class BlockCache {
     std::thread thread;
   };
   void Run(Receiver* receiver);
+  // An extent is evicted only once it has been unused this long (see above).
+  static constexpr int64_t kEvictAfterUnusedUs = 2000;
   bool FitsLocked(uint64_t length) const;
-  bool MakeRoomLocked(uint64_t length);
+  bool MakeRoomLocked(uint64_t length, bool at_once);
   Bytes TakeBufferLocked(uint64_t length, uint64_t* size);
   void DropLocked(const Extent& e);
 

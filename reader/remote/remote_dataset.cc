@@ -171,28 +171,27 @@ class RemoteRangeReader final : public RangeReader {
     ++in_flight_;
   }
   // A read inside a block: served from the shared BlockCache (one GET per block for all fetch
-  // threads) when there is one and it can hold the block, else read as Queue reads. The reader
-  // keeps its own reference (a pin) to each extent its reads wait on, so the reads queued on an
-  // extent while others of it wait (dataset order: up to `depth`) take neither the cache's lock
-  // nor its shared count.
+  // threads) when there is one, else read as Queue reads. The reader keeps its own reference (a
+  // pin) to each extent its reads wait on, so the reads queued on an extent while others of it
+  // wait (dataset order: up to `depth`) take neither the cache's lock nor its shared count.
+  // When the cache is full (every extent it holds is in use), the read waits here (parked_)
+  // and asks again in Wait until an extent is let go, rather than going out by itself: at a
+  // window's end a fetch thread's first chunk of the next window would otherwise read the
+  // records of most of its blocks one GET each (about 130 GETs per window of 16 blocks).
   void QueueWithin(uint32_t buffer, uint32_t object, uint64_t offset, uint32_t length,
                    uint64_t extent_offset, uint64_t extent_length) override {
     if (cache_ != nullptr && extent_offset <= offset &&
         offset + length <= extent_offset + extent_length) {
-      Pin* pin = FindPin(object, extent_offset, extent_length);
-      if (pin == nullptr) {
-        std::shared_ptr<const BlockCache::Extent> e =
-            cache_->Acquire(object, extent_offset, extent_length);
-        if (e != nullptr) {
-          pins_.push_back(Pin{std::move(e), 0});
-          pin = &pins_.back();
-        }
+      errors_[buffer].clear();
+      data_[buffer] = nullptr;
+      const Within w{buffer, object, offset, length, extent_offset, extent_length};
+      bool full = false;
+      if (Defer(w, &full)) {
+        ++in_flight_;
+        return;
       }
-      if (pin != nullptr) {
-        errors_[buffer].clear();
-        data_[buffer] = nullptr;
-        ++pin->reads;
-        deferred_.push_back(Deferred{buffer, pin->extent.get(), offset - extent_offset, length});
+      if (full) {
+        parked_.push_back(w);
         ++in_flight_;
         return;
       }
@@ -202,7 +201,7 @@ class RemoteRangeReader final : public RangeReader {
   // Starts the extent's GET on the shared BlockCache when it does not hold the extent yet (and
   // has room); the reads of it queued later by any fetch thread find it there.
   void Prefetch(uint32_t object, uint64_t offset, uint64_t length) override {
-    if (cache_ != nullptr) cache_->Acquire(object, offset, length);
+    if (cache_ != nullptr) cache_->Acquire(object, offset, length, nullptr, /*read_ahead=*/true);
   }
   Status Submit() override {
     std::sort(queued_.begin(), queued_.end(), [](const Read& a, const Read& b) {
@@ -253,17 +252,24 @@ class RemoteRangeReader final : public RangeReader {
         return Status::Cancelled("the loader is closing: the remote reads in flight are abandoned");
       }
       const uint64_t seen = cache_ != nullptr ? cache_->fetches() : 0;
+      if (!parked_.empty()) {
+        RetryParked();
+        if (!queued_.empty()) KILN_RETURN_IF_ERROR(Submit());
+      }
       if (TakeReadyDeferred()) break;
-      if (groups_.empty() && deferred_.empty()) {
+      if (groups_.empty() && deferred_.empty() && parked_.empty()) {
         return Status::InvalidArgument("RangeReader::Wait: no read in flight");
       }
+      // Parked reads wait for another thread to let go of an extent, which nothing signals:
+      // they look again every millisecond.
+      const bool waiting_on_cache = !deferred_.empty() || !parked_.empty();
       if (groups_.empty()) {  // only reads waiting on the cache's blocks
-        cache_->WaitAny(seen, 1000);
+        cache_->WaitAny(seen, parked_.empty() ? 1000 : 1);
         continue;
       }
       RemoteCompletion done;
       // With reads waiting on the cache too, drive this client in short steps between looks.
-      KILN_ASSIGN_OR_RETURN(bool got, client_->WaitFor(&done, deferred_.empty() ? 1000 : 2));
+      KILN_ASSIGN_OR_RETURN(bool got, client_->WaitFor(&done, waiting_on_cache ? 2 : 1000));
       if (!got) continue;
       auto it = groups_.find(done.tag);
       if (it == groups_.end()) return Status::Internal("remote read with an unknown tag");
@@ -325,6 +331,12 @@ class RemoteRangeReader final : public RangeReader {
     uint64_t skip = 0;                           // where the read starts in the extent
     uint32_t length = 0;
   };
+  struct Within {  // a read queued inside an extent (QueueWithin's arguments)
+    uint32_t buffer = 0, object = 0;
+    uint64_t offset = 0;
+    uint32_t length = 0;
+    uint64_t extent_offset = 0, extent_length = 0;
+  };
   struct Pin {  // this reader's reference to an extent of the cache
     std::shared_ptr<const BlockCache::Extent> extent;
     uint32_t reads = 0;  // deferred_ and ready_ entries reading it, and the one last returned
@@ -366,6 +378,39 @@ class RemoteRangeReader final : public RangeReader {
     std::vector<Read> reads;
     std::unique_ptr<uint8_t[]> bytes;  // merged reads only
   };
+
+  // Makes `w` wait on its extent (pinned, fetched by the cache if it does not hold it yet).
+  // False when the cache cannot hold the extent: `*full` says whether for want of room.
+  bool Defer(const Within& w, bool* full) {
+    Pin* pin = FindPin(w.object, w.extent_offset, w.extent_length);
+    if (pin == nullptr) {
+      std::shared_ptr<const BlockCache::Extent> e =
+          cache_->Acquire(w.object, w.extent_offset, w.extent_length, full);
+      if (e == nullptr) return false;
+      pins_.push_back(Pin{std::move(e), 0});
+      pin = &pins_.back();
+    }
+    ++pin->reads;
+    deferred_.push_back(
+        Deferred{w.buffer, pin->extent.get(), w.offset - w.extent_offset, w.length});
+    return true;
+  }
+  // Asks the cache again for the parked reads' extents, oldest first; one that can no longer be
+  // held for another reason than room is read by itself (queued for Submit).
+  void RetryParked() {
+    size_t kept = 0;
+    for (size_t i = 0; i < parked_.size(); ++i) {
+      const Within& w = parked_[i];
+      bool full = false;
+      if (Defer(w, &full)) continue;
+      if (full) {
+        parked_[kept++] = w;
+        continue;
+      }
+      queued_.push_back(Read{w.buffer, w.object, w.offset, w.length});
+    }
+    parked_.resize(kept);
+  }
 
   // The read Wait returned last no longer needs its extent (data() is valid until Release or
   // the next Wait).
@@ -434,6 +479,7 @@ class RemoteRangeReader final : public RangeReader {
   std::vector<Read> queued_;           // since the last Submit
   std::map<uint64_t, Group> groups_;   // GETs in flight, by tag
   std::shared_ptr<BlockCache> cache_;  // block order's shared blocks, or nullptr
+  std::vector<Within> parked_;         // reads waiting for room in the cache
   std::vector<Deferred> deferred_;     // reads waiting on the cache's blocks
   std::vector<Pin> pins_;              // the extents deferred_ reads
   std::deque<Ready> ready_;            // finished, not yet returned

@@ -26,6 +26,8 @@
 #include "formats/verifier.h"
 #include "reader/loader.h"
 #include "reader/remote/disk_cache.h"
+
+#include "reader/remote/block_cache.h"
 #include "reader/stats_export.h"
 #include "tests/reader/remote/remote_test_servers.h"
 
@@ -1191,6 +1193,67 @@ TEST_F(RemoteDatasetTest, BlockOrderReadsABlockAcrossShardsWithOneGetPerShard) {
   EXPECT_EQ(r.failures, 0u);
   EXPECT_EQ(r.requests - r.hedges, want_gets) << spanning << " blocks span two shards";
   EXPECT_EQ(r.bytes, want_bytes);
+}
+
+// A read that finds the BlockCache full (every extent it holds in use) waits in its reader for
+// room and is then served from its own block, instead of going out as a GET of its own: with
+// room for one block, a read in block 1 queued while a read in block 0 holds block 0 is parked;
+// once block 0's read is done (Release), block 1 is fetched whole. Two GETs, exactly the two
+// blocks' bytes, and each read's bytes are the file's.
+TEST_F(RemoteDatasetTest, ReadFindingTheBlockCacheFullWaitsForItsBlock) {
+  Result<std::unique_ptr<Dataset>> local = Dataset::Open(Local("one-shard"));
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(servers->var("HTTP_URL") + "/one-shard");
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  const auto* store = dynamic_cast<const RemoteStore*>((*ds)->file_store());
+  ASSERT_NE(store, nullptr);
+  Result<std::shared_ptr<BlockCache>> cache = store->NewBlockCache(1);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  Result<std::unique_ptr<RangeReader>> reader = store->NewRangeReader(4, 4096, *cache);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  // Blocks of 31 samples: [0, 31) and [31, 62); a read of sample 3 and one of sample 40.
+  struct Span {
+    uint64_t start, length;
+  };
+  auto block = [&](uint64_t first) {
+    Dataset::StoredLocation a, b;
+    EXPECT_TRUE((*ds)->LocateStored(first, &a));
+    EXPECT_TRUE((*ds)->LocateStored(first + 30, &b));
+    return Span{a.offset, b.offset + b.size - a.offset};
+  };
+  const Span b0 = block(0), b1 = block(31);
+  Dataset::StoredLocation r0, r1;
+  ASSERT_TRUE((*ds)->LocateStored(3, &r0));
+  ASSERT_TRUE((*ds)->LocateStored(40, &r1));
+  ASSERT_EQ(r0.file, 0u);
+  ASSERT_EQ(r1.file, 0u);
+  RangeReader& rr = **reader;
+  rr.QueueWithin(0, 0, r0.offset, static_cast<uint32_t>(r0.size), b0.start, b0.length);
+  rr.QueueWithin(1, 0, r1.offset, static_cast<uint32_t>(r1.size), b1.start, b1.length);
+  ASSERT_TRUE(rr.Submit().ok());
+  std::ifstream file((*local)->DataFilePath(0), std::ios::binary);
+  auto file_bytes = [&](const Dataset::StoredLocation& l) {
+    std::string bytes(l.size, '\0');
+    file.seekg(static_cast<std::streamoff>(l.offset));
+    file.read(bytes.data(), static_cast<std::streamsize>(l.size));
+    return bytes;
+  };
+  uint32_t buffer = 9;
+  int64_t result = 0;
+  ASSERT_TRUE(rr.Wait(&buffer, &result).ok());
+  ASSERT_EQ(buffer, 0u) << "block 1 cannot be held before block 0 is let go";
+  ASSERT_EQ(result, static_cast<int64_t>(r0.size));
+  EXPECT_TRUE(std::string(reinterpret_cast<const char*>(rr.data(0)), r0.size) == file_bytes(r0));
+  rr.Release(0);
+  ASSERT_TRUE(rr.Wait(&buffer, &result).ok());
+  ASSERT_EQ(buffer, 1u);
+  ASSERT_EQ(result, static_cast<int64_t>(r1.size));
+  EXPECT_TRUE(std::string(reinterpret_cast<const char*>(rr.data(1)), r1.size) == file_bytes(r1));
+  rr.Release(1);
+  EXPECT_EQ(rr.in_flight(), 0u);
+  const RequestStats r = rr.TakeRequestStats();
+  EXPECT_EQ(r.requests, 2u);
+  EXPECT_EQ(r.bytes, b0.length + b1.length) << "block 1's read went out by itself";
 }
 
 // Dataset order on one or two ranks reads extents of block_bytes, each with one GET shared by
