@@ -25,9 +25,8 @@
 #include "formats/dataset.h"
 #include "formats/verifier.h"
 #include "reader/loader.h"
-#include "reader/remote/disk_cache.h"
-
 #include "reader/remote/block_cache.h"
+#include "reader/remote/disk_cache.h"
 #include "reader/stats_export.h"
 #include "tests/reader/remote/remote_test_servers.h"
 
