@@ -295,6 +295,22 @@ Status Loader::ChooseIoPath(uint32_t threads) {
   return Status::Ok();
 }
 
+Status Loader::DamagedInLocalCache(const Dataset::StoredLocation& loc, Status failed) const {
+#if KILN_HAVE_REMOTE
+  if (disk_cache_ == nullptr || failed.code() != StatusCode::kCorruption) return failed;
+  const std::string file = disk_cache_->DropDamaged(loc.file, loc.offset, loc.size);
+  if (file.empty()) return failed;
+  return Status::Corruption(
+             failed.message() + " (these bytes came from the local cache file " + file +
+             ", which is damaged: its pieces holding them are dropped, and the next run "
+             "reads them from the network)")
+      .WithLocation(failed.location());
+#else
+  (void)loc;
+  return failed;
+#endif
+}
+
 Status Loader::UploadSlot(size_t slot_index, uint64_t batch, uint32_t size) {
   const Slot& slot = slots_[slot_index];
   return device_->Upload(slot_index, batch, slot.data, uint64_t{size} * out_schema_.sample_bytes(),

@@ -628,6 +628,10 @@ class Loader {
   bool remote_ = false;  // range_readers_ read a dataset at a URL
   // The local cache of a dataset at a URL (remote_cache_dir), filling; null without one.
   std::shared_ptr<remote::DiskCache> disk_cache_;
+  // `failed`, a record's decode error (a checksum mismatch), when its bytes at `loc` came from
+  // the local cache: those pieces are dropped from it (read from the network next time) and the
+  // message names the cache file; else `failed` as it is.
+  Status DamagedInLocalCache(const Dataset::StoredLocation& loc, Status failed) const;
   // At a URL, whole extents of consecutive samples read with one GET each, shared by the fetch
   // threads through a BlockCache (reader/remote/block_cache.h): the direct workers pass each
   // record's extent (QueueWithin). Block order: the sampler's blocks (extent_samples_ =

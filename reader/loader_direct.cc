@@ -228,7 +228,7 @@ class Loader::DirectWorker {
   // and flip into the slot.
   void Place(Task& t, uint32_t k, Status decoded) {
     if (!decoded.ok()) {
-      t.Fail(k, std::move(decoded));
+      t.Fail(k, loader_.DamagedInLocalCache(t.locations[k - t.begin], std::move(decoded)));
     } else if (augment_) {
       loader_.AugmentIntoSlot(*t.slot, k, scratch_.data(), &augment_ns_);
     }

@@ -635,6 +635,20 @@ void DiskCache::Fill(RemoteOptions options, uint32_t in_flight) {
   finish(error);
 }
 
+std::string DiskCache::DropDamaged(uint32_t object, uint64_t offset, uint64_t length) {
+  if (object >= objects_.size() || length == 0) return "";
+  Object& o = *objects_[object];
+  if (!o.attached.load(std::memory_order_acquire) || offset + length > o.info.size) return "";
+  bool dropped = false;
+  for (uint64_t p = offset / piece_bytes_; p <= (offset + length - 1) / piece_bytes_; ++p) {
+    if (o.Held(p)) {
+      __atomic_store_n(o.states() + p, uint8_t{0}, __ATOMIC_RELEASE);
+      dropped = true;
+    }
+  }
+  return dropped ? o.path : "";
+}
+
 RequestStats DiskCache::fill_requests() const {
   std::lock_guard<std::mutex> lock(mu_);
   return fill_requests_;

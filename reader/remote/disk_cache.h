@@ -116,6 +116,12 @@ class DiskCache {
   // holder checks every index against the objects (resetting those that changed). For tests.
   bool TryLockFill();
 
+  // A record read from [offset, offset + length) of object `object` (its index in Open's list)
+  // failed its checksum: the pieces it touches that the cache holds are marked not held (the
+  // next fill downloads them again) and the object file's path is returned; "" when the cache
+  // held none of them (the bytes came from the network). From any thread.
+  std::string DropDamaged(uint32_t object, uint64_t offset, uint64_t length);
+
   Stats stats() const;
   // The fill thread's request counters since StartFill (its GETs are network traffic of this
   // process too: the Loader adds them to LoaderStats::requests).

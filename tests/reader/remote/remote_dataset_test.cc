@@ -1518,5 +1518,47 @@ TEST_F(RemoteDatasetTest, LocalCacheInADirectoryThatCannotBeMadeIsRefusedByName)
       << ds.status().ToString();
 }
 
+// A byte flipped in a cached piece (a damaged local disk): the record's checksum catches it, the
+// error names the cache file and says the pieces were dropped, and the next run reads them from
+// the network again (batches equal the local read).
+TEST_F(RemoteDatasetTest, LocalCacheDamagedPieceIsNamedDroppedAndReadAgain) {
+  const std::string cache = servers->dir() + "/cache-damaged";
+  const std::string url = servers->var("HTTP_URL") + "/raw";
+  LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 6);
+  o.remote_cache_dir = cache;
+  {
+    Result<std::unique_ptr<Loader>> loader = Loader::Open(url, o);
+    ASSERT_TRUE(loader.ok()) << loader.status().ToString();
+    ASSERT_EQ(WaitCacheFilled(**loader).remote_cache_pieces_held, 14u);
+  }
+  Result<std::unique_ptr<Dataset>> local = Dataset::Open(Local("raw"));
+  ASSERT_TRUE(local.ok());
+  Dataset::StoredLocation loc;
+  ASSERT_TRUE((*local)->LocateStored(500, &loc));
+  std::string entry;
+  for (const auto& e : fs::directory_iterator(cache + "/kiln-remote-cache")) entry = e.path();
+  char name[32];
+  std::snprintf(name, sizeof name, "/%05u.cache", loc.file);
+  const std::string file = entry + name;
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << file;
+    f.seekg(static_cast<std::streamoff>(8192 + loc.offset + loc.size / 2));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(static_cast<std::streamoff>(8192 + loc.offset + loc.size / 2));
+    f.write(&c, 1);
+  }
+  const Stream damaged = ReadAll(url, o, 1);
+  ASSERT_FALSE(damaged.error.ok()) << "a damaged cached record was served";
+  EXPECT_NE(damaged.error.message().find(file), std::string::npos) << damaged.error.ToString();
+  EXPECT_NE(damaged.error.message().find("dropped"), std::string::npos)
+      << damaged.error.ToString();
+  LoaderOptions plain = o;
+  plain.remote_cache_dir.clear();
+  ExpectSameStream(ReadAll(Local("raw"), plain, 1), ReadAll(url, o, 1), "after the drop");
+}
+
 }  // namespace
 }  // namespace kiln::remote
