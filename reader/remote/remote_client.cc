@@ -45,6 +45,21 @@ std::string XmlField(const std::string& body, const std::string& tag) {
   return e == std::string::npos ? std::string() : body.substr(b, e - b);
 }
 
+// What a server that is not S3 said in an error body: an HTML page's <title> (nginx: "400 The
+// plain HTTP request was sent to HTTPS port"), else its first line; printable ASCII only, at
+// most 200 characters; "" for none.
+std::string PlainErrorText(const std::string& body) {
+  std::string text = XmlField(body, "title");
+  if (text.empty() && body.find('<') == std::string::npos) text = body.substr(0, body.find('\n'));
+  std::string out;
+  for (char c : text) {
+    if (out.size() >= 200) break;
+    if (c >= 0x20 && c < 0x7f) out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
 }  // namespace
 
 struct RemoteClient::Request {
@@ -407,6 +422,7 @@ void RemoteClient::Finish(Request* r, int curl_code) {
                              r->What() + ")");
   } else if (code < 200 || code >= 300) {
     std::string s3_code = XmlField(r->body, "Code"), message = XmlField(r->body, "Message");
+    if (s3_code.empty() && message.empty()) message = PlainErrorText(r->body);
     std::string text = r->name + ": HTTP " + std::to_string(code);
     if (!s3_code.empty()) text += " " + s3_code;
     if (!message.empty()) text += ": " + message;

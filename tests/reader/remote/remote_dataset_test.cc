@@ -1553,11 +1553,23 @@ TEST_F(RemoteDatasetTest, LocalCacheDamagedPieceIsNamedDroppedAndReadAgain) {
   const Stream damaged = ReadAll(url, o, 1);
   ASSERT_FALSE(damaged.error.ok()) << "a damaged cached record was served";
   EXPECT_NE(damaged.error.message().find(file), std::string::npos) << damaged.error.ToString();
-  EXPECT_NE(damaged.error.message().find("dropped"), std::string::npos)
-      << damaged.error.ToString();
+  EXPECT_NE(damaged.error.message().find("dropped"), std::string::npos) << damaged.error.ToString();
   LoaderOptions plain = o;
   plain.remote_cache_dir.clear();
   ExpectSameStream(ReadAll(Local("raw"), plain, 1), ReadAll(url, o, 1), "after the drop");
+}
+
+// A server's error page that is not S3's XML (nginx's HTML): its title reaches the message.
+TEST_F(RemoteDatasetTest, APlainServerErrorPageIsQuotedInTheMessage) {
+  std::string https = servers->var("HTTPS_URL");
+  ASSERT_EQ(https.rfind("https://", 0), 0u);
+  const std::string wrong = "http://" + https.substr(8) + "/raw";  // http to the TLS port
+  Result<std::unique_ptr<Dataset>> ds = Dataset::Open(wrong);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(
+      ds.status().message().find("HTTP 400: 400 The plain HTTP request was sent to HTTPS port"),
+      std::string::npos)
+      << ds.status().ToString();
 }
 
 }  // namespace
