@@ -90,6 +90,26 @@ Status Loader::ChooseRemotePath(uint32_t threads) {
   if (store == nullptr) {
     // A store of another kind: records are read one at a time through Dataset::ReadSample.
     io_reason_ = "the dataset's files are read through its store, one record at a time";
+#if KILN_HAVE_REMOTE
+    // A mixture's store reads its sources at a URL through their RemoteStore::ReadRange: one
+    // blocking range GET per record, one at a time per source.
+    if (const auto* joined = dynamic_cast<const MixtureDataset*>(dataset_.get())) {
+      std::string urls;
+      for (size_t s = 0; s < joined->num_sources(); ++s) {
+        const auto* src = dynamic_cast<const remote::RemoteStore*>(joined->source(s).file_store());
+        if (src == nullptr) continue;
+        store_reads_.push_back({src, src->read_range_stats()});
+        urls += (urls.empty() ? "" : "; ") + std::string("source ") + std::to_string(s) + ", " +
+                joined->source(s).dir();
+      }
+      if (!store_reads_.empty()) {
+        io_reason_ = "the mixture's sources at a URL (" + urls +
+                     ") are read through their stores, one record at a time (a range GET each, "
+                     "one request at a time per source); its local sources through their "
+                     "mappings";
+      }
+    }
+#endif
     return Status::Ok();
   }
 #if KILN_HAVE_REMOTE
@@ -173,6 +193,7 @@ Status Loader::ChooseRemotePath(uint32_t threads) {
     if (!r.ok()) {
       io_reason_ = "the dataset is at a URL, but " + r.status().message() +
                    ": records are read one at a time";
+      store_reads_.push_back({store, store->read_range_stats()});
       return Status::Ok();
     }
     readers.push_back(std::move(*r));
@@ -1099,6 +1120,13 @@ LoaderStats Loader::stats() const {
     st.remote_cache_fill_error = c.fill_error;
     st.requests.Add(disk_cache_->fill_requests());
   }
+#if KILN_HAVE_REMOTE
+  if (!Forked()) {  // as the disk cache: the parent's threads may hold the stores' mutexes
+    for (const StoreReads& r : store_reads_) {
+      st.requests.Add(r.store->read_range_stats().Since(r.start));
+    }
+  }
+#endif
   if (device_ != nullptr) {
     st.uploads = device_->uploads();
     st.upload_bytes = device_->upload_bytes();

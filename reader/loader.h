@@ -71,8 +71,9 @@ bool EnableRemoteDatasets();
 
 class StatsExporter;  // reader/stats_export.h
 namespace remote {
-class DiskCache;  // reader/remote/disk_cache.h
-}
+class DiskCache;    // reader/remote/disk_cache.h
+class RemoteStore;  // reader/remote/remote_dataset.h
+}  // namespace remote
 
 // How fetch threads read stored records (LoaderOptions::io).
 enum class IoMode {
@@ -81,7 +82,8 @@ enum class IoMode {
   kMmap,    // copy from the file mappings, with madvise read-ahead (read_ahead_bytes)
   kDirect,  // io_uring reads with O_DIRECT into staging buffers, bypassing the page cache
   kRemote,  // range GETs into staging buffers (reader/remote): the path of every dataset opened
-            // from an s3:// or http(s):// URL, whatever `io` asks; never asked itself
+            // from an s3:// or http(s):// URL, whatever `io` asks, and of a mixture with a source
+            // at one (that source's records read one range GET each); never asked itself
 };
 // Returns "auto", "mmap", "direct" or "remote".
 const char* IoModeName(IoMode mode);
@@ -338,7 +340,8 @@ struct LoaderStats {
   uint64_t direct_read_bytes = 0;     // bytes they read (aligned covering ranges)
   uint64_t direct_max_in_flight = 0;  // the most reads one thread had in flight
   // Remote reads (io_path() kRemote): the range GETs behind them, retries, failures, body bytes
-  // and per-attempt latency (RequestStats, reader/range_reader.h), all fetch threads summed.
+  // and per-attempt latency (RequestStats, reader/range_reader.h), all fetch threads summed; a
+  // mixture's: those of its sources at a URL (as of each source's last completed read).
   RequestStats requests;
   // The local cache of a dataset at a URL (LoaderOptions::remote_cache_dir), not counters: its
   // pieces held now (stored by any process sharing the directory) of the dataset's pieces, and
@@ -485,8 +488,12 @@ class Loader {
   // The path the fetch threads read with: kMmap, kDirect or kRemote (never kAuto), and why it was
   // chosen ("dataset of 2163 MB > half the memory limit of 512 MiB", "io_uring_queue_init:
   // Operation not permitted", ...).
+  // A mixture with a source at a URL is kRemote too (io_reason() names those sources; its local
+  // sources are read through their mappings).
   IoMode io_path() const {
-    return remote_ ? IoMode::kRemote : direct_files_ != nullptr ? IoMode::kDirect : IoMode::kMmap;
+    return remote_ || !store_reads_.empty() ? IoMode::kRemote
+           : direct_files_ != nullptr       ? IoMode::kDirect
+                                            : IoMode::kMmap;
   }
   const std::string& io_reason() const { return io_reason_; }
   // Block order on the mmap path: the memory its window needs against the memory limit
@@ -626,6 +633,15 @@ class Loader {
   std::unique_ptr<DirectFiles> direct_files_;
   std::vector<std::unique_ptr<RangeReader>> range_readers_;  // one per fetch thread, or none
   bool remote_ = false;  // range_readers_ read a dataset at a URL
+  // Datasets at a URL whose records are read one at a time through their store's ReadRange
+  // (a mixture's sources at a URL; a dataset at a URL whose range readers could not start),
+  // each with its ReadRange counters at the loader's start: stats() adds what they counted
+  // since into LoaderStats::requests. Empty otherwise; set before the threads start.
+  struct StoreReads {
+    const remote::RemoteStore* store;  // owned by dataset_ (a source's file_store())
+    RequestStats start;
+  };
+  std::vector<StoreReads> store_reads_;
   // The local cache of a dataset at a URL (remote_cache_dir), filling; null without one.
   std::shared_ptr<remote::DiskCache> disk_cache_;
   // `failed`, a record's decode error (a checksum mismatch), when its bytes at `loc` came from

@@ -661,9 +661,10 @@ class Loader:
 
     @property
     def io_path(self) -> str:
-        """How the fetch threads read records: ``"mmap"`` (copies from the file mappings) or
-        ``"direct"`` (O_DIRECT reads through io_uring); never ``"auto"``: what ``io="auto"``
-        chose (C++ ``Loader::io_path()``; README, "Data larger than memory")."""
+        """How the fetch threads read records: ``"mmap"`` (copies from the file mappings),
+        ``"direct"`` (O_DIRECT reads through io_uring) or ``"remote"`` (range GETs: a dataset at
+        a URL, or a mixture with a source at one); never ``"auto"``: what ``io="auto"`` chose
+        (C++ ``Loader::io_path()``; README, "Data larger than memory")."""
         path: str = self._core.io_path
         return path
 

@@ -745,7 +745,15 @@ Status RemoteStore::ReadRange(uint32_t file, uint64_t offset, uint64_t size, uin
   if (client_ == nullptr) {
     KILN_ASSIGN_OR_RETURN(client_, RemoteClient::Create(options_));
   }
-  return ReadExactly(client_.get(), objects_[file], offset, size, dest);
+  Status read = ReadExactly(client_.get(), objects_[file], offset, size, dest);
+  std::lock_guard<std::mutex> stats_lock(stats_mu_);
+  read_stats_ = client_->stats();
+  return read;
+}
+
+RequestStats RemoteStore::read_range_stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return read_stats_;
 }
 
 Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(

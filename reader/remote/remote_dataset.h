@@ -67,6 +67,11 @@ class RemoteStore final : public DataFileStore {
 
   // One blocking range read with If-Match (DataFileStore). Errors: as RemoteClient's reads.
   Status ReadRange(uint32_t file, uint64_t offset, uint64_t size, uint8_t* dest) const override;
+  // The counters of ReadRange's requests (RequestStats: its client's, retries and latencies
+  // included) since the store was made, as they stood when the last ReadRange returned: never
+  // waits for a read in flight. A Loader that reads this dataset one record at a time (a source
+  // of a mixture) adds them into LoaderStats::requests. Thread safety: from any thread.
+  RequestStats read_range_stats() const;
 
   // A RangeReader for one fetch thread: its own RemoteClient, `depth` staging buffers of
   // `buffer_bytes` each, any alignment (1). With `blocks` (shared by the loader's readers), reads
@@ -95,6 +100,9 @@ class RemoteStore final : public DataFileStore {
   std::string url_;
   mutable std::mutex mu_;                         // guards client_
   mutable std::unique_ptr<RemoteClient> client_;  // for ReadRange, made on first use
+  // Separate from mu_, which a ReadRange holds for its whole request.
+  mutable std::mutex stats_mu_;      // guards read_stats_
+  mutable RequestStats read_stats_;  // client_'s counters when the last ReadRange returned
 };
 
 // Opens the shards dataset at `url` (s3://, http://, https://; a trailing '/' is ignored) as

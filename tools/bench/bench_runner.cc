@@ -706,7 +706,11 @@ std::string BenchReportText(const BenchReport& r) {
                   static_cast<unsigned long long>(r.read_ahead_samples), r.read_ahead_mb,
                   r.read_ahead_seconds);
   }
-  if (r.io == "direct" || r.io == "remote") {
+  if (r.io == "remote" && r.direct_depth == 0) {
+    // Records read one at a time through the dataset's store (a mixture's sources at a URL):
+    // no staging reads to count; the requests are on the "remote:" line.
+    std::snprintf(line, sizeof(line), "io remote (%s)\n", r.io_reason.c_str());
+  } else if (r.io == "direct" || r.io == "remote") {
     std::snprintf(line, sizeof(line),
                   "io %s (%s): %llu reads, %.0f MB, up to %llu in flight per thread (depth "
                   "%u)\n",

@@ -138,9 +138,11 @@ class RemoteDatasetTest : public ::testing::Test {
     return true;
   }
 
-  // ReadAll over a mixture of `locations` (Loader::OpenMixture).
+  // ReadAll over a mixture of `locations` (Loader::OpenMixture); `*stats`: the loader's once
+  // every batch is read.
   static Stream ReadMixture(const std::vector<std::string>& locations, const MixtureOptions& mix,
-                            const LoaderOptions& options, int epochs, std::string* io = nullptr) {
+                            const LoaderOptions& options, int epochs, std::string* io = nullptr,
+                            LoaderStats* stats = nullptr) {
     Stream out;
     Result<std::unique_ptr<Loader>> loader = Loader::OpenMixture(locations, mix, options);
     if (!loader.ok()) {
@@ -154,6 +156,7 @@ class RemoteDatasetTest : public ::testing::Test {
       }
       if (!out.error.ok()) return out;
     }
+    if (stats != nullptr) *stats = (*loader)->stats();
     return out;
   }
 
@@ -415,9 +418,33 @@ TEST_F(RemoteDatasetTest, MixtureOverUrlsEqualsTheLocalMixture) {
         const std::string what = remote[0] + " + " + remote[1] + " shuffle " +
                                  std::to_string(static_cast<int>(shuffle)) + " rank " +
                                  std::to_string(rank) + "/" + std::to_string(world);
-        ExpectSameStream(want, ReadMixture(remote, mix, o, 2, &io), what);
-        EXPECT_NE(io.find("read through its store, one record at a time"), std::string::npos)
+        LoaderStats stats;
+        const Stream got = ReadMixture(remote, mix, o, 2, &io, &stats);
+        ExpectSameStream(want, got, what);
+        EXPECT_NE(io.find("read through their stores, one record at a time"), std::string::npos)
             << what << ": " << io;
+        // The io path and reason name the sources at a URL; the requests are counted: one
+        // range GET per record of theirs read (besides retries and hedges).
+        EXPECT_EQ(stats.io_path, IoMode::kRemote) << what;
+        uint64_t remote_samples = 0;
+        for (size_t k = 0; k < remote.size(); ++k) {
+          if (!Dataset::IsUrl(remote[k])) {
+            EXPECT_EQ(io.find(remote[k]), std::string::npos) << what << ": " << io;
+            continue;
+          }
+          EXPECT_NE(io.find("source " + std::to_string(k) + ", " + remote[k]), std::string::npos)
+              << what << ": " << io;
+          for (const std::vector<uint32_t>& batch : got.sources) {
+            remote_samples += static_cast<uint64_t>(std::count(batch.begin(), batch.end(), k));
+          }
+        }
+        ASSERT_GT(remote_samples, 0u) << what;
+        EXPECT_EQ(stats.requests.requests - stats.requests.retries - stats.requests.hedges,
+                  remote_samples)
+            << what;
+        EXPECT_GT(stats.requests.bytes, 0u) << what;
+        EXPECT_EQ(stats.requests.failures, 0u) << what;
+        EXPECT_GT(stats.requests.LatencyQuantileUs(0.5), 0) << what;
       }
     }
   }
@@ -527,6 +554,17 @@ TEST_F(RemoteDatasetTest, CliInspectAndBenchTakeTheUrl) {
   EXPECT_NE(text.find("io remote"), std::string::npos) << text;
   EXPECT_NE(text.find(" range GETs (0 retries, 0 failed, "), std::string::npos) << text;
   EXPECT_NE(text.find("every sample read once: yes"), std::string::npos) << text;
+  // A mixture with a source at the URL: io remote naming it, and its GETs counted (one per
+  // record of its 1000 of the epoch's 2000 samples).
+  ASSERT_EQ(Shell(Quote(Kiln()) + " bench " + Quote(Local("zstd")) + " " + S3("raw") +
+                  " --weights 0.5,0.5 --epochs 1 --batch-size 100 > " + Quote(out) + " 2>&1"),
+            0);
+  std::ifstream mixed(out);
+  text.assign((std::istreambuf_iterator<char>(mixed)), {});
+  EXPECT_NE(text.find("io remote (the mixture's sources at a URL (source 1, " + S3("raw") + ")"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("remote: 1000 range GETs (0 retries, 0 failed, "), std::string::npos) << text;
 }
 
 // kiln show on a URL: the default grid, a --grid, one --index and the --draws of one sample are
