@@ -791,11 +791,15 @@ Result<std::shared_ptr<DiskCache>> RemoteStore::OpenDiskCache(const std::string&
 
 Status CheckUploadTarget(const std::string& url, bool overwrite) {
   const DatasetUrl dataset_url = SplitDatasetUrl(url);
-  KILN_ASSIGN_OR_RETURN(RemoteUrl parsed, ParseRemoteUrl(dataset_url.base));
-  (void)parsed;
+  // The objects' names are checked, not the dataset's URL: s3://BUCKET (a bucket's root, whose
+  // objects are s3://BUCKET/kiln.json, ...) is a dataset's URL as s3://BUCKET/PREFIX is, though
+  // it names no object itself.
+  const std::string manifest_url = dataset_url.Object(kManifestFileName);
+  if (Result<RemoteUrl> parsed = ParseRemoteUrl(manifest_url); !parsed.ok()) {
+    return Status::InvalidArgument(url + " cannot hold a dataset: " + parsed.status().message());
+  }
   KILN_ASSIGN_OR_RETURN(RemoteOptions options, OptionsFromEnvironment());
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
-  const std::string manifest_url = dataset_url.Object(kManifestFileName);
   Result<ObjectInfo> existing = client->Stat(manifest_url);
   if (existing.ok() && !overwrite) {
     return Status::InvalidArgument(manifest_url +

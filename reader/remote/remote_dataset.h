@@ -129,13 +129,13 @@ struct UploadReport {
   double seconds = 0;
 };
 
-// Uploads the local shards dataset in `dir` to `url` (s3://BUCKET/PREFIX, or an http(s) server
-// that takes PUT): every data file with one PUT (up to 4 at once; each at most 5 GiB), each
-// checked afterwards with a HEAD (its size must be the manifest's), and kiln.json last, only
-// once every data file is there: a reader never sees a partial dataset (it opens kiln.json
-// first). An existing dataset at `url` (its kiln.json answers a HEAD) is refused unless
-// `overwrite`; then its files are replaced in the same order, kiln.json last: a job reading the
-// old dataset meanwhile fails by name on a replaced shard (If-Match, HTTP 412), and one opening
+// Uploads the local shards dataset in `dir` to `url` (s3://BUCKET/PREFIX, s3://BUCKET for the
+// bucket's root, or an http(s) server that takes PUT): every data file with one PUT (up to 4 at
+// once; each at most 5 GiB), each checked afterwards with a HEAD (its size must be the manifest's),
+// and kiln.json last, only once every data file is there: a reader never sees a partial dataset (it
+// opens kiln.json first). An existing dataset at `url` (its kiln.json answers a HEAD) is refused
+// unless `overwrite`; then its files are replaced in the same order, kiln.json last: a job reading
+// the old dataset meanwhile fails by name on a replaced shard (If-Match, HTTP 412), and one opening
 // it before the new kiln.json is up fails on the sizes or checksums, never mixes the two.
 // Objects of the old dataset that the new one does not name are left. `progress(done, total)`
 // is called after each file (bytes). Errors: InvalidArgument for a URL that is not s3:// or

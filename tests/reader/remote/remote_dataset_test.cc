@@ -818,6 +818,40 @@ TEST_F(RemoteDatasetTest, PackToAUrlUploadsKilnJsonLastAndReadsAsTheLocalPack) {
       << partial.status().ToString();
 }
 
+// kiln pack to a bucket's root (s3://BUCKET, no prefix) works as reading one does: its objects
+// are BUCKET/kiln.json and BUCKET/shard-*.kiln; the copy verifies and reads as the local pack,
+// and a second pack there is refused naming the kiln.json found.
+TEST_F(RemoteDatasetTest, PackToABucketRootVerifiesAndReadsAsTheLocalPack) {
+  const std::string bucket = "kiln-root";
+  ASSERT_EQ(servers->Rclone("mkdir ks3:" + bucket), 0);
+  const std::string url = "s3://" + bucket;
+  const std::string out = servers->dir() + "/pack-root.txt";
+  auto run = [&](const std::string& args) {
+    return Shell(Quote(Kiln()) + " " + args + " > " + Quote(out) + " 2>&1");
+  };
+  auto output = [&] {
+    std::ifstream in(out);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const std::string pack = "pack samples/fashion-mnist --size 28 --channels 1 --shard-size 64KiB";
+  ASSERT_EQ(run(pack + " -o " + url), 0) << output();
+  EXPECT_NE(output().find("kiln.json last"), std::string::npos) << output();
+  EXPECT_EQ(run("verify " + url), 0) << output();
+  // kiln.json at the bucket's root, as rclone sees it.
+  const std::string listing = servers->dir() + "/pack-root.lsf";
+  ASSERT_EQ(servers->Rclone("lsf ks3:" + bucket + " > " + Quote(listing)), 0);
+  std::ifstream listed(listing);
+  const std::string names((std::istreambuf_iterator<char>(listed)), {});
+  EXPECT_NE(names.find("kiln.json\n"), std::string::npos) << names;
+  EXPECT_NE(names.find("shard-00000.kiln\n"), std::string::npos) << names;
+  const LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 23);
+  const Stream want = ReadAll(Local("raw"), o, 1);
+  ExpectSameStream(want, ReadAll(url, o, 1), "packed to " + url);
+  ExpectSameStream(want, ReadAll(url + "/", o, 1), "packed to " + url + ", read at " + url + "/");
+  EXPECT_EQ(run(pack + " -o " + url + "/"), 2) << output();
+  EXPECT_NE(output().find(url + "/kiln.json exists"), std::string::npos) << output();
+}
+
 // The pid in `file` (a proxy's pid file), or 0.
 pid_t PidIn(const std::string& file) {
   std::ifstream in(file);
