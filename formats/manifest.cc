@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -54,6 +55,26 @@ std::optional<ManifestPart> PartOfPartitionedPack(const Manifest& manifest) {
     return std::nullopt;
   }
   return ManifestPart{index->get<uint32_t>(), count->get<uint32_t>()};
+}
+
+std::vector<std::string> SourceListFiles(const Manifest& manifest) {
+  std::vector<std::string> out;
+  const ordered_json source = ordered_json::parse(manifest.source_json, nullptr, false);
+  if (!source.is_object()) return out;
+  for (const char* key : {"rejected_list", "skipped_list"}) {
+    const auto it = source.find(key);
+    if (it == source.end() || !it->is_string()) continue;
+    const std::string name = it->get<std::string>();
+    // As data file names (FromJson): inside the directory; never the manifest or a data file.
+    if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' ||
+        name == kManifestFileName) {
+      continue;
+    }
+    bool data_file = false;
+    for (const DataFileInfo& f : manifest.files) data_file = data_file || f.file == name;
+    if (!data_file && std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  }
+  return out;
 }
 
 Result<uint64_t> ManifestChecksum(const std::string& text, const std::string& origin) {

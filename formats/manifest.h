@@ -73,6 +73,15 @@ struct ManifestPart {
 // of the samples; nothing else in a reader depends on `source`.
 std::optional<ManifestPart> PartOfPartitionedPack(const Manifest& manifest);
 
+// The lists of inputs that `manifest`'s `source` names beside the data files
+// (formats/manifest.md, `source`): `rejected_list` (kiln pack writes rejected.tsv) and then
+// `skipped_list` (skipped.tsv, only when a file was skipped for its name): file names in the
+// dataset's directory, in that order. A key that is missing or not a string, or a name that is
+// not a plain file name as data files' are (empty, with a '/', starting with '.'), kiln.json
+// or a data file's name, is left out. A copy of the dataset (kiln pack -o s3://...) carries
+// these files too.
+std::vector<std::string> SourceListFiles(const Manifest& manifest);
+
 // The manifest checksum of a manifest's JSON text, as `manifest_xxh3_64` stores it: XXH3-64
 // (seed 0) of the canonical form, i.e. the document without its `manifest_xxh3_64` key, dumped
 // by nlohmann::json with sorted keys, no whitespace and UTF-8 unescaped (formats/manifest.md).

@@ -838,8 +838,20 @@ Result<UploadReport> UploadDataset(const std::string& dir, const std::string& ur
     files.push_back({f.file, f.bytes});
     total += f.bytes;
   }
-  const std::string manifest_path = dir + "/" + kManifestFileName;
   struct stat st;
+  // The lists of rejected and skipped inputs that kiln.json names, uploaded with the data files
+  // (before kiln.json) so that the copy holds what the directory does; one the pack did not
+  // leave (a dataset copied without it) is not there locally either.
+  for (const std::string& name : SourceListFiles(manifest)) {
+    const std::string path = dir + "/" + name;
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;
+      return Status::FromErrno("cannot stat", path, errno);
+    }
+    files.push_back({name, static_cast<uint64_t>(st.st_size)});
+    total += static_cast<uint64_t>(st.st_size);
+  }
+  const std::string manifest_path = dir + "/" + kManifestFileName;
   if (::stat(manifest_path.c_str(), &st) != 0) {
     return Status::FromErrno("cannot stat", manifest_path, errno);
   }

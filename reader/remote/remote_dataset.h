@@ -123,15 +123,17 @@ VerifyReport VerifyRemoteDataset(const std::string& url, const VerifyOptions& op
 
 // What UploadDataset did.
 struct UploadReport {
-  uint64_t files = 0;  // data files and kiln.json
+  uint64_t files = 0;  // data files, the lists of rejected and skipped inputs, and kiln.json
   uint64_t bytes = 0;
   uint64_t requests = 0, retries = 0;
   double seconds = 0;
 };
 
 // Uploads the local shards dataset in `dir` to `url` (s3://BUCKET/PREFIX, s3://BUCKET for the
-// bucket's root, or an http(s) server that takes PUT): every data file with one PUT (up to 4 at
-// once; each at most 5 GiB), each checked afterwards with a HEAD (its size must be the manifest's),
+// bucket's root, or an http(s) server that takes PUT): every data file, and the lists of rejected
+// and skipped inputs that kiln.json names (SourceListFiles, formats/manifest.h: rejected.tsv,
+// skipped.tsv), with one PUT (up to 4 at once; each at most 5 GiB), each checked afterwards
+// with a HEAD (its size must be the manifest's, a list's its local file's),
 // and kiln.json last, only once every data file is there: a reader never sees a partial dataset (it
 // opens kiln.json first). An existing dataset at `url` (its kiln.json answers a HEAD) is refused
 // unless `overwrite`; then its files are replaced in the same order, kiln.json last: a job reading

@@ -312,6 +312,29 @@ TEST(ManifestTest, FileNamesMustStayInsideTheDirectory) {
   }
 }
 
+// The lists beside the data files that `source` names (kiln pack's rejected.tsv, skipped.tsv),
+// in that order; names that would leave the directory or name the manifest or a data file, and
+// keys that are not strings, are left out.
+TEST(ManifestTest, SourceListFilesAreTheListsThatSourceNames) {
+  Manifest m = Sample();
+  EXPECT_TRUE(SourceListFiles(m).empty());
+  m.source_json = R"({"skipped_list": "skipped.tsv", "rejected_list": "rejected.tsv"})";
+  EXPECT_EQ(SourceListFiles(m), (std::vector<std::string>{"rejected.tsv", "skipped.tsv"}));
+  m.source_json = R"({"rejected_list": "rejected.tsv", "rejected": 3})";
+  EXPECT_EQ(SourceListFiles(m), std::vector<std::string>{"rejected.tsv"});
+  const std::string data_file = m.files.at(0).file;
+  for (const std::string& bad :
+       std::vector<std::string>{"../rejected.tsv", "sub/rejected.tsv", "/etc/passwd", "", ".x",
+                                "..", "kiln.json", data_file}) {
+    m.source_json = nlohmann::json{{"rejected_list", bad}, {"skipped_list", "skipped.tsv"}}.dump();
+    EXPECT_EQ(SourceListFiles(m), std::vector<std::string>{"skipped.tsv"}) << bad;
+  }
+  m.source_json = R"({"rejected_list": 7, "skipped_list": ["skipped.tsv"]})";
+  EXPECT_TRUE(SourceListFiles(m).empty());
+  m.source_json = "not json";
+  EXPECT_TRUE(SourceListFiles(m).empty());
+}
+
 TEST(ManifestTest, WriteThenRead) {
   TempDir dir;
   const Manifest m = Sample();

@@ -797,6 +797,20 @@ TEST_F(RemoteDatasetTest, PackToAUrlUploadsKilnJsonLastAndReadsAsTheLocalPack) {
   ASSERT_EQ(run("-o " + S3("packed") + flags), 0) << output();
   EXPECT_NE(output().find("kiln.json last"), std::string::npos) << output();
   EXPECT_EQ(Shell(Quote(Kiln()) + " verify " + S3("packed") + " > /dev/null 2>&1"), 0);
+  // The lists kiln.json names are uploaded too (samples/fashion-mnist's LICENSE.md is skipped
+  // for its name; nothing is rejected), the same bytes as the local pack's.
+  for (const std::string list : {"skipped.tsv", "rejected.tsv"}) {
+    const std::string got = servers->dir() + "/packed-" + list;
+    ASSERT_EQ(
+        servers->Rclone("cat ks3:" + std::string(kBucket) + "/packed/" + list + " > " + Quote(got)),
+        0)
+        << list;
+    const std::vector<uint8_t> want = ReadFile(Local("raw") + "/" + list);
+    ASSERT_FALSE(want.empty()) << list;
+    EXPECT_EQ(ReadFile(got), want) << list;
+  }
+  const std::vector<uint8_t> skipped = ReadFile(Local("raw") + "/skipped.tsv");
+  EXPECT_NE(std::string(skipped.begin(), skipped.end()).find("LICENSE.md"), std::string::npos);
   const LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 21);
   ExpectSameStream(ReadAll(Local("raw"), o, 1), ReadAll(S3("packed"), o, 1), "packed to s3");
   // Again: refused before packing, naming what is there.
