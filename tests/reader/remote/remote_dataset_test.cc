@@ -632,7 +632,8 @@ TEST_F(RemoteDatasetTest, CliPackClassesFromTakesTheUrl) {
 }
 
 // What a Python training script does: kiln.Loader and kiln.verify on the URL, batches equal to
-// the local directory's (numpy backend, so no torch is needed).
+// the local directory's (numpy backend, so no torch is needed); a mixture with the URL as a
+// source: io path remote naming it, its range GETs in stats().
 TEST_F(RemoteDatasetTest, PythonLoaderAndVerifyTakeTheUrl) {
   const std::string module_dir = std::string(KILN_BINARY_DIR) + "/python";
   if (!fs::exists(module_dir + "/kiln/__init__.py")) GTEST_SKIP() << "Python module not built";
@@ -649,7 +650,13 @@ TEST_F(RemoteDatasetTest, PythonLoaderAndVerifyTakeTheUrl) {
          "for (x, y), (u, v) in zip(a, b)), 'batches differ'\n"
          "r = kiln.verify(sys.argv[2])\n"
          "assert r['ok'] and r['samples'] == 1000, r\n"
-         "print('python ok', len(a))\n";
+         "m = kiln.Loader([sys.argv[1], sys.argv[2]], weights=[0.5, 0.5], batch_size=64, "
+         "backend='numpy', num_threads=2)\n"
+         "n = sum(len(y) for _, y in m)\n"
+         "s = m.stats()\n"
+         "assert m.io_path == 'remote' and sys.argv[2] in m.io_reason, (m.io_path, m.io_reason)\n"
+         "assert s['requests'] >= 1000 and s['request_bytes'] > 0, s\n"
+         "print('python ok', len(a), n)\n";
   const std::string out = servers->dir() + "/python.txt";
   const int rc =
       Shell("PYTHONPATH=" + Quote(module_dir) + " /usr/bin/python3 " + Quote(script) + " " +
@@ -657,7 +664,7 @@ TEST_F(RemoteDatasetTest, PythonLoaderAndVerifyTakeTheUrl) {
   std::ifstream in(out);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(rc, 0) << text;
-  EXPECT_NE(text.find("python ok 16"), std::string::npos) << text;
+  EXPECT_NE(text.find("python ok 16 2000"), std::string::npos) << text;
 }
 
 // Python: kiln.Loader(url, cache_dir=, cache_bytes=, hedge_p95_multiple=, hedge_min_ms=): the
