@@ -527,6 +527,13 @@ TEST_F(RemoteDatasetTest, CliInspectAndBenchTakeTheUrl) {
   EXPECT_NE(text.find("io remote"), std::string::npos) << text;
   EXPECT_NE(text.find(" range GETs (0 retries, 0 failed, "), std::string::npos) << text;
   EXPECT_NE(text.find("every sample read once: yes"), std::string::npos) << text;
+  // --cold has nothing to drop for a URL: refused, saying why, not silently ignored.
+  EXPECT_EQ(Shell(Quote(Kiln()) + " bench " + S3("zstd") + " --epochs 1 --cold > " + Quote(out) +
+                  " 2>&1"),
+            2);
+  std::ifstream cold(out);
+  text.assign((std::istreambuf_iterator<char>(cold)), {});
+  EXPECT_NE(text.find("has no local files"), std::string::npos) << text;
 }
 
 // kiln show on a URL: the default grid, a --grid, one --index and the --draws of one sample are
