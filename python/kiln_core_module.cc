@@ -185,10 +185,12 @@ class PyDataset {
  public:
   explicit PyDataset(const std::string& path) {
     Result<std::unique_ptr<Dataset>> dataset = Status::Internal("unset");
+    PyInterruptCheck interrupt;
     {
       py::gil_scoped_release release;
       dataset = Dataset::Open(path);
     }
+    interrupt.Rethrow();
     dataset_ = std::shared_ptr<const Dataset>(ValueOrThrow(std::move(dataset)));
   }
 
@@ -201,10 +203,12 @@ class PyDataset {
     if (!buffer) throw std::bad_alloc();
     int64_t label = 0;
     Status status;
+    PyInterruptCheck interrupt;
     {
       py::gil_scoped_release release;
       status = ReadGuarded(index, buffer.get(), &label);
     }
+    interrupt.Rethrow();
     if (!status.ok()) ThrowStatus(status);
     std::vector<int64_t> shape = BatchShape(1, schema);
     shape.erase(shape.begin());
@@ -287,10 +291,12 @@ class PyLoader {
       : state_(std::make_shared<LoaderState>()) {
     CheckCuda(options);
     Result<std::unique_ptr<Loader>> loader = Status::Internal("unset");
+    PyInterruptCheck interrupt;
     {
       py::gil_scoped_release release;  // opening maps and checks every file: O(files)
       loader = Loader::Open(path, options);
     }
+    interrupt.Rethrow();
     state_->loader = ValueOrThrow(std::move(loader));
   }
 
@@ -308,10 +314,12 @@ class PyLoader {
     mixture.repeats = repeats;
     mixture.samples_per_epoch = samples_per_epoch;
     Result<std::unique_ptr<Loader>> loader = Status::Internal("unset");
+    PyInterruptCheck interrupt;
     {
       py::gil_scoped_release release;  // opens every source: O(files)
       loader = Loader::OpenMixture(paths, mixture, options);
     }
+    interrupt.Rethrow();
     state_->loader = ValueOrThrow(std::move(loader));
   }
 
@@ -776,10 +784,12 @@ py::bytes StateFromDict(const py::dict& d) {
 // The same JSON object as `kiln inspect --json`: both call formats/inspector.h.
 std::string InspectJson(const std::string& dir) {
   Result<std::string> text = Status::Internal("unset");
+  PyInterruptCheck interrupt;
   {
     py::gil_scoped_release release;
     text = Inspect(dir, /*json=*/true);
   }
+  interrupt.Rethrow();
   return ValueOrThrow(std::move(text));
 }
 
@@ -788,8 +798,14 @@ std::string VerifyJson(const std::string& dir, bool deep) {
   options.deep = deep;
   // Deep verification decodes JPEG records with the reader's decoder, as kiln verify --deep.
   options.image_decoder = std::make_shared<JpegSampleDecoder>(/*channels=*/0);
-  py::gil_scoped_release release;
-  return VerifyReportToJson(VerifyDataset(dir, options));
+  PyInterruptCheck interrupt;
+  VerifyReport report;
+  {
+    py::gil_scoped_release release;
+    report = VerifyDataset(dir, options);
+  }
+  interrupt.Rethrow();
+  return VerifyReportToJson(report);
 }
 
 }  // namespace

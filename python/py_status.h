@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "formats/interrupt.h"
 #include "formats/status.h"
 
 namespace kiln::python {
@@ -60,6 +61,30 @@ T ValueOrThrow(Result<T> result) {
   if (!result.ok()) ThrowStatus(result.status());
   return std::move(result).value();
 }
+
+// Ctrl-C during a blocking call made with the GIL released (opening or reading a dataset at a
+// URL, verifying one): while it is in scope, kiln's long waits (formats/interrupt.h) take the GIL
+// every 250 ms to run Python's signal handlers; one that raises (KeyboardInterrupt) stops the
+// call with Cancelled. After the call, with the GIL held, Rethrow() raises that exception.
+// Construct and destroy with the GIL held; the check runs on this thread only.
+class PyInterruptCheck {
+ public:
+  PyInterruptCheck()
+      : scope_([this] {
+          if (raised_) return true;
+          pybind11::gil_scoped_acquire gil;
+          raised_ = PyErr_CheckSignals() != 0;
+          return raised_;
+        }) {}
+  // Raises the handler's exception when one stopped the call.
+  void Rethrow() const {
+    if (raised_) throw pybind11::error_already_set();
+  }
+
+ private:
+  bool raised_ = false;
+  ScopedInterruptCheck scope_;
+};
 
 }  // namespace kiln::python
 

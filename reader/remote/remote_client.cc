@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "formats/interrupt.h"
 #include "reader/remote/disk_cache.h"
 
 namespace kiln::remote {
@@ -567,7 +568,8 @@ Result<bool> RemoteClient::WaitFor(RemoteCompletion* done, int timeout_ms) {
     }
     const int64_t left_ms = deadline_ms - NowUs() / 1000;
     if (left_ms < 0 || woken_.exchange(false, std::memory_order_acq_rel)) return false;
-    KILN_RETURN_IF_ERROR(Drive(static_cast<int>(std::min<int64_t>(left_ms, 1000))));
+    if (InterruptRequested()) return Status::Cancelled("interrupted while waiting for a server");
+    KILN_RETURN_IF_ERROR(Drive(static_cast<int>(std::min<int64_t>(left_ms, 250))));
   }
 }
 
@@ -664,7 +666,10 @@ Result<ObjectInfo> RemoteClient::Stat(const std::string& url) {
           return c;
         }
       }
-      KILN_RETURN_IF_ERROR(Drive(1000));
+      if (InterruptRequested()) {
+        return Status::Cancelled(url + ": interrupted while waiting for the server");
+      }
+      KILN_RETURN_IF_ERROR(Drive(250));
     }
   };
   KILN_ASSIGN_OR_RETURN(RemoteCompletion head, run(Request::Kind::kHead));

@@ -325,7 +325,15 @@ Result<BenchReport> RunBench(const std::vector<std::string>& dirs, const BenchOp
   }
   BenchReport r;
   if (options.cold) {
-    for (const std::string& dir : dirs) KILN_RETURN_IF_ERROR(DropPageCache(dir));
+    for (const std::string& dir : dirs) {
+      if (Dataset::IsUrl(dir)) {
+        return Status::InvalidArgument(
+            "kiln bench --cold drops a dataset's files from the page cache, and " + dir +
+            " has no local files: every read of a URL is a request already (drop --cold; to "
+            "time a local cache of it, point KILN_REMOTE_CACHE_DIR at a new directory)");
+      }
+      KILN_RETURN_IF_ERROR(DropPageCache(dir));
+    }
   }
   DescribeRun(dirs, options, &r);
   if (r.device >= 0) {

@@ -554,6 +554,13 @@ TEST_F(RemoteDatasetTest, CliInspectAndBenchTakeTheUrl) {
   EXPECT_NE(text.find("io remote"), std::string::npos) << text;
   EXPECT_NE(text.find(" range GETs (0 retries, 0 failed, "), std::string::npos) << text;
   EXPECT_NE(text.find("every sample read once: yes"), std::string::npos) << text;
+  // --cold has nothing to drop for a URL: refused, saying why, not silently ignored.
+  EXPECT_EQ(Shell(Quote(Kiln()) + " bench " + S3("zstd") + " --epochs 1 --cold > " + Quote(out) +
+                  " 2>&1"),
+            2);
+  std::ifstream cold(out);
+  text.assign((std::istreambuf_iterator<char>(cold)), {});
+  EXPECT_NE(text.find("has no local files"), std::string::npos) << text;
   // A mixture with a source at the URL: io remote naming it, and its GETs counted (one per
   // record of its 1000 of the epoch's 2000 samples).
   ASSERT_EQ(Shell(Quote(Kiln()) + " bench " + Quote(Local("zstd")) + " " + S3("raw") +
@@ -987,7 +994,7 @@ TEST_F(RemoteDatasetTest, AServerThatRefusesHeadIsReadWithGets) {
             0);
   WeakEtagServer server(root, "nohead", "--no-head");
   ASSERT_GT(server.port, 0) << "weak_etag_server.py did not start";
-  const LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 8);
+  const LoaderOptions o = Options(ShuffleMode::kNone, 0, 1, 8);  // few GETs: a slow server
   ExpectSameStream(ReadAll(Local("raw"), o, 1),
                    ReadAll("http://127.0.0.1:" + std::to_string(server.port) + "/raw", o, 1),
                    "no HEAD");
@@ -1663,6 +1670,48 @@ TEST_F(RemoteDatasetTest, APlainServerErrorPageIsQuotedInTheMessage) {
       ds.status().message().find("HTTP 400: 400 The plain HTTP request was sent to HTTPS port"),
       std::string::npos)
       << ds.status().ToString();
+}
+
+// Python: Ctrl-C while kiln.Loader(URL), kiln.Dataset(URL) or kiln.verify(URL) waits on a server
+// that does not answer (the proxy in front of nginx stopped) raises KeyboardInterrupt at once,
+// not after the request timeouts and retries (formats/interrupt.h).
+TEST_F(RemoteDatasetTest, PythonCtrlCStopsACallWaitingOnAHungServer) {
+  const std::string module_dir = std::string(KILN_BINARY_DIR) + "/python";
+  if (!fs::exists(module_dir + "/kiln/__init__.py")) GTEST_SKIP() << "Python module not built";
+  const std::string url = servers->StartProxy("hang-py", servers->var("HTTP_URL"), "");
+  ASSERT_FALSE(url.empty());
+  const pid_t proxy = PidIn(servers->dir() + "/run/proxy-hang-py.pid");
+  ASSERT_GT(proxy, 0);
+  const std::string script = servers->dir() + "/ctrl-c.py";
+  std::ofstream(script)
+      << "import os, signal, sys, threading, time, kiln\n"
+         "url = sys.argv[1]\n"
+         "for name, call in [('Loader', lambda: kiln.Loader(url, backend='numpy')), "
+         "('Dataset', lambda: kiln.Dataset(url)), ('verify', lambda: kiln.verify(url))]:\n"
+         "    threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+         "    start = time.monotonic()\n"
+         "    try:\n"
+         "        call()\n"
+         "        print(name, 'returned')\n"
+         "    except KeyboardInterrupt:\n"
+         "        print(name, 'interrupted after %.1f s' % (time.monotonic() - start))\n"
+         "    except Exception as e:\n"
+         "        print(name, 'raised', type(e).__name__, e)\n";
+  ASSERT_EQ(::kill(proxy, SIGSTOP), 0);
+  const std::string out = servers->dir() + "/ctrl-c.txt";
+  const int rc = Shell("PYTHONPATH=" + Quote(module_dir) + " timeout 60 /usr/bin/python3 " +
+                       Quote(script) + " " + url + "/raw > " + Quote(out) + " 2>&1");
+  ::kill(proxy, SIGCONT);
+  servers->StopProxy("hang-py");
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(rc, 0) << text;
+  for (const char* name : {"Loader", "Dataset", "verify"}) {
+    const size_t at = text.find(std::string(name) + " interrupted after ");
+    ASSERT_NE(at, std::string::npos) << text;
+    const double seconds = std::stod(text.substr(at + std::strlen(name) + 19));
+    EXPECT_LT(seconds, 3.0) << name << ": " << text;
+  }
 }
 
 }  // namespace
