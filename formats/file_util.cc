@@ -127,6 +127,23 @@ Status PreadFully(int fd, void* data, size_t size, uint64_t offset, const std::s
   return Status::Ok();
 }
 
+Status PwriteFully(int fd, const void* data, size_t size, uint64_t offset,
+                   const std::string& path) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return Status::FromErrno("cannot write", path, n < 0 ? errno : EIO)
+          .WithLocation({path, -1, static_cast<int64_t>(offset)});
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += static_cast<uint64_t>(n);
+  }
+  return Status::Ok();
+}
+
 Status CheckSizeAgainstManifest(const std::string& path, uint64_t actual_bytes,
                                 uint64_t expected_bytes) {
   if (actual_bytes == expected_bytes) return Status::Ok();

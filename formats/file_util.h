@@ -49,6 +49,9 @@ Status WriteFully(int fd, const void* data, size_t size, const std::string& path
 // short reads. Errors: IOError "cannot read PATH: <strerror>", or "cannot read PATH: unexpected
 // end of file" when the file ends first.
 Status PreadFully(int fd, void* data, size_t size, uint64_t offset, const std::string& path);
+// Writes all `size` bytes of `data` at byte `offset` of `fd` (pwrite), retrying on EINTR and
+// short writes. Errors: IOError "cannot write PATH: <strerror>" (location: PATH and the offset).
+Status PwriteFully(int fd, const void* data, size_t size, uint64_t offset, const std::string& path);
 
 }  // namespace kiln
 

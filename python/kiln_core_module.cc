@@ -928,51 +928,18 @@ PYBIND11_MODULE(_core, m) {
       .KILN_STR_FIELD(LoaderOptions, "remote_cache_dir", remote_cache_dir,
                       "A dataset at a URL: local cache directory (reader/remote/disk_cache.md); "
                       "'' = KILN_REMOTE_CACHE_DIR, else none. Default ''.")
-      .def_property(
-          "remote_cache_bytes",
-          [](const LoaderOptions& o) -> py::object {
-            if (!o.remote_cache_bytes) return py::none();
-            return py::int_(*o.remote_cache_bytes);
-          },
-          [](LoaderOptions& o, py::handle v) {
-            if (v.is_none()) {
-              o.remote_cache_bytes.reset();
-            } else {
-              o.remote_cache_bytes = ToInteger<uint64_t>(v, "remote_cache_bytes");
-            }
-          },
-          "The local cache's size limit in bytes; None = KILN_REMOTE_CACHE_BYTES, else as much "
-          "as the file system allows (0 too). Default None.")
-      .def_property(
-          "remote_hedge_p95_multiple",
-          [](const LoaderOptions& o) -> py::object {
-            if (!o.remote_hedge_p95_multiple) return py::none();
-            return py::float_(*o.remote_hedge_p95_multiple);
-          },
-          [](LoaderOptions& o, py::handle v) {
-            if (v.is_none()) {
-              o.remote_hedge_p95_multiple.reset();
-            } else {
-              o.remote_hedge_p95_multiple = ToDouble(v, "remote_hedge_p95_multiple");
-            }
-          },
-          "Hedged requests' threshold in multiples of the p95 latency, [0, 1000] (0 = off); "
-          "None = KILN_REMOTE_HEDGE_P95_MULTIPLE, else 3. Default None.")
-      .def_property(
-          "remote_hedge_min_ms",
-          [](const LoaderOptions& o) -> py::object {
-            if (!o.remote_hedge_min_ms) return py::none();
-            return py::int_(*o.remote_hedge_min_ms);
-          },
-          [](LoaderOptions& o, py::handle v) {
-            if (v.is_none()) {
-              o.remote_hedge_min_ms.reset();
-            } else {
-              o.remote_hedge_min_ms = ToInteger<int64_t>(v, "remote_hedge_min_ms");
-            }
-          },
-          "Hedged requests' threshold floor in ms, [0, 3600000]; None = KILN_REMOTE_HEDGE_MIN_MS, "
-          "else 100. Default None.")
+      .KILN_OPTIONAL_FIELD(LoaderOptions, "remote_cache_bytes", remote_cache_bytes,
+                           ToInteger<uint64_t>,
+                           "The local cache's size limit in bytes; None = KILN_REMOTE_CACHE_BYTES, "
+                           "else as much as the file system allows (0 too). Default None.")
+      .KILN_OPTIONAL_FIELD(
+          LoaderOptions, "remote_hedge_p95_multiple", remote_hedge_p95_multiple, ToDouble,
+          "Hedged requests' threshold in multiples of the p95 latency, [0, 1000] "
+          "(0 = off); None = KILN_REMOTE_HEDGE_P95_MULTIPLE, else 3. Default None.")
+      .KILN_OPTIONAL_FIELD(LoaderOptions, "remote_hedge_min_ms", remote_hedge_min_ms,
+                           ToInteger<int64_t>,
+                           "Hedged requests' threshold floor in ms, [0, 3600000]; None = "
+                           "KILN_REMOTE_HEDGE_MIN_MS, else 100. Default None.")
       .def_property("resume", &kiln::python::ResumeBytes, &kiln::python::SetResume,
                     "A saved ReaderState (Loader.state()), or b'' / None for none.")
       .def(

@@ -116,6 +116,23 @@ inline std::string ToString(pybind11::handle value, const std::string& name) {
   def_property(                                        \
       name, [](const Options& o) { return o.member; }, \
       [](Options& o, ::pybind11::handle v) { o.member = ::kiln::python::ToDouble(v, name); }, doc)
+// A std::optional field: None for unset (the getter gives None, the setter resets); else the
+// value converted by `convert` (ToDouble, or ToInteger<T>) with the property's name in errors.
+#define KILN_OPTIONAL_FIELD(Options, name, member, convert, doc) \
+  def_property(                                                  \
+      name,                                                      \
+      [](const Options& o) -> ::pybind11::object {               \
+        if (!o.member) return ::pybind11::none();                \
+        return ::pybind11::cast(*o.member);                      \
+      },                                                         \
+      [](Options& o, ::pybind11::handle v) {                     \
+        if (v.is_none()) {                                       \
+          o.member.reset();                                      \
+        } else {                                                 \
+          o.member = convert(v, name);                           \
+        }                                                        \
+      },                                                         \
+      doc)
 #define KILN_STR_FIELD(Options, name, member, doc)     \
   def_property(                                        \
       name, [](const Options& o) { return o.member; }, \

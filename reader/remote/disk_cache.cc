@@ -16,6 +16,7 @@
 #include <map>
 #include <utility>
 
+#include "formats/file_util.h"
 #include "formats/xxh3.h"
 #include "reader/remote/remote_client.h"
 
@@ -34,10 +35,6 @@ constexpr uint8_t kHeld = 1;
 constexpr const char* kRootName = "kiln-remote-cache";
 
 uint64_t RoundUp(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
-
-std::string Errno(const std::string& what, const std::string& path, int err) {
-  return what + " " + path + ": " + std::strerror(err);
-}
 
 void PutU32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -61,30 +58,6 @@ std::vector<uint8_t> MakeHeader(const std::string& url, uint64_t size, const std
   return h;
 }
 
-bool WriteAll(int fd, const uint8_t* p, uint64_t n, uint64_t at) {
-  while (n > 0) {
-    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(at));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<uint64_t>(w);
-    at += static_cast<uint64_t>(w);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, uint8_t* p, uint64_t n, uint64_t at) {
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(at));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<uint64_t>(r);
-    at += static_cast<uint64_t>(r);
-  }
-  return true;
-}
-
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -106,10 +79,11 @@ uint64_t AllocatedBytesIn(const std::string& dir) {
   return total;
 }
 
-// A name this cache makes in an entry directory: NNNNN.cache, NNNNN.cache.tmp.PID, dataset-url,
-// last-used, fill.lock, use.lock.
+// A name this cache makes in an entry directory: NNNNN.cache, NNNNN.cache.tmp.PID,
+// dataset-url(.tmp), last-used, fill.lock, use.lock.
 bool OwnEntryFile(const std::string& name) {
-  if (name == "dataset-url" || name == "last-used" || name == "fill.lock" || name == "use.lock") {
+  if (name == "dataset-url" || name == "dataset-url.tmp" || name == "last-used" ||
+      name == "fill.lock" || name == "use.lock") {
     return true;
   }
   size_t digits = 0;
@@ -203,7 +177,7 @@ bool AttachExisting(DiskCache::Object& o, uint64_t piece_bytes) {
   std::vector<uint8_t> header(kHeaderBytes);
   const std::vector<uint8_t> want = MakeHeader(o.name, o.info.size, o.info.etag, piece_bytes);
   if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != o.data_offset + o.info.size ||
-      !ReadAll(fd, header.data(), kHeaderBytes, 0) || header != want) {
+      !PreadFully(fd, header.data(), kHeaderBytes, 0, o.path).ok() || header != want) {
     ::close(fd);
     return false;
   }
@@ -232,28 +206,29 @@ bool AttachExisting(DiskCache::Object& o, uint64_t piece_bytes) {
 Status CreateFresh(const DiskCache::Object& o, uint64_t piece_bytes, bool replace) {
   const std::string tmp = o.path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IOError(Errno("cannot create", tmp, errno));
+  if (fd < 0) return Status::FromErrno("cannot create", tmp, errno);
   const std::vector<uint8_t> header = MakeHeader(o.name, o.info.size, o.info.etag, piece_bytes);
-  const bool ok = WriteAll(fd, header.data(), header.size(), 0) &&
-                  ::ftruncate(fd, static_cast<off_t>(o.data_offset + o.info.size)) == 0;
-  const int err = errno;
+  Status written = PwriteFully(fd, header.data(), header.size(), 0, tmp);
+  if (written.ok() && ::ftruncate(fd, static_cast<off_t>(o.data_offset + o.info.size)) != 0) {
+    written = Status::FromErrno("cannot size", tmp, errno);
+  }
   ::close(fd);
-  if (!ok) {
+  if (!written.ok()) {
     ::unlink(tmp.c_str());
-    return Status::IOError(Errno("cannot write", tmp, err));
+    return written;
   }
   if (replace) {
     if (::rename(tmp.c_str(), o.path.c_str()) != 0) {
       const int e = errno;
       ::unlink(tmp.c_str());
-      return Status::IOError(Errno("cannot rename to", o.path, e));
+      return Status::FromErrno("cannot rename to", o.path, e);
     }
     return Status::Ok();
   }
   const int linked = ::link(tmp.c_str(), o.path.c_str());
   const int e = errno;
   ::unlink(tmp.c_str());
-  if (linked != 0 && e != EEXIST) return Status::IOError(Errno("cannot create", o.path, e));
+  if (linked != 0 && e != EEXIST) return Status::FromErrno("cannot create", o.path, e);
   return Status::Ok();
 }
 
@@ -278,24 +253,16 @@ Result<std::shared_ptr<DiskCache>> DiskCache::Open(const Options& options,
   c->entry_dir_ = c->root_ + "/" + entry;
   for (const std::string* d : {&c->options_.dir, &c->root_, &c->entry_dir_}) {
     if (::mkdir(d->c_str(), 0755) != 0 && errno != EEXIST) {
-      return Status::IOError(Errno("cannot create the cache directory", *d, errno));
+      return Status::FromErrno("cannot create the cache directory", *d, errno);
     }
   }
   c->use_fd_ = ::open((c->entry_dir_ + "/use.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (c->use_fd_ < 0 || ::flock(c->use_fd_, LOCK_SH) != 0) {
-    return Status::IOError(Errno("cannot open", c->entry_dir_ + "/use.lock", errno));
+    return Status::FromErrno("cannot open", c->entry_dir_ + "/use.lock", errno);
   }
   // What the entry is for, for people; and when it was last opened, for eviction.
   {
-    const std::string url_path = c->entry_dir_ + "/dataset-url";
-    const int fd = ::open(url_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const std::string text = dataset_url + "\n";
-    if (fd < 0 || !WriteAll(fd, reinterpret_cast<const uint8_t*>(text.data()), text.size(), 0)) {
-      const int e = errno;
-      if (fd >= 0) ::close(fd);
-      return Status::IOError(Errno("cannot write", url_path, e));
-    }
-    ::close(fd);
+    KILN_RETURN_IF_ERROR(WriteFileAtomically(c->entry_dir_ + "/dataset-url", dataset_url + "\n"));
     const int used =
         ::open((c->entry_dir_ + "/last-used").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (used >= 0) {
@@ -363,7 +330,7 @@ bool DiskCache::Read(const ObjectInfo& object, uint64_t offset, uint64_t length,
   }
   bool own = false;
   const int fd = o.Open(O_RDONLY, &own);
-  const bool read = fd >= 0 && ReadAll(fd, dest, length, o.data_offset + offset);
+  const bool read = fd >= 0 && PreadFully(fd, dest, length, o.data_offset + offset, o.path).ok();
   if (own) ::close(fd);
   if (!read) {
     read_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -412,15 +379,14 @@ Status DiskCache::StorePiece(uint32_t object, uint64_t piece, const uint8_t* byt
   // The bytes, flushed, before the mark: a crash never leaves a held piece unwritten.
   bool own = false;
   const int fd = o.Open(O_RDWR, &own);
-  const bool written = fd >= 0 &&
-                       WriteAll(fd, bytes, length, o.data_offset + piece * piece_bytes_) &&
-                       ::fdatasync(fd) == 0;
-  const int err = fd < 0 ? ESTALE : errno;
-  if (own) ::close(fd);
-  if (!written) {
-    return Status::IOError(Errno("cannot write the cached piece to", o.path, err))
-        .WithLocation({o.path, -1, static_cast<int64_t>(o.data_offset + piece * piece_bytes_)});
+  if (fd < 0) return Status::FromErrno("cannot open the cached file", o.path, ESTALE);
+  const uint64_t at = o.data_offset + piece * piece_bytes_;
+  Status written = PwriteFully(fd, bytes, length, at, o.path);
+  if (written.ok() && ::fdatasync(fd) != 0) {
+    written = Status::FromErrno("cannot flush", o.path, errno);
   }
+  if (own) ::close(fd);
+  KILN_RETURN_IF_ERROR(written);
   __atomic_store_n(o.states() + piece, kHeld, __ATOMIC_RELEASE);
   return Status::Ok();
 }

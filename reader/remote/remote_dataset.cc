@@ -134,10 +134,8 @@ class RemoteRangeReader final : public RangeReader {
   static constexpr uint64_t kMaxRangeBytes = 8 << 20;
 
   RemoteRangeReader(const RemoteStore& store, std::unique_ptr<RemoteClient> client, uint32_t depth,
-                    uint64_t buffer_bytes, std::shared_ptr<BlockCache> cache,
-                    std::shared_ptr<DiskCache> disk)
-      : disk_(std::move(disk)),
-        store_(store),
+                    uint64_t buffer_bytes, std::shared_ptr<BlockCache> cache)
+      : store_(store),
         client_(std::move(client)),
         depth_(depth),
         buffer_bytes_(buffer_bytes),
@@ -305,11 +303,11 @@ class RemoteRangeReader final : public RangeReader {
   std::string ErrorDetail(uint32_t buffer) const override { return errors_[buffer]; }
   // In a forked child: the connections are the parent's (closing them could send a TLS
   // close_notify on the parent's sessions), so the client is left alive.
-  // The block cache's thread is the parent's too: its last reference is leaked, never destroyed.
+  // The block cache's thread is the parent's too: its last reference is leaked, never destroyed
+  // (the local cache's references, held by the client's options, leak with the client).
   void Abandon() override {
     (void)client_.release();
     if (cache_ != nullptr) (void)new std::shared_ptr<BlockCache>(std::move(cache_));
-    if (disk_ != nullptr) (void)new std::shared_ptr<DiskCache>(std::move(disk_));
   }
   RequestStats TakeRequestStats() override {
     const RequestStats now = client_->stats();
@@ -466,7 +464,6 @@ class RemoteRangeReader final : public RangeReader {
     }
   }
 
-  std::shared_ptr<DiskCache> disk_;  // the local cache its client reads, or nullptr
   std::atomic<bool> interrupted_{false};
   const RemoteStore& store_;
   std::unique_ptr<RemoteClient> client_;
@@ -761,10 +758,10 @@ Result<std::unique_ptr<RangeReader>> RemoteStore::NewRangeReader(
     const HedgePolicy& hedge, std::shared_ptr<DiskCache> disk) const {
   RemoteOptions options = options_;
   options.hedge = hedge;
-  options.cache = disk;
+  options.cache = std::move(disk);
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<RemoteClient> client, RemoteClient::Create(options));
-  return std::unique_ptr<RangeReader>(new RemoteRangeReader(
-      *this, std::move(client), depth, buffer_bytes, std::move(blocks), std::move(disk)));
+  return std::unique_ptr<RangeReader>(
+      new RemoteRangeReader(*this, std::move(client), depth, buffer_bytes, std::move(blocks)));
 }
 
 Result<std::shared_ptr<BlockCache>> RemoteStore::NewBlockCache(
