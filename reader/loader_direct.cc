@@ -324,32 +324,23 @@ class Loader::DirectWorker {
       if (!GuardedLocate(dataset_, i, loc, &found) || !found) return -1;
       return loc->file == file ? 1 : 0;
     };
+    // Samples are stored in order, so the extent's samples in `file` are one run: from `in`
+    // (in `file`) towards `out_of` (not in it), the last one still in `file` is found by
+    // halving, its location in `*loc`. False when an entry cannot be read.
+    auto run_end = [&](uint64_t in, uint64_t out_of, Dataset::StoredLocation* loc) {
+      for (uint64_t gap; (gap = in > out_of ? in - out_of : out_of - in) > 1;) {
+        const uint64_t mid = std::min(in, out_of) + gap / 2;
+        const int r = in_file(mid, loc);
+        if (r < 0) return false;
+        (r == 1 ? in : out_of) = mid;
+      }
+      return in_file(in, loc) == 1;
+    };
     Dataset::StoredLocation a, b;
-    int at_first = in_file(first, &a), at_last = in_file(last, &b);
+    const int at_first = in_file(first, &a), at_last = in_file(last, &b);
     if (at_first < 0 || at_last < 0) return false;
-    uint64_t lo = first, hi = last;
-    if (at_first == 0) {        // the smallest i in (first, index] in `file`
-      uint64_t out_of = first;  // not in `file`
-      lo = index;
-      while (lo - out_of > 1) {
-        const uint64_t mid = out_of + (lo - out_of) / 2;
-        const int in = in_file(mid, &a);
-        if (in < 0) return false;
-        (in == 1 ? lo : out_of) = mid;
-      }
-      if (in_file(lo, &a) != 1) return false;
-    }
-    if (at_last == 0) {  // the largest i in [index, last) in `file`
-      uint64_t out_of = last;
-      hi = index;
-      while (out_of - hi > 1) {
-        const uint64_t mid = hi + (out_of - hi) / 2;
-        const int in = in_file(mid, &b);
-        if (in < 0) return false;
-        (in == 1 ? hi : out_of) = mid;
-      }
-      if (in_file(hi, &b) != 1) return false;
-    }
+    if (at_first == 0 && !run_end(index, first, &a)) return false;  // the run's first sample
+    if (at_last == 0 && !run_end(index, last, &b)) return false;    // and its last
     if (b.offset + b.size <= a.offset) return false;
     *out = {a.offset, b.offset + b.size - a.offset};
     return true;

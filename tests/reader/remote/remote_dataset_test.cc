@@ -33,6 +33,12 @@
 namespace kiln::remote {
 namespace {
 
+// The whole of the file at `path` ("" when it cannot be read).
+std::string FileText(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
 const std::string& Kiln() {
   static const std::string path = std::string(KILN_BINARY_DIR) + "/tools/kiln";
   return path;
@@ -267,8 +273,7 @@ TEST_F(RemoteDatasetTest, AQueryStringFollowsEveryObjectName) {
   const int rc =
       Shell(Quote(Kiln()) + " verify " + Quote(servers->var("HTTP_URL") + "/raw" + query) + " > " +
             Quote(out) + " 2>&1");
-  std::ifstream in(out);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string text = FileText(out);
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("OK: "), std::string::npos) << text;
 }
@@ -534,8 +539,7 @@ TEST_F(RemoteDatasetTest, DamagedRecordIsNamedWithItsUrlRecordAndOffset) {
   // kiln verify names the same record; the intact copy verifies.
   const std::string out = servers->dir() + "/verify.txt";
   EXPECT_EQ(Shell(Quote(Kiln()) + " verify " + S3("bad") + " > " + Quote(out) + " 2>&1"), 1);
-  std::ifstream in(out);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string text = FileText(out);
   EXPECT_NE(text.find(S3("bad") + "/shard-00002.kiln"), std::string::npos) << text;
   EXPECT_EQ(Shell(Quote(Kiln()) + " verify " + S3("raw") + " > /dev/null 2>&1"), 0);
 }
@@ -543,14 +547,12 @@ TEST_F(RemoteDatasetTest, DamagedRecordIsNamedWithItsUrlRecordAndOffset) {
 TEST_F(RemoteDatasetTest, CliInspectAndBenchTakeTheUrl) {
   const std::string out = servers->dir() + "/cli.txt";
   ASSERT_EQ(Shell(Quote(Kiln()) + " inspect " + S3("raw") + " > " + Quote(out) + " 2>&1"), 0);
-  std::ifstream in(out);
-  std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::string text = FileText(out);
   EXPECT_NE(text.find("samples       1000"), std::string::npos) << text;
   ASSERT_EQ(Shell(Quote(Kiln()) + " bench " + S3("zstd") + " --epochs 1 --batch-size 100 > " +
                   Quote(out) + " 2>&1"),
             0);
-  std::ifstream bench(out);
-  text.assign((std::istreambuf_iterator<char>(bench)), {});
+  text = FileText(out);
   EXPECT_NE(text.find("io remote"), std::string::npos) << text;
   EXPECT_NE(text.find(" range GETs (0 retries, 0 failed, "), std::string::npos) << text;
   EXPECT_NE(text.find("every sample read once: yes"), std::string::npos) << text;
@@ -558,16 +560,14 @@ TEST_F(RemoteDatasetTest, CliInspectAndBenchTakeTheUrl) {
   EXPECT_EQ(Shell(Quote(Kiln()) + " bench " + S3("zstd") + " --epochs 1 --cold > " + Quote(out) +
                   " 2>&1"),
             2);
-  std::ifstream cold(out);
-  text.assign((std::istreambuf_iterator<char>(cold)), {});
+  text = FileText(out);
   EXPECT_NE(text.find("has no local files"), std::string::npos) << text;
   // A mixture with a source at the URL: io remote naming it, and its GETs counted (one per
   // record of its 1000 of the epoch's 2000 samples).
   ASSERT_EQ(Shell(Quote(Kiln()) + " bench " + Quote(Local("zstd")) + " " + S3("raw") +
                   " --weights 0.5,0.5 --epochs 1 --batch-size 100 > " + Quote(out) + " 2>&1"),
             0);
-  std::ifstream mixed(out);
-  text.assign((std::istreambuf_iterator<char>(mixed)), {});
+  text = FileText(out);
   EXPECT_NE(text.find("io remote (the mixture's sources at a URL (source 1, " + S3("raw") + ")"),
             std::string::npos)
       << text;
@@ -597,8 +597,7 @@ TEST_F(RemoteDatasetTest, CliShowTakesTheUrl) {
       const std::string log = out + "/" + show.name + "-" + where + ".txt";
       const int rc = Shell(Quote(Kiln()) + " show " + Quote(dataset) + " " + show.flags + " -o " +
                            Quote(png) + " > " + Quote(log) + " 2>&1");
-      std::ifstream in(log);
-      const std::string text((std::istreambuf_iterator<char>(in)), {});
+      const std::string text = FileText(log);
       ASSERT_EQ(rc, 0) << show.name << " " << dataset << ": " << text;
       if (where == "local") continue;
       const std::vector<uint8_t> local = ReadFile(out + "/" + show.name + "-local.png");
@@ -621,8 +620,7 @@ TEST_F(RemoteDatasetTest, CliPackClassesFromTakesTheUrl) {
     const int rc = Shell(Quote(Kiln()) + " pack samples/fashion-mnist -o " + Quote(out) +
                          " --size 28 --channels 1 --classes-from " + Quote(from) + " > " +
                          Quote(log) + " 2>&1");
-    std::ifstream in(log);
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    const std::string text = FileText(log);
     ASSERT_EQ(rc, 0) << from << ": " << text;
     EXPECT_EQ(nlohmann::json::parse(ReadFile(out + "/kiln.json"))["classes"], want) << from;
   }
@@ -632,8 +630,7 @@ TEST_F(RemoteDatasetTest, CliPackClassesFromTakesTheUrl) {
                   " --size 28 --channels 1 --classes-from " + S3("no-such-dataset") + " > " +
                   Quote(log) + " 2>&1"),
             0);
-  std::ifstream in(log);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string text = FileText(log);
   EXPECT_NE(text.find("--classes-from " + S3("no-such-dataset") + ": "), std::string::npos) << text;
   EXPECT_NE(text.find("NoSuchKey"), std::string::npos) << text;
 }
@@ -668,8 +665,7 @@ TEST_F(RemoteDatasetTest, PythonLoaderAndVerifyTakeTheUrl) {
   const int rc =
       Shell("PYTHONPATH=" + Quote(module_dir) + " /usr/bin/python3 " + Quote(script) + " " +
             Quote(Local("zstd")) + " " + S3("zstd") + " > " + Quote(out) + " 2>&1");
-  std::ifstream in(out);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string text = FileText(out);
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("python ok 16 2000"), std::string::npos) << text;
 }
@@ -720,8 +716,7 @@ TEST_F(RemoteDatasetTest, PythonLoaderTakesTheCacheAndHedgingSettings) {
   const int rc = Shell("PYTHONPATH=" + Quote(module_dir) + " /usr/bin/python3 " + Quote(script) +
                        " " + Quote(Local("raw")) + " " + servers->var("HTTP_URL") + "/raw " +
                        Quote(servers->dir() + "/cache-python") + " > " + Quote(out) + " 2>&1");
-  std::ifstream in(out);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string text = FileText(out);
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("python cache ok 32"), std::string::npos) << text;
 }
@@ -779,8 +774,7 @@ TEST_F(RemoteDatasetTest, LocalCacheSharedByTwoProcessesFillsOnceAndBothReadIt) 
   const int rc = Shell("sh " + Quote(runner));
   std::string text;
   for (int rank = 0; rank < 2; ++rank) {
-    std::ifstream in(servers->dir() + "/cache-two-" + std::to_string(rank) + ".txt");
-    const std::string t((std::istreambuf_iterator<char>(in)), {});
+    const std::string t = FileText(servers->dir() + "/cache-two-" + std::to_string(rank) + ".txt");
     EXPECT_NE(t.find("rank " + std::to_string(rank) + " ok"), std::string::npos) << t;
     text += t;
   }
@@ -804,10 +798,7 @@ TEST_F(RemoteDatasetTest, PackToAUrlUploadsKilnJsonLastAndReadsAsTheLocalPack) {
     return Shell(Quote(Kiln()) + " pack samples/fashion-mnist " + args + " > " + Quote(out) +
                  " 2>&1");
   };
-  auto output = [&] {
-    std::ifstream in(out);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-  };
+  auto output = [&] { return FileText(out); };
   ASSERT_EQ(run("-o " + S3("packed") + flags), 0) << output();
   EXPECT_NE(output().find("kiln.json last"), std::string::npos) << output();
   EXPECT_EQ(Shell(Quote(Kiln()) + " verify " + S3("packed") + " > /dev/null 2>&1"), 0);
@@ -857,10 +848,7 @@ TEST_F(RemoteDatasetTest, PackToABucketRootVerifiesAndReadsAsTheLocalPack) {
   auto run = [&](const std::string& args) {
     return Shell(Quote(Kiln()) + " " + args + " > " + Quote(out) + " 2>&1");
   };
-  auto output = [&] {
-    std::ifstream in(out);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-  };
+  auto output = [&] { return FileText(out); };
   const std::string pack = "pack samples/fashion-mnist --size 28 --channels 1 --shard-size 64KiB";
   ASSERT_EQ(run(pack + " -o " + url), 0) << output();
   EXPECT_NE(output().find("kiln.json last"), std::string::npos) << output();
@@ -888,28 +876,42 @@ pid_t PidIn(const std::string& file) {
   return static_cast<pid_t>(pid);
 }
 
+// fault_proxy.py in front of nginx, which Hang() freezes (SIGSTOP: connections are accepted and
+// nothing is answered, as by a server that hangs); thawed and stopped by pid when the object
+// goes, also when an assertion fails first.
+struct HangableProxy {
+  std::string name, url;
+  pid_t pid = 0;
+  explicit HangableProxy(std::string proxy_name) : name(std::move(proxy_name)) {
+    url = servers->StartProxy(name, servers->var("HTTP_URL"), "");
+    if (!url.empty()) pid = PidIn(servers->dir() + "/run/proxy-" + name + ".pid");
+  }
+  bool Hang() const { return pid > 0 && ::kill(pid, SIGSTOP) == 0; }
+  ~HangableProxy() {
+    if (pid > 0) ::kill(pid, SIGCONT);
+    if (!url.empty()) servers->StopProxy(name);
+  }
+};
+
 // A server that stops answering mid-epoch (the proxy in front of nginx stopped with SIGSTOP):
 // destroying the loader returns at once instead of after the request timeout and its retries
 // (its fetch threads' reads are abandoned: RangeReader::Interrupt).
 TEST_F(RemoteDatasetTest, ALoaderOverAServerThatHangsIsDestroyedPromptly) {
-  const std::string url = servers->StartProxy("hang-all", servers->var("HTTP_URL"), "");
-  ASSERT_FALSE(url.empty());
-  const pid_t proxy = PidIn(servers->dir() + "/run/proxy-hang-all.pid");
-  ASSERT_GT(proxy, 0);
+  HangableProxy proxy("hang-all");
+  ASSERT_GT(proxy.pid, 0);
+  const std::string& url = proxy.url;
   LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 4);
   o.batch_size = 16;
   Result<std::unique_ptr<Loader>> loader = Loader::Open(url + "/raw", o);
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   Batch b;
   ASSERT_TRUE(*(*loader)->Next(&b));
-  ASSERT_EQ(::kill(proxy, SIGSTOP), 0);
+  ASSERT_TRUE(proxy.Hang());
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // reads now in flight, unanswered
   const auto start = std::chrono::steady_clock::now();
   loader->reset();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ::kill(proxy, SIGCONT);
-  servers->StopProxy("hang-all");
   // The request timeout is 60 s and the stall timeout 15 s: a destruction that waited for
   // either would take that long.
   EXPECT_LT(seconds, 5.0) << "the loader's destruction waited for the hung server";
@@ -919,10 +921,9 @@ TEST_F(RemoteDatasetTest, ALoaderOverAServerThatHangsIsDestroyedPromptly) {
 // is retried; with the server gone for good the read fails by name, long before the 60 s
 // request timeout.
 TEST_F(RemoteDatasetTest, AStalledTransferTimesOutAfterTheStallTimeout) {
-  const std::string url = servers->StartProxy("stall-all", servers->var("HTTP_URL"), "");
-  ASSERT_FALSE(url.empty());
-  const pid_t proxy = PidIn(servers->dir() + "/run/proxy-stall-all.pid");
-  ASSERT_GT(proxy, 0);
+  HangableProxy proxy("stall-all");
+  ASSERT_GT(proxy.pid, 0);
+  const std::string& url = proxy.url;
   setenv("KILN_REMOTE_STALL_TIMEOUT_MS", "1000", 1);
   setenv("AWS_MAX_ATTEMPTS", "2", 1);
   LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 4);
@@ -934,7 +935,7 @@ TEST_F(RemoteDatasetTest, AStalledTransferTimesOutAfterTheStallTimeout) {
   ASSERT_TRUE(loader.ok()) << loader.status().ToString();
   Batch b;
   ASSERT_TRUE(*(*loader)->Next(&b));
-  ASSERT_EQ(::kill(proxy, SIGSTOP), 0);
+  ASSERT_TRUE(proxy.Hang());
   const auto start = std::chrono::steady_clock::now();
   Status failure;
   while (failure.ok()) {
@@ -945,8 +946,6 @@ TEST_F(RemoteDatasetTest, AStalledTransferTimesOutAfterTheStallTimeout) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   loader->reset();
-  ::kill(proxy, SIGCONT);
-  servers->StopProxy("stall-all");
   ASSERT_FALSE(failure.ok()) << "reads went on with the server stopped";
   EXPECT_NE(failure.message().find(url + "/raw/shard-"), std::string::npos) << failure.ToString();
   EXPECT_NE(failure.message().find("2 attempts"), std::string::npos) << failure.ToString();
@@ -1678,10 +1677,9 @@ TEST_F(RemoteDatasetTest, APlainServerErrorPageIsQuotedInTheMessage) {
 TEST_F(RemoteDatasetTest, PythonCtrlCStopsACallWaitingOnAHungServer) {
   const std::string module_dir = std::string(KILN_BINARY_DIR) + "/python";
   if (!fs::exists(module_dir + "/kiln/__init__.py")) GTEST_SKIP() << "Python module not built";
-  const std::string url = servers->StartProxy("hang-py", servers->var("HTTP_URL"), "");
-  ASSERT_FALSE(url.empty());
-  const pid_t proxy = PidIn(servers->dir() + "/run/proxy-hang-py.pid");
-  ASSERT_GT(proxy, 0);
+  HangableProxy proxy("hang-py");
+  ASSERT_GT(proxy.pid, 0);
+  const std::string& url = proxy.url;
   const std::string script = servers->dir() + "/ctrl-c.py";
   std::ofstream(script)
       << "import os, signal, sys, threading, time, kiln\n"
@@ -1697,14 +1695,11 @@ TEST_F(RemoteDatasetTest, PythonCtrlCStopsACallWaitingOnAHungServer) {
          "        print(name, 'interrupted after %.1f s' % (time.monotonic() - start))\n"
          "    except Exception as e:\n"
          "        print(name, 'raised', type(e).__name__, e)\n";
-  ASSERT_EQ(::kill(proxy, SIGSTOP), 0);
+  ASSERT_TRUE(proxy.Hang());
   const std::string out = servers->dir() + "/ctrl-c.txt";
   const int rc = Shell("PYTHONPATH=" + Quote(module_dir) + " timeout 60 /usr/bin/python3 " +
                        Quote(script) + " " + url + "/raw > " + Quote(out) + " 2>&1");
-  ::kill(proxy, SIGCONT);
-  servers->StopProxy("hang-py");
-  std::ifstream in(out);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string text = FileText(out);
   EXPECT_EQ(rc, 0) << text;
   for (const char* name : {"Loader", "Dataset", "verify"}) {
     const size_t at = text.find(std::string(name) + " interrupted after ");
