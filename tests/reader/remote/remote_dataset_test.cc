@@ -1617,10 +1617,11 @@ TEST_F(RemoteDatasetTest, LocalCacheInADirectoryThatCannotBeMadeIsRefusedByName)
       << ds.status().ToString();
 }
 
-// A byte flipped in a cached piece (a damaged local disk): the record's checksum catches it, the
+// Field case B21 (a silent bit flip named), in the local cache. A byte flipped in a cached piece
+// (a damaged local disk): the record's checksum catches it, the
 // error names the cache file and says the pieces were dropped, and the next run reads them from
 // the network again (batches equal the local read).
-TEST_F(RemoteDatasetTest, LocalCacheDamagedPieceIsNamedDroppedAndReadAgain) {
+TEST_F(RemoteDatasetTest, FieldCase_B21_LocalCacheDamagedPieceIsNamedDroppedAndReadAgain) {
   const std::string cache = servers->dir() + "/cache-damaged";
   const std::string url = servers->var("HTTP_URL") + "/raw";
   LoaderOptions o = Options(ShuffleMode::kExact, 0, 1, 6);
@@ -1671,10 +1672,11 @@ TEST_F(RemoteDatasetTest, APlainServerErrorPageIsQuotedInTheMessage) {
       << ds.status().ToString();
 }
 
-// Python: Ctrl-C while kiln.Loader(URL), kiln.Dataset(URL) or kiln.verify(URL) waits on a server
+// Field case B57 (Ctrl-C while reading), at a URL. Python: Ctrl-C while kiln.Loader(URL),
+// kiln.Dataset(URL) or kiln.verify(URL) waits on a server
 // that does not answer (the proxy in front of nginx stopped) raises KeyboardInterrupt at once,
 // not after the request timeouts and retries (formats/interrupt.h).
-TEST_F(RemoteDatasetTest, PythonCtrlCStopsACallWaitingOnAHungServer) {
+TEST_F(RemoteDatasetTest, FieldCase_B57_PythonCtrlCStopsACallWaitingOnAHungServer) {
   const std::string module_dir = std::string(KILN_BINARY_DIR) + "/python";
   if (!fs::exists(module_dir + "/kiln/__init__.py")) GTEST_SKIP() << "Python module not built";
   HangableProxy proxy("hang-py");
@@ -1683,6 +1685,7 @@ TEST_F(RemoteDatasetTest, PythonCtrlCStopsACallWaitingOnAHungServer) {
   const std::string script = servers->dir() + "/ctrl-c.py";
   std::ofstream(script)
       << "import os, signal, sys, threading, time, kiln\n"
+         "signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job ignores it\n"
          "url = sys.argv[1]\n"
          "for name, call in [('Loader', lambda: kiln.Loader(url, backend='numpy')), "
          "('Dataset', lambda: kiln.Dataset(url)), ('verify', lambda: kiln.verify(url))]:\n"
