@@ -234,8 +234,12 @@ case $cmd in
     start_nginx "$ph" "$pt"
     if [[ -n ${3:-} ]]; then
       watch=$3
+      # In a session of its own (setsid, which keeps the pid here): a signal to the test's whole
+      # process group (timeout(1), a terminal's Ctrl-C) must not take the guard down with it,
+      # or the servers outlive the test. Its pid file goes before it runs `stop` (bash execs
+      # that last command in the guard's own process, which `stop` would otherwise kill first).
       (
-        exec -a remote_servers_guard bash -c "while kill -0 $watch 2> /dev/null; do sleep 0.5; done; '$0' stop '$dir'"
+        exec -a remote_servers_guard setsid bash -c "while kill -0 $watch 2> /dev/null; do sleep 0.5; done; rm -f '$dir/run/guard.pid'; '$0' stop '$dir'"
       ) > /dev/null 2>&1 &
       echo $! > "$dir/run/guard.pid"
     fi
