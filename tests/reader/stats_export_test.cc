@@ -314,6 +314,9 @@ TEST(LoaderStats, SnapshotsFromAnotherThreadAreMonotonic) {
       snapshots.fetch_add(1);
     }
   });
+  // Reading starts once the watcher is snapshotting (on a loaded machine it may otherwise not
+  // be scheduled before the four short epochs are over).
+  while (snapshots.load() == 0) std::this_thread::yield();
   const uint64_t received = ReadEpochs(**loader, 4);
   done = true;
   watcher.join();
